@@ -7,6 +7,7 @@ package bake
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ import (
 
 // BaselinePath is where the first dlami provisioner of a build records the baseline, so later
 // dlami provisioners (after shell or ansible steps) compare against the same one.
-const BaselinePath = "/var/lib/dlami-bake/baseline.json"
+const BaselinePath = guard.BaselinePath
 
 // UI is the part of packersdk.Ui the bake talks to.
 type UI interface {
@@ -63,8 +64,9 @@ type Bake struct {
 	opt  Options
 	now  func() time.Time
 
-	workDir string
-	rep     report.Report
+	workDir   string
+	guardTook time.Duration
+	rep       report.Report
 	checks  map[string]result.Check
 	order   []string
 }
@@ -193,21 +195,25 @@ func (b *Bake) batch(ctx context.Context, what string, cmds []bundle.Command) (m
 	return sections, took, nil
 }
 
-func (b *Bake) snapshot(ctx context.Context) (guard.Snapshot, error) {
-	sections, _, err := b.batch(ctx, "kernel guard snapshot", guard.Commands())
-	if err != nil {
-		return guard.Snapshot{}, err
+// snapshot reads the guarded state. When it cannot be read or parsed, the five guard checks
+// are recorded as failed with the raw evidence: an unreadable host never passes the guard.
+func (b *Bake) snapshot(ctx context.Context, stage string) (guard.Snapshot, error) {
+	sections, took, err := b.batch(ctx, "kernel guard snapshot", guard.Commands())
+	if err == nil {
+		var s guard.Snapshot
+		if s, err = guard.ParseSnapshot(sections); err == nil {
+			s.TakenAt = b.now().UTC()
+			b.guardTook = took
+			return s, nil
+		}
 	}
-	s, err := guard.ParseSnapshot(sections)
-	if err != nil {
-		return guard.Snapshot{}, fmt.Errorf("kernel guard snapshot: %w", err)
-	}
-	s.TakenAt = b.now().UTC()
-	return s, nil
+	b.record(guard.Unjudgeable(stage, err)...)
+	return guard.Snapshot{}, fmt.Errorf("kernel guard %s: %w", stage, err)
 }
 
 func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error) {
-	cur, err := b.snapshot(ctx)
+	const stage = "before layers"
+	cur, err := b.snapshot(ctx, stage)
 	if err != nil {
 		return cur, nil, err
 	}
@@ -218,7 +224,7 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error)
 	if !found {
 		base = cur
 	}
-	guarded := guard.Guarded(base, b.opt.Policy)
+	guarded := guard.Union(guard.Guarded(base, b.opt.Policy), guard.Guarded(cur, b.opt.Policy))
 	if unheld := guard.Unheld(cur, guarded); len(unheld) > 0 && b.opt.HoldUnheld {
 		b.ui.Say("dlami: putting on hold (hold_unheld = true): " + strings.Join(unheld, " "))
 		args := make([]string, len(unheld))
@@ -229,7 +235,7 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error)
 			return cur, nil, fmt.Errorf("hold_unheld: %w", err)
 		}
 		b.rep.HeldByPlugin = append(b.rep.HeldByPlugin, unheld...)
-		if cur, err = b.snapshot(ctx); err != nil {
+		if cur, err = b.snapshot(ctx, stage); err != nil {
 			return cur, nil, err
 		}
 		if !found {
@@ -244,19 +250,24 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error)
 	} else {
 		b.ui.Say(fmt.Sprintf("dlami: comparing against the baseline recorded at %s (kernel %s)", base.TakenAt.Format(time.RFC3339), base.RunningKernel))
 	}
-	return base, guarded, b.judgeGuard(base, cur, guarded, "before layers")
+	return base, guarded, b.judgeGuard(base, cur, guarded, stage)
 }
 
 func (b *Bake) guardAfter(ctx context.Context, base guard.Snapshot, guarded []string, stage string) error {
-	cur, err := b.snapshot(ctx)
+	cur, err := b.snapshot(ctx, stage)
 	if err != nil {
 		return err
 	}
+	// A package that appears only now (a layer installed a new kernel) is guarded too.
+	guarded = guard.Union(guarded, guard.Guarded(cur, b.opt.Policy))
 	return b.judgeGuard(base, cur, guarded, stage)
 }
 
 func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage string) error {
-	cs := guard.Judge(base, cur, guarded, guard.JudgeOptions{Stage: stage, KernelPin: b.opt.Expect.Kernel})
+	cs := guard.Judge(base, cur, guarded, stage, guard.Options{PinnedKernel: b.opt.Expect.Kernel})
+	for i := range cs {
+		cs[i].DurationMS = b.guardTook.Milliseconds()
+	}
 	b.record(cs...)
 	b.rep.Manifest = mergeManifest(b.rep.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
 	drift := guard.Diff(base, cur, guarded)
@@ -467,17 +478,18 @@ func gpuOK(cs []result.Check) bool {
 func (b *Bake) runNCCL(ctx context.Context, exp checks.Expectations) {
 	o := b.opt.NCCL
 	if o.Ranks == 0 {
+		// Zero leaves it to the script, which starts one rank per GPU nvidia-smi lists.
 		o.Ranks = exp.GPUCount
-	}
-	if o.Ranks == 0 {
-		o.Ranks = 1
 	}
 	script, err := checks.NCCLCommand(o)
 	if err != nil {
 		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Fail, Expected: "a runnable NCCL test", Actual: "bad nccl settings", Message: err.Error()})
 		return
 	}
-	b.ui.Say(fmt.Sprintf("dlami: running the 1-node NCCL all-reduce test (%d ranks)", o.Ranks))
+	for _, w := range checks.NCCLWarnings(o) {
+		b.ui.Error("dlami: warning: " + w)
+	}
+	b.ui.Say("dlami: running the 1-node NCCL all-reduce test")
 	timeout := time.Duration(o.TimeoutSeconds) * time.Second
 	nctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
 	defer cancel()
@@ -520,7 +532,14 @@ func (b *Bake) writeManifest(ctx context.Context) error {
 	if b.opt.ManifestPath == "" {
 		return nil
 	}
-	data, err := report.ManifestJSON(b.rep)
+	data, err := json.MarshalIndent(struct {
+		GeneratedAt   time.Time         `json:"generated_at"`
+		PluginVersion string            `json:"plugin_version"`
+		BuildName     string            `json:"build_name"`
+		InstanceType  string            `json:"instance_type"`
+		Components    map[string]string `json:"components"`
+		NCCL          any               `json:"nccl"`
+	}{b.now().UTC(), b.opt.PluginVersion, b.opt.BuildName, b.rep.InstanceType, b.rep.Manifest, b.rep.NCCL}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
@@ -554,12 +573,6 @@ func (b *Bake) finish(runErr error) error {
 	b.rep.Result = "pass"
 	if runErr != nil || result.Failed(b.rep.Checks) {
 		b.rep.Result = "fail"
-	}
-	b.rep.FailedChecks = nil
-	for _, c := range b.rep.Checks {
-		if c.Status == result.Fail {
-			b.rep.FailedChecks = append(b.rep.FailedChecks, c.ID)
-		}
 	}
 	if runErr != nil {
 		b.rep.Error = runErr.Error()

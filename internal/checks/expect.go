@@ -21,7 +21,8 @@ type Expectations struct {
 	Lustre       string
 
 	GPUCount int
-	// GPUModel matches when the nvidia-smi name contains it, case-insensitively ("B200").
+	// GPUModel matches when the nvidia-smi name contains it as a whole word, case-insensitively
+	// ("B200" matches "NVIDIA B200" but not "NVIDIA GB200").
 	GPUModel string
 	EFACount int
 

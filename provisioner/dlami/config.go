@@ -113,7 +113,7 @@ type ExpectConfig struct {
 	Lustre string `mapstructure:"lustre"`
 	// Number of GPUs.
 	GPUCount int `mapstructure:"gpu_count"`
-	// GPU model, matched as a case-insensitive substring of the nvidia-smi name ("B200").
+	// GPU model, matched as a whole word of the nvidia-smi name, case-insensitively ("B200").
 	GPUModel string `mapstructure:"gpu_model"`
 	// Number of EFA devices.
 	EFACount int `mapstructure:"efa_count"`

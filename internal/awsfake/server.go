@@ -1,0 +1,399 @@
+// Package awsfake is a local stand-in for the parts of AWS the dlami data
+// source talks to: SSM Parameter Store (JSON 1.1 over X-Amz-Target), EC2
+// DescribeImages (query API with XML answers) and STS AssumeRole. It speaks
+// the real wire protocols, so the real aws-sdk-go-v2 clients serialise, sign,
+// retry and parse against it, and it injects faults per operation and region.
+package awsfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultAccount is the account id the fake treats as the caller ("self").
+const DefaultAccount = "123456789012"
+
+// DLAMIOwner is the AWS account that publishes the Deep Learning AMIs in the
+// commercial partition; public describe-images output shows it as the owner
+// with alias "amazon".
+const DLAMIOwner = "898082745236"
+
+// Image is one AMI as the fake stores it. Times are EC2's ISO-8601 strings
+// ("2026-10-02T09:12:34.000Z") so they round-trip unchanged.
+type Image struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	Description        string            `json:"description,omitempty"`
+	OwnerID            string            `json:"owner_id"`
+	OwnerAlias         string            `json:"owner_alias,omitempty"`
+	State              string            `json:"state,omitempty"` // default "available"
+	Architecture       string            `json:"architecture"`
+	CreationDate       string            `json:"creation_date,omitempty"`
+	DeprecationTime    string            `json:"deprecation_time,omitempty"`
+	RootDeviceName     string            `json:"root_device_name,omitempty"`
+	RootDeviceType     string            `json:"root_device_type,omitempty"`    // default "ebs"
+	VirtualizationType string            `json:"virtualization_type,omitempty"` // default "hvm"
+	Public             bool              `json:"public,omitempty"`
+	Tags               map[string]string `json:"tags,omitempty"`
+}
+
+// Parameter is one SSM parameter.
+type Parameter struct {
+	Name         string    `json:"name"`
+	Value        string    `json:"value"`
+	Type         string    `json:"type,omitempty"`      // default "String"
+	DataType     string    `json:"data_type,omitempty"` // default "text"
+	Version      int64     `json:"version,omitempty"`   // default 1
+	LastModified time.Time `json:"last_modified,omitempty"`
+}
+
+// Call records one request the fake answered, for assertions in tests.
+type Call struct {
+	Op          string
+	Region      string
+	AccessKeyID string
+	Status      int
+}
+
+// AssumeRoleCall records the inputs of one AssumeRole request.
+type AssumeRoleCall struct {
+	RoleARN, SessionName, ExternalID string
+}
+
+// AssumeRoleCalls returns the AssumeRole requests answered so far.
+func (s *Server) AssumeRoleCalls() []AssumeRoleCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]AssumeRoleCall(nil), s.assumed...)
+}
+
+type faultKey struct{ op, region string }
+
+type regionData struct {
+	images map[string]*Image
+	params map[string]*Parameter
+}
+
+// Server is the fake endpoint. The zero value is not usable; call New.
+type Server struct {
+	mu      sync.Mutex
+	account string
+	regions map[string]*regionData
+	faults  map[faultKey]*Fault
+	calls   []Call
+	assumed []AssumeRoleCall
+	now     func() time.Time
+}
+
+// New returns an empty fake whose caller account is DefaultAccount.
+func New() *Server {
+	return &Server{
+		account: DefaultAccount,
+		regions: map[string]*regionData{},
+		faults:  map[faultKey]*Fault{},
+		now:     time.Now,
+	}
+}
+
+// SetAccount sets the account id the fake answers as "self".
+func (s *Server) SetAccount(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.account = id
+}
+
+// SetNow fixes the clock used to decide whether an image is deprecated.
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+func (s *Server) region(r string) *regionData {
+	rd := s.regions[r]
+	if rd == nil {
+		rd = &regionData{images: map[string]*Image{}, params: map[string]*Parameter{}}
+		s.regions[r] = rd
+	}
+	return rd
+}
+
+// PutImage adds or replaces an image in a region.
+func (s *Server) PutImage(region string, img Image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := img
+	if c.Tags != nil {
+		c.Tags = make(map[string]string, len(img.Tags))
+		for k, v := range img.Tags {
+			c.Tags[k] = v
+		}
+	}
+	s.region(region).images[img.ID] = &c
+}
+
+// UpdateImage changes an existing image in place; it reports whether the
+// image existed. Use it to deprecate, deregister or re-own an image.
+func (s *Server) UpdateImage(region, id string, fn func(*Image)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	img := s.region(region).images[id]
+	if img == nil {
+		return false
+	}
+	fn(img)
+	return true
+}
+
+// DeleteImage removes an image, as a completed deregistration does.
+func (s *Server) DeleteImage(region, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.region(region).images, id)
+}
+
+// PutParameter adds or replaces a parameter in a region.
+func (s *Server) PutParameter(region string, p Parameter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := p
+	s.region(region).params[p.Name] = &c
+}
+
+// GetParameterValue returns a parameter's value as stored, for tests.
+func (s *Server) GetParameterValue(region, name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.region(region).params[name]
+	if p == nil {
+		return "", false
+	}
+	return p.Value, true
+}
+
+// DeleteParameter removes a parameter from a region.
+func (s *Server) DeleteParameter(region, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.region(region).params, name)
+}
+
+// SetFault installs a fault for an operation (or OpAny) in one region, or in
+// every region when region is "". A region-specific fault shadows the
+// all-regions one. Setting the zero Fault clears it.
+func (s *Server) SetFault(op, region string, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f == (Fault{}) {
+		delete(s.faults, faultKey{op, region})
+		return
+	}
+	c := f
+	s.faults[faultKey{op, region}] = &c
+}
+
+// ClearFaults removes every installed fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = map[faultKey]*Fault{}
+}
+
+// Calls returns every request answered so far, oldest first.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallCount counts answered requests for op ("" or OpAny for all) in region
+// ("" for all).
+func (s *Server) CallCount(op, region string) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if (op == "" || op == OpAny || c.Op == op) && (region == "" || c.Region == region) {
+			n++
+		}
+	}
+	return n
+}
+
+// Regions lists the regions holding data, sorted.
+func (s *Server) Regions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.regions))
+	for r := range s.regions {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Start serves the fake on a loopback httptest server; close it when done.
+func (s *Server) Start() *httptest.Server { return httptest.NewServer(s) }
+
+// pickFault returns the action to take for this request and consumes one
+// unit of any counted fault. It runs under s.mu.
+func (s *Server) pickFault(op, region string) (action string, latency time.Duration) {
+	for _, k := range []faultKey{{op, region}, {op, ""}, {OpAny, region}, {OpAny, ""}} {
+		f := s.faults[k]
+		if f == nil {
+			continue
+		}
+		latency = f.Latency
+		switch {
+		case f.Throttle > 0:
+			f.Throttle--
+			return "throttle", latency
+		case f.ServerError > 0:
+			f.ServerError--
+			return "500", latency
+		case f.AccessDenied:
+			return "denied", latency
+		case f.Malformed:
+			return "malformed", latency
+		}
+		return "", latency
+	}
+	return "", 0
+}
+
+const maxBody = 1 << 20
+
+// ServeHTTP answers SSM, EC2 and STS requests.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		http.Error(w, "request body unreadable or over 1 MiB", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "the fake AWS endpoint answers POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	scope, err := ParseCredentialScope(r.Header.Get("Authorization"))
+	var req request
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		req, err = s.ssmRequest(target, body, scope, err)
+	} else {
+		req, err = s.queryRequest(body, scope, err)
+	}
+	if err != nil {
+		var we *wireError
+		if errors.As(err, &we) {
+			s.record(req.op, scope, we.status)
+			we.write(w)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+
+	s.mu.Lock()
+	action, latency := s.pickFault(req.op, scope.Region)
+	s.mu.Unlock()
+	if latency > 0 {
+		if !sleepCtx(r.Context(), latency) {
+			return
+		}
+	}
+	var resp response
+	switch action {
+	case "throttle":
+		resp = req.proto.throttle()
+	case "500":
+		resp = req.proto.serverError()
+	case "denied":
+		resp = req.proto.denied(s.account, req.op, req.resource)
+	case "malformed":
+		resp = req.proto.malformed()
+	default:
+		resp = req.handle()
+	}
+	s.record(req.op, scope, resp.status)
+	resp.write(w)
+}
+
+func (s *Server) record(op string, scope CredentialScope, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status})
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// request is a decoded call, ready to be answered.
+type request struct {
+	op       string
+	resource string // ARN or "*" named in AccessDenied messages
+	proto    protocol
+	handle   func() response
+}
+
+// response is a status, content type and body.
+type response struct {
+	status      int
+	contentType string
+	body        string
+}
+
+func (r response) write(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", r.contentType)
+	w.Header().Set("X-Amzn-Requestid", requestID())
+	w.WriteHeader(r.status)
+	_, _ = io.WriteString(w, r.body)
+}
+
+// wireError is an error that must reach the client in the service's format.
+type wireError struct{ response }
+
+func (e *wireError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
+
+// protocol renders the error shapes of one service.
+type protocol interface {
+	throttle() response
+	serverError() response
+	denied(account, op, resource string) response
+	malformed() response
+}
+
+var reqSeq struct {
+	sync.Mutex
+	n uint64
+}
+
+func requestID() string {
+	reqSeq.Lock()
+	reqSeq.n++
+	n := reqSeq.n
+	reqSeq.Unlock()
+	return fmt.Sprintf("7b1f3c2a-%04x-4e5d-9a6b-%012x", n>>48&0xffff, n&0xffffffffffff)
+}
+
+func partition(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "aws-cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		return "aws-us-gov"
+	}
+	return "aws"
+}

@@ -1,0 +1,605 @@
+package checks
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// NCCLOptions configures the 1-node NCCL all_reduce_perf test.
+type NCCLOptions struct {
+	// CUDAVersion picks /usr/local/cuda-<v>/efa/test-cuda-<v>/all_reduce_perf ("13.2"); ""
+	// takes the newest CUDA on the host that has the nccl-tests binaries.
+	CUDAVersion string
+	// Ranks is the number of MPI ranks, one per GPU; 0 counts the GPUs nvidia-smi -L lists on
+	// the host.
+	Ranks int
+	// Args are the all_reduce_perf arguments; empty means NCCLDefaultArgs.
+	Args []string
+	// TimeoutSeconds bounds the whole mpirun (a hung collective never ends by itself); 0 means
+	// NCCLDefaultTimeoutSeconds.
+	TimeoutSeconds int
+	// Env is passed to every rank with mpirun -x KEY=VALUE. LD_LIBRARY_PATH and NCCL_DEBUG are
+	// set by the command and cannot be overridden.
+	Env map[string]string
+}
+
+// NCCLDefaultArgs are the all_reduce_perf arguments of host-layer.md: 8 B to 1 GiB doubling,
+// one GPU per rank, data validated, 50 iterations.
+var NCCLDefaultArgs = []string{"-b", "8", "-e", "1G", "-f", "2", "-g", "1", "-c", "1", "-n", "50"}
+
+const (
+	// NCCLDefaultTimeoutSeconds bounds the test when NCCLOptions.TimeoutSeconds is 0.
+	NCCLDefaultTimeoutSeconds = 900
+	// NCCLSection is the bundle section name of the NCCL test.
+	NCCLSection = "nccl.all_reduce_perf"
+	// NCCLMarker starts the lines the NCCL script prints about itself ("@@DLAMI-NCCL BINARY
+	// <path>", "@@DLAMI-NCCL RANKS <n>", "@@DLAMI-NCCL ERROR <why>").
+	NCCLMarker = "@@DLAMI-NCCL"
+	// ncclNoBinaryExit is the script's exit status when it cannot start the test at all.
+	ncclNoBinaryExit = 127
+	ncclMPIRun       = "/opt/amazon/openmpi/bin/mpirun"
+	ncclEvidenceMax  = 3000
+	ncclMaxRanks     = 1024
+	ncclMaxTimeout   = 24 * 3600
+)
+
+var (
+	ncclEnvKey      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	ncclCUDAVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+	// ncclReservedEnv are set by NCCLCommand itself: the transport check reads the INFO lines,
+	// and the library path is what puts aws-ofi-nccl in front of NCCL.
+	ncclReservedEnv = map[string]bool{"LD_LIBRARY_PATH": true, "NCCL_DEBUG": true}
+)
+
+// ncclValidate checks o and fills in the defaults.
+func ncclValidate(o NCCLOptions) (NCCLOptions, error) {
+	if o.CUDAVersion != "" && !ncclCUDAVersion.MatchString(o.CUDAVersion) {
+		return o, fmt.Errorf("nccl: CUDAVersion %q: use MAJOR.MINOR as in /usr/local/cuda-13.2 (\"13.2\"), or leave it empty for the newest", o.CUDAVersion)
+	}
+	if o.Ranks < 0 || o.Ranks > ncclMaxRanks {
+		return o, fmt.Errorf("nccl: Ranks %d: use 1 to %d (one per GPU), or 0 to count the GPUs", o.Ranks, ncclMaxRanks)
+	}
+	if o.TimeoutSeconds < 0 || o.TimeoutSeconds > ncclMaxTimeout {
+		return o, fmt.Errorf("nccl: TimeoutSeconds %d: use 1 to %d, or 0 for %d", o.TimeoutSeconds, ncclMaxTimeout, NCCLDefaultTimeoutSeconds)
+	}
+	if o.TimeoutSeconds == 0 {
+		o.TimeoutSeconds = NCCLDefaultTimeoutSeconds
+	}
+	if len(o.Args) == 0 {
+		o.Args = NCCLDefaultArgs
+	}
+	for i, a := range o.Args {
+		if strings.ContainsAny(a, "\x00\n\r") {
+			return o, fmt.Errorf("nccl: Args[%d] %q: a NUL or line break cannot be passed to all_reduce_perf", i, a)
+		}
+	}
+	for k, v := range o.Env {
+		if !ncclEnvKey.MatchString(k) {
+			return o, fmt.Errorf("nccl: Env key %q: use letters, digits and '_', not starting with a digit", k)
+		}
+		if ncclReservedEnv[k] {
+			return o, fmt.Errorf("nccl: Env key %s: set by the NCCL test itself (the transport check needs NCCL_DEBUG=INFO and the DLAMI library path); remove it", k)
+		}
+		if strings.ContainsAny(v, "\x00\n\r") {
+			return o, fmt.Errorf("nccl: Env %s: the value contains a NUL or line break", k)
+		}
+	}
+	return o, nil
+}
+
+// NCCLCommand returns the POSIX sh script that runs the 1-node NCCL test of host-layer.md as
+// the login user (not root; Open MPI refuses root without extra flags, and the test needs no
+// privilege). It prints "@@DLAMI-NCCL BINARY <path>" first, then the test's stdout and stderr;
+// its exit status is mpirun's (124 or 137 when the timeout stopped it), or 127 with an
+// "@@DLAMI-NCCL ERROR" line when there is no binary, no mpirun or no GPU to run on.
+func NCCLCommand(o NCCLOptions) (string, error) {
+	o, err := ncclValidate(o)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("#!/bin/sh\n")
+	w("# 1-node NCCL all_reduce_perf over the DLAMI's nccl-tests (packer-plugin-dlami).\n")
+	w("M=%s\n", NCCLMarker)
+	w("want=%s\n", bundle.Quote(o.CUDAVersion))
+	w(`if [ -n "$want" ]; then
+  cuda=/usr/local/cuda-$want
+  bin=$cuda/efa/test-cuda-$want/all_reduce_perf
+  if [ ! -x "$bin" ]; then
+    echo "$M ERROR no nccl-tests binary for CUDA $want: $bin is missing or not executable; installed: $(ls -d /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf 2>/dev/null | tr '\n' ' ')"
+    exit %[1]d
+  fi
+else
+  # Newest CUDA first by numeric version (13.10 > 13.9), whatever the locale.
+  best=$(for f in /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf; do
+      [ -x "$f" ] || continue
+      v=${f#/usr/local/cuda-}; v=${v%%%%/*}
+      case $v in ''|*[!0-9.]*) continue ;; esac
+      echo "$v $f"
+    done | sort -t. -k1,1n -k2,2n | tail -n 1)
+  if [ -z "$best" ]; then
+    echo "$M ERROR no nccl-tests binary: nothing matches /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf (is this the Deep Learning Base OSS DLAMI?)"
+    exit %[1]d
+  fi
+  cuda=/usr/local/cuda-${best%%%% *}
+  bin=${best#* }
+fi
+mpirun=%[2]s
+if [ ! -x "$mpirun" ]; then
+  echo "$M ERROR $mpirun not found: Open MPI from the EFA installer is missing"
+  exit %[1]d
+fi
+`, ncclNoBinaryExit, ncclMPIRun)
+	if o.Ranks > 0 {
+		w("ranks=%d\n", o.Ranks)
+	} else {
+		w(`ranks=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${ranks:-0}" -lt 1 ]; then
+  echo "$M ERROR nvidia-smi lists no GPU: cannot choose the number of ranks"
+  exit %d
+fi
+`, ncclNoBinaryExit)
+	}
+	w("echo \"$M BINARY $bin\"\n")
+	w("echo \"$M RANKS $ranks\"\n")
+	w("timeout -k 10 %d \"$mpirun\" -n \"$ranks\" --bind-to none \\\n", o.TimeoutSeconds)
+	// ${LD_LIBRARY_PATH:+:...} rather than host-layer.md's plain :$LD_LIBRARY_PATH: an unset
+	// variable would leave a trailing ':', which puts the working directory on the search path.
+	w("  -x \"LD_LIBRARY_PATH=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" \\\n")
+	w("  -x NCCL_DEBUG=INFO \\\n")
+	keys := make([]string, 0, len(o.Env))
+	for k := range o.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w("  -x %s \\\n", bundle.Quote(k+"="+o.Env[k]))
+	}
+	w("  \"$bin\"")
+	for _, a := range o.Args {
+		w(" %s", bundle.Quote(a))
+	}
+	w(" </dev/null 2>&1\n")
+	w("exit $?\n")
+	return b.String(), nil
+}
+
+// NCCLBundleCommand wraps NCCLCommand as a bundle command whose own timeout leaves the script's
+// timeout room to stop mpirun and report.
+func NCCLBundleCommand(o NCCLOptions) (bundle.Command, error) {
+	s, err := NCCLCommand(o)
+	if err != nil {
+		return bundle.Command{}, err
+	}
+	t := o.TimeoutSeconds
+	if t == 0 {
+		t = NCCLDefaultTimeoutSeconds
+	}
+	return bundle.Command{Name: NCCLSection, Shell: s, TimeoutSeconds: t + 30}, nil
+}
+
+// NCCLWarnings lists settings in o that are legal but likely wrong.
+func NCCLWarnings(o NCCLOptions) []string {
+	var w []string
+	if ncclEnvSetsIB(o.Env) {
+		w = append(w, "nccl: Env sets NCCL_NET=IB: NCCL then skips aws-ofi-nccl and tries its built-in IB transport, which fails on the DOWN ConnectX-7 ports some instance types show; leave NCCL_NET unset, NCCL picks EFA by itself")
+	}
+	args := o.Args
+	for i := 0; i+1 < len(args); i++ {
+		if (args[i] == "-c" || args[i] == "--check") && args[i+1] == "0" {
+			w = append(w, "nccl: Args turn validation off (-c 0): the correctness check can only warn")
+		}
+	}
+	return w
+}
+
+func ncclEnvSetsIB(env map[string]string) bool {
+	v, ok := env["NCCL_NET"]
+	return ok && strings.EqualFold(strings.Trim(strings.TrimSpace(v), `"'`), "IB")
+}
+
+// NCCLFigures are the measured values of one NCCL test, for the report.
+type NCCLFigures struct {
+	Binary           string `json:"binary"`
+	NCCLVersion      string `json:"nccl_version"`
+	LargestSizeBytes int64  `json:"largest_size_bytes"`
+	// BusBWGBps is the busbw of the largest message size, out-of-place (BusBWPlacement).
+	BusBWGBps      *float64 `json:"busbw_gbps"`
+	BusBWPlacement string   `json:"busbw_placement"`
+	AvgBusBWGBps   *float64 `json:"avg_busbw_gbps"`
+	OutOfBounds    *int64   `json:"out_of_bounds"`
+	Network        string   `json:"network"`
+	Provider       string   `json:"provider"`
+	NICs           *int     `json:"nics"`
+	ExitCode       int      `json:"exit_code"`
+	TimedOut       bool     `json:"timed_out"`
+}
+
+// ncclRun is what the script's own marker lines say.
+type ncclRun struct {
+	binary, ranks string
+	errors        []string
+	lines         []string
+}
+
+func ncclMarkers(output string) ncclRun {
+	var r ncclRun
+	prefix := NCCLMarker + " "
+	for rest := output; rest != ""; {
+		i := strings.Index(rest, prefix)
+		if i < 0 {
+			break
+		}
+		if i > 0 && rest[i-1] != '\n' {
+			rest = rest[i+len(prefix):]
+			continue
+		}
+		line := rest[i:]
+		if j := strings.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		rest = rest[i+len(line):]
+		line = strings.TrimRight(line, "\r")
+		kind, val, _ := strings.Cut(strings.TrimPrefix(line, prefix), " ")
+		switch kind {
+		case "BINARY":
+			r.binary = ncclCut(val, 300)
+		case "RANKS":
+			r.ranks = ncclCut(val, 20)
+		case "ERROR":
+			r.errors = append(r.errors, ncclCut(val, 500))
+		default:
+			continue
+		}
+		if len(r.lines) < 5 {
+			r.lines = append(r.lines, ncclCut(line, 500))
+		}
+	}
+	return r
+}
+
+// JudgeNCCL judges the output of NCCLCommand's script into three checks, always in this order:
+// result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport. A run that timed out, or that
+// could not start, fails all three.
+func JudgeNCCL(output string, exitCode int, timedOut bool, exp Expectations, o NCCLOptions) ([]result.Check, NCCLFigures) {
+	res, _ := nccltests.ParseString(output) // reading a string cannot fail
+	run := ncclMarkers(output)
+	timedOut = timedOut || exitCode == 124 || exitCode == 137
+	fig := ncclFigures(res, run, exitCode, timedOut)
+
+	if len(run.errors) > 0 || (run.binary == "" && exitCode == ncclNoBinaryExit) {
+		why := strings.Join(run.errors, "; ")
+		if why == "" {
+			why = fmt.Sprintf("the NCCL test script exited %d before starting the test", exitCode)
+		}
+		msg := "the NCCL test could not start: " + why
+		ev := ncclTail(output, ncclEvidenceMax)
+		return []result.Check{
+			ncclCheck(result.NCCLCorrectness, result.Fail, "0 OK, exit 0", "not run", msg, ev),
+			ncclCheck(result.NCCLBusBW, result.Fail, ncclFloorText(exp), "not run", msg, ev),
+			ncclCheck(result.NCCLTransport, result.Fail, ncclTransportExpected(exp), "not run", msg, ev),
+		}, fig
+	}
+	if timedOut {
+		t := o.TimeoutSeconds
+		if t <= 0 {
+			t = NCCLDefaultTimeoutSeconds
+		}
+		msg := fmt.Sprintf("the NCCL test did not finish: stopped by its timeout (%d s, exit %d); a hang in NCCL init or in a collective fails the host whatever the partial figures say", t, exitCode)
+		ev := ncclJoinEvidence(res.Errors, []string{ncclTail(output, ncclEvidenceMax/2)})
+		actual := fmt.Sprintf("timed out after %d s", t)
+		return []result.Check{
+			ncclCheck(result.NCCLCorrectness, result.Fail, "0 OK, exit 0", actual, msg, ev),
+			ncclCheck(result.NCCLBusBW, result.Fail, ncclFloorText(exp), actual, msg, ev),
+			ncclCheck(result.NCCLTransport, result.Fail, ncclTransportExpected(exp), actual, msg, ev),
+		}, fig
+	}
+	return []result.Check{
+		ncclCorrectness(res, output, exitCode, o),
+		ncclBusBW(res, output, exitCode, exp),
+		ncclTransport(res, output, exp, o),
+	}, fig
+}
+
+func ncclFigures(res nccltests.Result, run ncclRun, exitCode int, timedOut bool) NCCLFigures {
+	f := NCCLFigures{
+		Binary:         run.binary,
+		NCCLVersion:    res.NCCLVersion,
+		BusBWPlacement: "out-of-place",
+		AvgBusBWGBps:   res.AvgBusBW,
+		OutOfBounds:    res.OutOfBounds,
+		ExitCode:       exitCode,
+		TimedOut:       timedOut,
+	}
+	if l := res.Largest; l != nil {
+		f.LargestSizeBytes = l.SizeBytes
+		f.BusBWGBps = l.OutOfPlace.BusBW
+	}
+	if n := res.Transport.Networks; len(n) > 0 {
+		f.Network = n[0]
+	}
+	if p := res.Transport.Providers; len(p) > 0 {
+		f.Provider = p[0].Name
+		f.NICs = p[0].NICs
+	}
+	return f
+}
+
+func ncclCorrectness(res nccltests.Result, output string, exitCode int, o NCCLOptions) result.Check {
+	const expected = "0 OK, exit 0"
+	var wrongRows []string
+	for _, r := range res.Rows {
+		if (r.OutOfPlace.Wrong != nil && *r.OutOfPlace.Wrong > 0) || (r.InPlace.Wrong != nil && *r.InPlace.Wrong > 0) {
+			if len(wrongRows) < 5 {
+				wrongRows = append(wrongRows, r.Line)
+			}
+		}
+	}
+	ev := ncclJoinEvidence([]string{res.OutOfBoundsLine}, wrongRows, res.Errors)
+	oob := "no trailer"
+	if res.OutOfBounds != nil {
+		oob = strconv.FormatInt(*res.OutOfBounds, 10) + " FAILED"
+		if res.OutOfBoundsOK {
+			oob = strconv.FormatInt(*res.OutOfBounds, 10) + " OK"
+		}
+	}
+	actual := fmt.Sprintf("%s, exit %d", oob, exitCode)
+	switch {
+	case res.OutOfBounds == nil:
+		if ev == "" {
+			ev = ncclTail(output, ncclEvidenceMax)
+		}
+		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+			"the test printed no 'Out of bounds values' line: it did not finish (crash, abort, or the output was cut)", ev)
+	case *res.OutOfBounds != 0 || !res.OutOfBoundsOK:
+		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+			"all_reduce_perf found wrong values: the GPUs or NVLink corrupt data; this fails the host whatever the bandwidth", ev)
+	case res.FailedTrailers > 0:
+		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+			fmt.Sprintf("an earlier run in the same output reported out-of-bounds values (%d failed trailer lines)", res.FailedTrailers), ev)
+	case len(wrongRows) > 0:
+		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+			"rows report #wrong values although the trailer says 0", ev)
+	case exitCode != 0:
+		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+			fmt.Sprintf("the test exited %d: a rank or mpirun failed even though the values checked were right", exitCode),
+			ncclJoinEvidence([]string{ev, ncclTail(output, ncclEvidenceMax/2)}))
+	case ncclValidationOff(res, o):
+		return ncclCheck(result.NCCLCorrectness, result.Warn, expected, actual+", validation off",
+			"the test ran with validation off (-c 0): '0 OK' means nothing was checked; run with -c 1 to judge correctness", ev)
+	}
+	return ncclCheck(result.NCCLCorrectness, result.Pass, expected, actual, "", ev)
+}
+
+func ncclValidationOff(res nccltests.Result, o NCCLOptions) bool {
+	if res.Config != nil && res.Config.Validation != nil {
+		return *res.Config.Validation == 0
+	}
+	for i := 0; i+1 < len(o.Args); i++ {
+		if (o.Args[i] == "-c" || o.Args[i] == "--check") && o.Args[i+1] == "0" {
+			return true
+		}
+	}
+	return false
+}
+
+func ncclFloorText(exp Expectations) string {
+	if exp.BusBWFloorGBps <= 0 {
+		return "no floor set"
+	}
+	return fmt.Sprintf(">= %s GB/s", ncclNum(exp.BusBWFloorGBps))
+}
+
+func ncclBusBW(res nccltests.Result, output string, exitCode int, exp Expectations) result.Check {
+	expected := ncclFloorText(exp)
+	l := res.Largest
+	if l == nil {
+		ev := ncclJoinEvidence(res.Errors)
+		if ev == "" {
+			ev = ncclTail(output, ncclEvidenceMax)
+		}
+		return ncclCheck(result.NCCLBusBW, result.Fail, expected, "no result rows",
+			"the test printed no result table, so there is no bandwidth to judge", ev)
+	}
+	header := ""
+	if len(res.Columns) > 0 {
+		header = "# " + strings.Join(res.Columns, " ")
+	}
+	ev := ncclJoinEvidence([]string{header, l.Line, res.AvgBusBWLine})
+	if l.OutOfPlace.BusBW == nil {
+		return ncclCheck(result.NCCLBusBW, result.Fail, expected, fmt.Sprintf("N/A at %s", ncclSize(l.SizeBytes)),
+			"the busbw cell of the largest message size is not a number", ev)
+	}
+	bw := *l.OutOfPlace.BusBW
+	actual := fmt.Sprintf("%s GB/s at %s (out-of-place)", ncclNum(bw), ncclSize(l.SizeBytes))
+	switch {
+	case res.OutOfBounds == nil:
+		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
+			fmt.Sprintf("the test did not finish (no trailer): the table stops at %s, so this is not the figure of the full run", ncclSize(l.SizeBytes)), ev)
+	case exitCode != 0:
+		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
+			fmt.Sprintf("the test exited %d: the bandwidth of a failed run is not trusted", exitCode), ev)
+	case exp.BusBWFloorGBps <= 0:
+		return ncclCheck(result.NCCLBusBW, result.Warn, expected, actual,
+			"no busbw floor is set for this instance type: the figure is reported, not judged (set one; P6-B200 1-node all-reduce reference: 711 GB/s at 1 GiB)", ev)
+	case bw < exp.BusBWFloorGBps:
+		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
+			fmt.Sprintf("busbw %s GB/s is below the floor of %s GB/s: GPUs or NVLink do not reach their bandwidth (Fabric Manager, a degraded NVLink, or throttled GPUs)", ncclNum(bw), ncclNum(exp.BusBWFloorGBps)), ev)
+	}
+	return ncclCheck(result.NCCLBusBW, result.Pass, expected, actual, "", ev)
+}
+
+func ncclTransportExpected(exp Expectations) string {
+	if exp.EFACount > 0 {
+		return fmt.Sprintf("Libfabric, %d nics", exp.EFACount)
+	}
+	return "Libfabric (aws-ofi-nccl)"
+}
+
+// ncclTransport judges the network NCCL chose. On one node the data moves over NVLink, but
+// NCCL still initialises its network at communicator setup, so the INFO lines show whether
+// aws-ofi-nccl and EFA would carry a multi-node job.
+func ncclTransport(res nccltests.Result, output string, exp Expectations, o NCCLOptions) result.Check {
+	expected := ncclTransportExpected(exp)
+	tr := res.Transport
+	ev := ncclJoinEvidence(tr.Lines, res.Errors)
+	if ev == "" {
+		ev = ncclTail(output, ncclEvidenceMax)
+	}
+	actual := ncclTransportActual(tr)
+	ibSet := tr.NCCLNetIB || ncclEnvSetsIB(o.Env)
+	ibNote := ""
+	if ibSet {
+		ibNote = "; NCCL_NET=IB was set: never force it, NCCL picks EFA by itself"
+	}
+	hasNet := func(name string) bool {
+		for _, n := range tr.Networks {
+			if strings.EqualFold(n, name) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case tr.Socket:
+		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+			"NCCL fell back to sockets (NET/Socket): aws-ofi-nccl did not load or found no EFA device; check that the NCCL, aws-ofi-nccl and libfabric versions match and that /opt/amazon/ofi-nccl/lib is on LD_LIBRARY_PATH (on an instance type without EFA, turn the transport check off)"+ibNote, ev)
+	case hasNet("IB"):
+		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+			"NCCL used its built-in IB transport instead of aws-ofi-nccl over EFA"+ibNote, ev)
+	case len(tr.Networks) == 0:
+		msg := "no 'Using network' line: NCCL failed before choosing a network, or its INFO output is missing (NCCL_DEBUG=INFO)"
+		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual, msg+ibNote, ev)
+	}
+	for _, n := range tr.Networks {
+		if n != "Libfabric" && n != "AWS Libfabric" {
+			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+				fmt.Sprintf("NCCL used network %q, not aws-ofi-nccl (Libfabric)%s", n, ibNote), ev)
+		}
+	}
+	for _, p := range tr.Providers {
+		if !strings.HasPrefix(p.Name, "efa") {
+			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+				fmt.Sprintf("aws-ofi-nccl selected the libfabric provider %q, not efa: traffic would leave the host over TCP", p.Name), ev)
+		}
+		if exp.EFACount > 0 && p.NICs != nil && *p.NICs != exp.EFACount {
+			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+				fmt.Sprintf("aws-ofi-nccl found %d EFA nics, the instance has %d: some EFA devices are missing or down", *p.NICs, exp.EFACount), ev)
+		}
+	}
+	if ibSet {
+		return ncclCheck(result.NCCLTransport, result.Warn, expected, actual,
+			"NCCL_NET=IB was set: this run still used Libfabric, but forcing IB breaks NCCL on hosts with DOWN ConnectX-7 ports; leave NCCL_NET unset", ev)
+	}
+	msg := ""
+	if exp.EFACount > 0 && !ncclHasNICCount(tr.Providers) {
+		msg = "this aws-ofi-nccl does not print its nic count; the count was not compared"
+	}
+	if tr.ForwardCompat {
+		msg = strings.TrimPrefix(msg+"; CUDA Forward Compatibility mode is enabled (normal with a newer container CUDA)", "; ")
+	}
+	return ncclCheck(result.NCCLTransport, result.Pass, expected, actual, msg, ev)
+}
+
+func ncclHasNICCount(ps []nccltests.Provider) bool {
+	for _, p := range ps {
+		if p.NICs != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func ncclTransportActual(tr nccltests.Transport) string {
+	var parts []string
+	if len(tr.Networks) == 0 {
+		parts = append(parts, "no network line")
+	} else {
+		parts = append(parts, strings.Join(tr.Networks, "+"))
+	}
+	for _, p := range tr.Providers {
+		s := p.Name
+		if p.NICs != nil {
+			s += fmt.Sprintf(", %d nics", *p.NICs)
+		}
+		parts = append(parts, s)
+	}
+	if tr.Socket && !strings.Contains(parts[0], "Socket") {
+		parts = append(parts, "NET/Socket")
+	}
+	if tr.NCCLNetIB {
+		parts = append(parts, "NCCL_NET=IB")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ncclCheck(id string, st result.Status, expected, actual, msg, evidence string) result.Check {
+	return result.Check{ID: id, Status: st, Expected: expected, Actual: actual, Message: msg, Evidence: evidence}
+}
+
+// ncclJoinEvidence joins non-empty lines, at most ncclEvidenceMax bytes.
+func ncclJoinEvidence(groups ...[]string) string {
+	var b strings.Builder
+	for _, g := range groups {
+		for _, l := range g {
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			if b.Len()+len(l)+1 > ncclEvidenceMax {
+				if b.Len() == 0 {
+					b.WriteString(ncclCut(l, ncclEvidenceMax))
+				}
+				return b.String()
+			}
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// ncclTail returns the last whole lines of s that fit in max bytes, trimmed.
+func ncclTail(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= max {
+		return s
+	}
+	s = s[len(s)-max:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+func ncclCut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+func ncclNum(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// ncclSize prints a byte count the way the report reads it ("1 GiB", "256 MiB", "1000 B").
+func ncclSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	u := 0
+	for u < len(units)-1 && n >= 1024 && n%1024 == 0 {
+		n /= 1024
+		u++
+	}
+	return fmt.Sprintf("%d %s", n, units[u])
+}

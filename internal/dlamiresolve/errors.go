@@ -1,0 +1,167 @@
+package dlamiresolve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+)
+
+// AccessDeniedError says which IAM permission is missing, on what.
+type AccessDeniedError struct {
+	Region   string
+	Action   string // e.g. "ssm:GetParameter"
+	Resource string // ARN, or "*" for actions without resource-level permissions
+	Err      error
+}
+
+func (e *AccessDeniedError) Error() string {
+	return fmt.Sprintf("%s: access denied for %s: allow action %q on resource %q for the identity Packer runs as (AWS said: %v)",
+		e.Region, e.Action, e.Action, e.Resource, apiMessage(e.Err))
+}
+
+func (e *AccessDeniedError) Unwrap() error { return e.Err }
+
+// ParameterNotFoundError says a parameter is missing and what exists instead.
+type ParameterNotFoundError struct {
+	Region    string
+	Name      string
+	Searched  string   // path listed for alternatives
+	Available []string // ami_type values found under Searched, sorted
+	Nearest   string   // closest ami_type to the one asked for, "" if none
+	ListErr   error    // why listing failed, if it did
+}
+
+func (e *ParameterNotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: SSM parameter %s not found", e.Region, e.Name)
+	switch {
+	case e.ListErr != nil:
+		fmt.Fprintf(&b, " (listing %s for alternatives failed too: %v)", e.Searched, e.ListErr)
+	case len(e.Available) == 0:
+		fmt.Fprintf(&b, "; no DLAMI parameters exist under %s in this region", e.Searched)
+	default:
+		if e.Nearest != "" {
+			fmt.Fprintf(&b, "; nearest DLAMI under %s: %q (%s/%s/latest/ami-id)", e.Searched, e.Nearest, e.Searched, e.Nearest)
+		}
+		const show = 25
+		list := e.Available
+		more := ""
+		if len(list) > show {
+			more = fmt.Sprintf(" and %d more", len(list)-show)
+			list = list[:show]
+		}
+		fmt.Fprintf(&b, "; available: %s%s", strings.Join(list, ", "), more)
+	}
+	return b.String()
+}
+
+// RegionError is the failure of one region in a multi-region resolve.
+type RegionError struct {
+	Region string
+	Err    error
+}
+
+// RegionsError lists every region that failed.
+type RegionsError struct {
+	Total  int
+	Failed []RegionError
+}
+
+func (e *RegionsError) Error() string {
+	regions := make([]string, len(e.Failed))
+	for i, f := range e.Failed {
+		regions[i] = f.Region
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d regions failed (%s):", len(e.Failed), e.Total, strings.Join(regions, ", "))
+	for _, f := range e.Failed {
+		fmt.Fprintf(&b, "\n  - %v", f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap exposes every region's error to errors.Is/As.
+func (e *RegionsError) Unwrap() []error {
+	out := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		out[i] = f.Err
+	}
+	return out
+}
+
+func sortRegionErrors(errs []RegionError, order []string) {
+	pos := map[string]int{}
+	for i, r := range order {
+		pos[r] = i
+	}
+	sort.SliceStable(errs, func(a, b int) bool { return pos[errs[a].Region] < pos[errs[b].Region] })
+}
+
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func apiMessage(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		if m := ae.ErrorMessage(); m != "" {
+			return ae.ErrorCode() + ": " + m
+		}
+		return ae.ErrorCode()
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+var deniedCodes = map[string]bool{
+	"AccessDeniedException": true, "AccessDenied": true, "UnauthorizedOperation": true,
+}
+
+// callError turns an SDK error from one call into an error that names the
+// region, the IAM action and what to do.
+func callError(err error, region, action, resource string, timeout time.Duration) error {
+	if deniedCodes[apiCode(err)] {
+		return &AccessDeniedError{Region: region, Action: action, Resource: resource, Err: err}
+	}
+	var maxErr *retry.MaxAttemptsError
+	if errors.As(err, &maxErr) {
+		kind := "failed"
+		if isThrottle(err) {
+			kind = "was throttled"
+		}
+		return fmt.Errorf("%s: %s %s on all %d attempts (retried with backoff; raise max_retries or try later): %w",
+			region, action, kind, maxErr.Attempt, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %s did not answer within %s (raise timeout, or check the endpoint and network): %w",
+			region, action, timeout, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %s cancelled: %w", region, action, err)
+	}
+	var de *smithy.DeserializationError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%s: %s returned a response that could not be parsed (a proxy or wrong endpoint?): %w", region, action, err)
+	}
+	return fmt.Errorf("%s: %s: %w", region, action, err)
+}
+
+func isThrottle(err error) bool {
+	switch apiCode(err) {
+	case "ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,74 @@
+// Package guard is the judging side of the kernel hold guard. It lists the read-only commands
+// that describe a host's kernel, package holds, DKMS modules and kernel-module versions, turns
+// their output into a Snapshot, and compares a later Snapshot with the baseline taken before
+// any layer ran. It runs nothing: the provisioner sends Commands through package bundle and
+// hands the sections back.
+package guard
+
+import (
+	"fmt"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
+)
+
+// Section names of the commands Commands returns.
+const (
+	SectionRunning    = "guard.uname"
+	SectionGrubEnv    = "guard.grubenv"
+	SectionGrubCfg    = "guard.grubcfg"
+	SectionBootImages = "guard.vmlinuz"
+	SectionPackages   = "guard.dpkg"
+	SectionDKMS       = "guard.dkms"
+	// SectionModinfoPrefix + module name, one section per entry of Modules.
+	SectionModinfoPrefix = "guard.modinfo."
+)
+
+// BaselinePath is where the provisioner stores the baseline Snapshot on the host.
+const BaselinePath = "/var/lib/dlami-bake/baseline.json"
+
+// Modules are the out-of-tree kernel modules whose version the guard records. Each is probed
+// with modinfo for the running kernel; one that is not on the host is recorded as absent.
+var Modules = []string{"nvidia", "efa", "gdrdrv", "lustre"}
+
+// absent is what a command prints when the thing it reads does not exist on the host, so an
+// empty file and a missing file stay distinguishable.
+const absent = "@dlami-guard absent"
+
+// Commands returns the read-only commands a Snapshot is built from. None needs root:
+// grub.cfg is world-readable on Ubuntu (grub-mkconfig makes it 0444 unless it holds a
+// password), /boot is listable, and dpkg, dkms and modinfo only read their databases.
+func Commands() []bundle.Command {
+	cmds := []bundle.Command{
+		{Name: SectionRunning, Shell: "uname -r"},
+		{Name: SectionGrubEnv, Shell: `f=/boot/grub/grubenv
+if [ -e "$f" ]; then
+  grep -aE '^(saved_entry|next_entry)=' "$f"; rc=$?
+  [ "$rc" -le 1 ] || exit "$rc"
+else
+  echo '` + absent + `'
+fi
+exit 0`},
+		// Only the default-entry lines of the header and the first linux line matter; the
+		// awk stops there so a long grub.cfg is not shipped back.
+		{Name: SectionGrubCfg, Shell: `f=/boot/grub/grub.cfg
+if [ -e "$f" ]; then
+  awk '/^[ \t]*set[ \t]+default=/ { print; next }
+       /^[ \t]*(linux|linuxefi|linux16)[ \t]/ { print; exit }' "$f"
+else
+  echo '` + absent + `'
+fi`},
+		// A glob loop instead of ls: no "cannot access" noise when there is no image.
+		{Name: SectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
+		{Name: SectionPackages, Shell: dpkg.QueryCommand, TimeoutSeconds: 60},
+		// No dkms on the host means no DKMS modules, which is fine.
+		{Name: SectionDKMS, Shell: `if command -v dkms >/dev/null 2>&1; then dkms status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60},
+	}
+	for _, m := range Modules {
+		cmds = append(cmds, bundle.Command{
+			Name:  SectionModinfoPrefix + m,
+			Shell: fmt.Sprintf("modinfo -F version %s", bundle.Quote(m)),
+		})
+	}
+	return cmds
+}

@@ -1,0 +1,228 @@
+package guard
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
+)
+
+// Drift kinds.
+const (
+	DriftKernel         = "kernel"          // running kernel changed
+	DriftNextBoot       = "next-boot"       // grub will boot another kernel
+	DriftKernelImage    = "kernel-image"    // a /boot/vmlinuz-* appeared or went
+	DriftPackageAdded   = "package-added"   // a guarded package appeared
+	DriftPackageRemoved = "package-removed" // a guarded package went
+	DriftPackageVersion = "package-version" // a guarded package is at another version
+	DriftPackageState   = "package-state"   // a guarded package is no longer fully installed
+	DriftHold           = "hold"            // a package held in the baseline is not held now
+	DriftDKMS           = "dkms"            // a DKMS module is not installed for the running kernel, or changed version
+	DriftModuleVersion  = "module-version"  // modinfo reports another version
+	DriftModuleMissing  = "module-missing"  // modinfo no longer finds the module
+)
+
+// Drift is one difference between the baseline and a later snapshot.
+type Drift struct {
+	Kind    string `json:"kind"`
+	Package string `json:"package"`
+	Before  string `json:"before"`
+	After   string `json:"after"`
+}
+
+// String reads "linux-image-7.0.0-1014-aws: held → not held".
+func (d Drift) String() string {
+	return fmt.Sprintf("%s: %s → %s", d.Package, d.Before, d.After)
+}
+
+const absentWord = "(absent)"
+
+// Diff lists every way cur has drifted from base, in a fixed order: running kernel, next-boot
+// kernel, kernel images, guarded packages (added, removed, version, state), lifted holds
+// (any package, guarded or not), DKMS modules, module versions. guarded should be the union
+// of Guarded over both snapshots.
+func Diff(base, cur Snapshot, guarded []string) []Drift {
+	var d []Drift
+	if base.RunningKernel != cur.RunningKernel {
+		d = append(d, Drift{DriftKernel, "running kernel", orAbsent(base.RunningKernel), orAbsent(cur.RunningKernel)})
+	}
+	if base.NextBootKernel != cur.NextBootKernel {
+		d = append(d, Drift{DriftNextBoot, "next-boot kernel", orUnknown(base.NextBootKernel), orUnknown(cur.NextBootKernel)})
+	}
+	d = append(d, imageDrift(base.InstalledKernelImages, cur.InstalledKernelImages)...)
+	d = append(d, packageDrift(base, cur, guarded)...)
+	d = append(d, holdDrift(base, cur)...)
+	d = append(d, dkmsDrift(base, cur)...)
+	d = append(d, moduleDrift(base, cur)...)
+	return d
+}
+
+func orAbsent(s string) string {
+	if s == "" {
+		return absentWord
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
+}
+
+func imageDrift(base, cur []string) []Drift {
+	var d []Drift
+	b, c := toSet(base), toSet(cur)
+	for _, k := range sortedKeys(c) {
+		if !b[k] {
+			d = append(d, Drift{DriftKernelImage, "/boot/vmlinuz-" + k, absentWord, "installed"})
+		}
+	}
+	for _, k := range sortedKeys(b) {
+		if !c[k] {
+			d = append(d, Drift{DriftKernelImage, "/boot/vmlinuz-" + k, "installed", absentWord})
+		}
+	}
+	return d
+}
+
+func pkgState(p Package, ok bool) string {
+	if !ok || !p.Present() {
+		return absentWord
+	}
+	return p.Version
+}
+
+func packageDrift(base, cur Snapshot, guarded []string) []Drift {
+	var d []Drift
+	for _, name := range sortedUnique(guarded) {
+		b, bok := base.Packages[name]
+		c, cok := cur.Packages[name]
+		bp, cp := bok && b.Present(), cok && c.Present()
+		switch {
+		case !bp && !cp:
+		case !bp:
+			d = append(d, Drift{DriftPackageAdded, name, absentWord, pkgState(c, cok)})
+		case !cp:
+			d = append(d, Drift{DriftPackageRemoved, name, pkgState(b, bok), absentWord})
+		case b.Version != c.Version:
+			d = append(d, Drift{DriftPackageVersion, name, b.Version, c.Version})
+		case b.Installed && !c.Installed:
+			d = append(d, Drift{DriftPackageState, name, "installed (" + strings.TrimSpace(b.Status) + ")", "dpkg status " + quote(c.Status)})
+		}
+	}
+	return d
+}
+
+func holdDrift(base, cur Snapshot) []Drift {
+	var d []Drift
+	for _, name := range sortedKeys(base.Packages) {
+		if !base.Packages[name].Held {
+			continue
+		}
+		c, ok := cur.Packages[name]
+		switch {
+		case !ok:
+			d = append(d, Drift{DriftHold, name, "held", "not held (package gone)"})
+		case !c.Held:
+			d = append(d, Drift{DriftHold, name, "held", "not held"})
+		}
+	}
+	return d
+}
+
+// dkmsFor describes a module's DKMS state as one short phrase.
+func dkmsFor(entries []dkms.Entry, module, kernel string) (installedVersion, phrase string) {
+	var other []string
+	for _, e := range entries {
+		if e.Module != module {
+			continue
+		}
+		if e.Installed(kernel) {
+			return e.Version, e.Version + " installed for " + kernel
+		}
+		s := e.Version + " " + e.State
+		if e.Kernel != "" {
+			s += " for " + e.Kernel
+		}
+		other = append(other, s)
+	}
+	if len(other) == 0 {
+		return "", absentWord
+	}
+	return "", strings.Join(other, ", ") + "; not installed for " + kernel
+}
+
+func dkmsDrift(base, cur Snapshot) []Drift {
+	var d []Drift
+	modules := map[string]bool{}
+	for _, e := range base.DKMS {
+		modules[e.Module] = true
+	}
+	for _, e := range cur.DKMS {
+		modules[e.Module] = true
+	}
+	for _, m := range sortedKeys(modules) {
+		bv, bphrase := dkmsFor(base.DKMS, m, base.RunningKernel)
+		cv, cphrase := dkmsFor(cur.DKMS, m, cur.RunningKernel)
+		if cv == "" || (bv != "" && bv != cv) {
+			d = append(d, Drift{DriftDKMS, "dkms " + m, bphrase, cphrase})
+		}
+	}
+	return d
+}
+
+func moduleDrift(base, cur Snapshot) []Drift {
+	var d []Drift
+	for _, m := range sortedKeys(base.ModuleVersions) {
+		b := base.ModuleVersions[m]
+		if !b.Present {
+			continue
+		}
+		c, ok := cur.ModuleVersions[m]
+		switch {
+		case !ok || !c.Present:
+			d = append(d, Drift{DriftModuleMissing, "module " + m, modVersion(b), absentWord})
+		case b.Version != c.Version:
+			d = append(d, Drift{DriftModuleVersion, "module " + m, modVersion(b), modVersion(c)})
+		}
+	}
+	return d
+}
+
+func modVersion(m Module) string {
+	if m.Version == "" {
+		return "(no version)"
+	}
+	return m.Version
+}
+
+func toSet(l []string) map[string]bool {
+	s := make(map[string]bool, len(l))
+	for _, v := range l {
+		s[v] = true
+	}
+	return s
+}
+
+func sortedUnique(l []string) []string { return sortedKeys(toSet(l)) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// DriftStrings renders drifts one line each, for report.Report.Drift.
+func DriftStrings(ds []Drift) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.String())
+	}
+	return out
+}

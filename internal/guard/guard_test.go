@@ -1,0 +1,581 @@
+package guard
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+const (
+	k14 = "7.0.0-1014-aws"
+	k15 = "7.0.0-1015-aws"
+)
+
+func init() {
+	now = func() time.Time { return time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) }
+}
+
+func sections(t testing.TB) map[string]bundle.Section {
+	t.Helper()
+	b, err := os.ReadFile("testdata/dlami-bundle.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, err := bundle.Parse(string(b), Commands())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secs
+}
+
+func baseline(t testing.TB) Snapshot {
+	t.Helper()
+	s, err := ParseSnapshot(sections(t))
+	if err != nil {
+		t.Fatalf("ParseSnapshot: %v", err)
+	}
+	return s
+}
+
+// clone deep-copies through the baseline file format, which also exercises Encode/Decode.
+func clone(t testing.TB, s Snapshot) Snapshot {
+	t.Helper()
+	b, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DecodeSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// held is the baseline after the provisioner has put every guarded package on hold.
+func held(t testing.TB) (Snapshot, []string) {
+	t.Helper()
+	s := clone(t, baseline(t))
+	g := Guarded(s, Policy{})
+	for _, n := range g {
+		p := s.Packages[n]
+		p.Held = true
+		p.Status = "h" + p.Status[1:]
+		s.Packages[n] = p
+	}
+	return s, g
+}
+
+func setPkg(s *Snapshot, name, status, version string) {
+	s.Packages[name] = Package{Version: version, Status: status, Held: status[0] == 'h', Installed: status[1] == 'i', Arch: "amd64"}
+}
+
+func TestParseSnapshotDLAMI(t *testing.T) {
+	s := baseline(t)
+	if s.RunningKernel != k14 || s.NextBootKernel != k14 || s.NextBootSource != "grub.cfg first entry" {
+		t.Errorf("kernel %q next %q (%s)", s.RunningKernel, s.NextBootKernel, s.NextBootSource)
+	}
+	if !reflect.DeepEqual(s.InstalledKernelImages, []string{k14}) {
+		t.Errorf("images %v", s.InstalledKernelImages)
+	}
+	if p := s.Packages["linux-image-"+k14]; !p.Held || !p.Installed || p.Version != "7.0.0-1014.14" {
+		t.Errorf("linux-image: %+v", p)
+	}
+	if p := s.Packages["libc6:i386"]; p.Arch != "i386" || !p.Installed {
+		t.Errorf("multiarch duplicate: %+v", p)
+	}
+	if !s.DKMSAvailable || len(s.DKMS) != 4 || len(s.DKMSWarnings) != 1 {
+		t.Errorf("dkms: %v %d %d", s.DKMSAvailable, len(s.DKMS), len(s.DKMSWarnings))
+	}
+	want := map[string]Module{"nvidia": {true, "595.91.07"}, "efa": {true, "3.3.0"}, "gdrdrv": {true, "2.5.2"}, "lustre": {true, "2.15.6"}}
+	if !reflect.DeepEqual(s.ModuleVersions, want) {
+		t.Errorf("modules %v", s.ModuleVersions)
+	}
+	if !s.TakenAt.Equal(now()) {
+		t.Errorf("TakenAt %v", s.TakenAt)
+	}
+}
+
+func TestGuardedDefaults(t *testing.T) {
+	s := baseline(t)
+	got := Guarded(s, Policy{})
+	want := []string{
+		"efa", "efa-nv-peermem", "gdrcopy", "gdrdrv-dkms", "libgdrapi",
+		"libnvidia-compute-595", "libnvidia-nscq-595",
+		"linux-aws", "linux-aws-headers-7.0.0-1014", "linux-headers-" + k14, "linux-headers-aws",
+		"linux-image-" + k14, "linux-image-aws", "linux-modules-" + k14, "linux-modules-extra-" + k14,
+		"linux-modules-nvidia-595-open-" + k14, "linux-modules-nvidia-595-open-aws",
+		"lustre-client-modules-" + k14, "lustre-client-utils",
+		"nvidia-dkms-595-open", "nvidia-driver-595-open", "nvidia-fabricmanager-595",
+		"nvidia-kernel-common-595", "nvidia-kernel-source-595-open", "nvidia-utils-595",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Guarded:\n got %q\nwant %q", got, want)
+	}
+	// Not guarded: the rc'd old kernel, the un firmware, userspace EFA.
+	for _, n := range []string{"linux-image-6.17.0-1019-aws", "nvidia-firmware-595", "efa-config", "ibverbs-providers", "libfabric-aws-bin"} {
+		for _, g := range got {
+			if g == n {
+				t.Errorf("%s guarded by default", n)
+			}
+		}
+	}
+	p := Policy{Include: []string{"efa-config", "libfabric-aws*", "not-on-host"}, Exclude: []string{"lustre-*", "gdrcopy"}}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got = Guarded(s, p)
+	has := toSet(got)
+	for _, n := range []string{"efa-config", "libfabric-aws-bin", "not-on-host"} {
+		if !has[n] {
+			t.Errorf("Include %s: not guarded", n)
+		}
+	}
+	for _, n := range []string{"lustre-client-utils", "lustre-client-modules-" + k14, "gdrcopy"} {
+		if has[n] {
+			t.Errorf("Exclude: %s still guarded", n)
+		}
+	}
+	if err := (Policy{Include: []string{"linux-[aws"}}).Validate(); err == nil {
+		t.Error("Validate accepted a malformed pattern")
+	}
+}
+
+func TestUnheldOnRawDLAMI(t *testing.T) {
+	s := baseline(t)
+	g := Union(Guarded(s, Policy{}), []string{"not-on-host"})
+	got := Unheld(s, g)
+	want := []string{"efa", "efa-nv-peermem", "gdrcopy", "gdrdrv-dkms", "libgdrapi", "libnvidia-compute-595", "libnvidia-nscq-595",
+		"lustre-client-modules-" + k14, "lustre-client-utils", "not-on-host", "nvidia-utils-595"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Unheld:\n got %q\nwant %q", got, want)
+	}
+	c := Judge(s, s, g, "baseline", Options{})
+	if c[1].ID != result.Holds || c[1].Status != result.Fail || !strings.Contains(c[1].Message, "not-on-host: guarded but not installed") ||
+		!strings.Contains(c[1].Message, "efa: not held") {
+		t.Errorf("holds on an unheld DLAMI: %+v", c[1])
+	}
+}
+
+func TestJudgeScenarios(t *testing.T) {
+	type st = result.Status
+	P, F := result.Pass, result.Fail
+	tests := []struct {
+		name   string
+		mutate func(*Snapshot)
+		opt    Options
+		// statuses in CheckIDs order: kernel, holds, packages, next-boot, dkms
+		want       [5]st
+		wantDrifts []string
+	}{
+		{
+			name:   "clean",
+			mutate: func(*Snapshot) {},
+			want:   [5]st{P, P, P, P, P},
+		},
+		{
+			name: "apt-mark unhold + upgrade pulls 7.0.0-1015-aws",
+			mutate: func(s *Snapshot) {
+				for _, m := range []string{"linux-aws", "linux-image-aws", "linux-headers-aws"} {
+					setPkg(s, m, "ii ", "7.0.0.1015.15")
+				}
+				setPkg(s, "linux-image-"+k15, "ii ", "7.0.0-1015.15")
+				setPkg(s, "linux-modules-"+k15, "ii ", "7.0.0-1015.15")
+				setPkg(s, "linux-headers-"+k15, "ii ", "7.0.0-1015.15")
+				s.InstalledKernelImages = []string{k15, k14}
+				s.NextBootKernel = k15
+				s.DKMS = append(s.DKMS, dkms.Entry{Module: "efa", Version: "3.3.0", Kernel: k15, Arch: "x86_64", State: "installed"})
+			},
+			want: [5]st{P, F, F, F, P},
+			wantDrifts: []string{
+				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
+				"/boot/vmlinuz-7.0.0-1015-aws: (absent) → installed",
+				"linux-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-headers-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-image-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-aws: held → not held",
+				"linux-headers-aws: held → not held",
+				"linux-image-aws: held → not held",
+			},
+		},
+		{
+			name: "new kernel installed, holds intact",
+			mutate: func(s *Snapshot) {
+				setPkg(s, "linux-image-"+k15, "ii ", "7.0.0-1015.15")
+				setPkg(s, "linux-modules-"+k15, "ii ", "7.0.0-1015.15")
+				s.InstalledKernelImages = []string{k15, k14}
+				s.NextBootKernel = k15
+			},
+			want: [5]st{P, P, P, F, P},
+			wantDrifts: []string{
+				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
+				"/boot/vmlinuz-7.0.0-1015-aws: (absent) → installed",
+			},
+		},
+		{
+			name:       "hold lifted alone",
+			mutate:     func(s *Snapshot) { setPkg(s, "linux-image-"+k14, "ii ", "7.0.0-1014.14") },
+			want:       [5]st{P, F, P, P, P},
+			wantDrifts: []string{"linux-image-7.0.0-1014-aws: held → not held"},
+		},
+		{
+			name:       "module version changed",
+			mutate:     func(s *Snapshot) { s.ModuleVersions["nvidia"] = Module{true, "595.100.01"} },
+			want:       [5]st{P, P, P, P, F},
+			wantDrifts: []string{"module nvidia: 595.91.07 → 595.100.01"},
+		},
+		{
+			name:       "module disappeared",
+			mutate:     func(s *Snapshot) { s.ModuleVersions["lustre"] = Module{} },
+			want:       [5]st{P, P, P, P, F},
+			wantDrifts: []string{"module lustre: 2.15.6 → (absent)"},
+		},
+		{
+			name: "dkms built for another kernel",
+			mutate: func(s *Snapshot) {
+				for i, e := range s.DKMS {
+					if e.Module == "efa" {
+						s.DKMS[i].Kernel = k15
+					}
+				}
+			},
+			want:       [5]st{P, P, P, P, F},
+			wantDrifts: []string{"dkms efa: 3.3.0 installed for 7.0.0-1014-aws → 3.3.0 installed for 7.0.0-1015-aws; not installed for 7.0.0-1014-aws"},
+		},
+		{
+			name: "dkms only built, not installed",
+			mutate: func(s *Snapshot) {
+				for i, e := range s.DKMS {
+					if e.Module == "gdrdrv" {
+						s.DKMS[i].State = "built"
+					}
+				}
+			},
+			want:       [5]st{P, P, P, P, F},
+			wantDrifts: []string{"dkms gdrdrv: 2.5.2 installed for 7.0.0-1014-aws → 2.5.2 built for 7.0.0-1014-aws; not installed for 7.0.0-1014-aws"},
+		},
+		{
+			name:   "dkms removed entirely",
+			mutate: func(s *Snapshot) { s.DKMS, s.DKMSAvailable = nil, false },
+			want:   [5]st{P, P, P, P, F},
+			wantDrifts: []string{
+				"dkms efa: 3.3.0 installed for 7.0.0-1014-aws → (absent)",
+				"dkms efa-nv-peermem: 1.2.1 installed for 7.0.0-1014-aws → (absent)",
+				"dkms gdrdrv: 2.5.2 installed for 7.0.0-1014-aws → (absent)",
+				"dkms nvidia: 595.91.07 installed for 7.0.0-1014-aws → (absent)",
+			},
+		},
+		{
+			name: "rebooted into a new kernel",
+			mutate: func(s *Snapshot) {
+				s.RunningKernel = k15
+				setPkg(s, "linux-image-"+k15, "ii ", "7.0.0-1015.15")
+				s.InstalledKernelImages = []string{k15, k14}
+				s.NextBootKernel = k15
+			},
+			want: [5]st{F, F, F, F, F},
+			wantDrifts: []string{
+				"running kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
+				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
+				"/boot/vmlinuz-7.0.0-1015-aws: (absent) → installed",
+				"linux-image-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
+				"dkms efa: 3.3.0 installed for 7.0.0-1014-aws → 3.3.0 installed for 7.0.0-1014-aws; not installed for 7.0.0-1015-aws",
+				"dkms efa-nv-peermem: 1.2.1 installed for 7.0.0-1014-aws → 1.2.1 installed for 7.0.0-1014-aws; not installed for 7.0.0-1015-aws",
+				"dkms gdrdrv: 2.5.2 installed for 7.0.0-1014-aws → 2.5.2 installed for 7.0.0-1014-aws; not installed for 7.0.0-1015-aws",
+				"dkms nvidia: 595.91.07 installed for 7.0.0-1014-aws → 595.91.07 installed for 7.0.0-1014-aws; not installed for 7.0.0-1015-aws",
+			},
+		},
+		{
+			name:   "pinned kernel differs",
+			mutate: func(*Snapshot) {},
+			opt:    Options{PinnedKernel: "7.0.0-1019-aws"},
+			want:   [5]st{F, P, P, F, P},
+		},
+		{
+			name:       "guarded package removed",
+			mutate:     func(s *Snapshot) { setPkg(s, "lustre-client-utils", "rc ", "2.15.6-1fsx1") },
+			want:       [5]st{P, F, F, P, P},
+			wantDrifts: []string{"lustre-client-utils: 2.15.6-1fsx1 → (absent)", "lustre-client-utils: held → not held"},
+		},
+		{
+			name:       "guarded package left half-configured",
+			mutate:     func(s *Snapshot) { setPkg(s, "nvidia-dkms-595-open", "hF ", "595.91.07-0ubuntu0.24.04.1") },
+			want:       [5]st{P, P, F, P, P},
+			wantDrifts: []string{`nvidia-dkms-595-open: installed (hi) → dpkg status "hF "`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, _ := held(t)
+			cur := clone(t, base)
+			tt.mutate(&cur)
+			g := Union(Guarded(base, Policy{}), Guarded(cur, Policy{}))
+			checks := Judge(base, cur, g, `layer "slurm"`, tt.opt)
+			if len(checks) != 5 {
+				t.Fatalf("got %d checks", len(checks))
+			}
+			for i, c := range checks {
+				if c.ID != CheckIDs[i] {
+					t.Errorf("check %d id %q, want %q", i, c.ID, CheckIDs[i])
+				}
+				if c.Status != tt.want[i] {
+					t.Errorf("%s: status %s, want %s; message %q", c.ID, c.Status, tt.want[i], c.Message)
+				}
+				if !strings.HasPrefix(c.Message, `after layer "slurm": `) {
+					t.Errorf("%s: message %q does not name the stage", c.ID, c.Message)
+				}
+				if c.Expected == "" || c.Actual == "" {
+					t.Errorf("%s: empty expected/actual %+v", c.ID, c)
+				}
+			}
+			var got []string
+			for _, d := range Diff(base, cur, g) {
+				got = append(got, d.String())
+			}
+			if !reflect.DeepEqual(got, tt.wantDrifts) {
+				t.Errorf("drifts:\n got %q\nwant %q", got, tt.wantDrifts)
+			}
+			for _, d := range got {
+				for _, c := range checks {
+					if !strings.Contains(c.Evidence, d) {
+						t.Errorf("%s evidence lacks drift %q", c.ID, d)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestHoldLiftedOnUnguardedPackage(t *testing.T) {
+	base, g := held(t)
+	setPkg(&base, "adduser", "hi ", "3.137ubuntu1")
+	cur := clone(t, base)
+	setPkg(&cur, "adduser", "ii ", "3.137ubuntu1")
+	c := Judge(base, cur, g, "validation", Options{})
+	if c[1].Status != result.Fail || c[1].Message != "after validation: adduser: held → not held" {
+		t.Errorf("holds: %+v", c[1])
+	}
+	for _, i := range []int{0, 2, 3, 4} {
+		if c[i].Status != result.Pass {
+			t.Errorf("%s: %s %q", c[i].ID, c[i].Status, c[i].Message)
+		}
+	}
+}
+
+func TestJudgeFailureMessagesListDrift(t *testing.T) {
+	base, g := held(t)
+	cur := clone(t, base)
+	setPkg(&cur, "linux-image-"+k14, "ii ", "7.0.0-1014.14")
+	c := Judge(base, cur, g, `layer "slurm"`, Options{})[1]
+	want := `after layer "slurm": linux-image-7.0.0-1014-aws: held → not held`
+	if c.Message != want {
+		t.Errorf("message %q, want %q", c.Message, want)
+	}
+}
+
+func TestNextBootRules(t *testing.T) {
+	tests := []struct {
+		name               string
+		grubenv, grubcfg   string
+		images             string
+		wantKernel, source string
+	}{
+		{"ubuntu default 0", "", "set default=\"${next_entry}\"\nset default=\"0\"\nlinux /boot/vmlinuz-" + k14 + " ro", "/boot/vmlinuz-" + k14 + "\n/boot/vmlinuz-" + k15, k14, "grub.cfg first entry"},
+		{"GRUB_DEFAULT=saved, advanced id", "saved_entry=gnulinux-advanced-1234>gnulinux-" + k15 + "-advanced-5a2b-1c3d", "set default=\"${next_entry}\"\nset default=\"${saved_entry}\"\nlinux /boot/vmlinuz-" + k14, "/boot/vmlinuz-" + k14, k15, "grubenv saved_entry"},
+		{"GRUB_DEFAULT=saved, title", "saved_entry=Advanced options for Ubuntu>Ubuntu, with Linux " + k15 + " (recovery mode)", "set default=\"${saved_entry}\"\nlinux /boot/vmlinuz-" + k14, "", k15, "grubenv saved_entry"},
+		{"saved but empty saved_entry", "", "set default=\"${saved_entry}\"\nlinux /boot/vmlinuz-" + k14, "", k14, "grub.cfg first entry"},
+		{"grub-reboot next_entry", "next_entry=gnulinux-" + k15 + "-advanced-abcd", "set default=\"${next_entry}\"\nset default=\"0\"\nlinux /boot/vmlinuz-" + k14, "", k15, "grubenv next_entry"},
+		{"no grub.cfg: newest image", absent, absent, "/boot/vmlinuz-6.17.0-1019-aws\n/boot/vmlinuz-" + k15 + "\n/boot/vmlinuz-" + k14 + "\n/boot/vmlinuz-" + k14 + ".dpkg-tmp", k15, "newest /boot/vmlinuz-*"},
+		{"unresolvable default", "", "set default=\"1>2\"\nlinux /boot/vmlinuz-" + k14, "/boot/vmlinuz-" + k14, k14, "newest /boot/vmlinuz-* (grub.cfg default \"1>2\" not resolvable)"},
+		{"nothing at all", absent, absent, "", "", "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			secs := sections(t)
+			secs[SectionGrubEnv] = bundle.Section{Name: SectionGrubEnv, Output: tt.grubenv}
+			secs[SectionGrubCfg] = bundle.Section{Name: SectionGrubCfg, Output: tt.grubcfg}
+			secs[SectionBootImages] = bundle.Section{Name: SectionBootImages, Output: tt.images}
+			s, err := ParseSnapshot(secs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.NextBootKernel != tt.wantKernel || !strings.HasPrefix(s.NextBootSource, tt.source) {
+				t.Errorf("got %q (%s), want %q (%s...)", s.NextBootKernel, s.NextBootSource, tt.wantKernel, tt.source)
+			}
+		})
+	}
+}
+
+func TestParseSnapshotErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		section string
+		sec     *bundle.Section // nil: delete the section
+		want    string
+	}{
+		{"no dpkg output", SectionPackages, nil, "guard.dpkg"},
+		{"dpkg-query missing", SectionPackages, &bundle.Section{Output: "sh: 1: dpkg-query: not found", ExitCode: 127}, "exit 127"},
+		{"dpkg garbage", SectionPackages, &bundle.Section{Output: "ii  foo 1.0 amd64"}, "tab-separated"},
+		{"dpkg empty", SectionPackages, &bundle.Section{Output: ""}, "no packages"},
+		{"dkms timed out", SectionDKMS, &bundle.Section{Output: "", ExitCode: 124, TimedOut: true}, "timed out"},
+		{"dkms garbage", SectionDKMS, &bundle.Section{Output: "what is this"}, "guard.dkms"},
+		{"uname empty", SectionRunning, &bundle.Section{Output: "\n"}, "uname"},
+		{"modinfo other failure", SectionModinfoPrefix + "efa", &bundle.Section{Output: "modinfo: ERROR: could not get modinfo from 'efa': Exec format error", ExitCode: 1}, "guard.modinfo.efa"},
+		{"modinfo two lines", SectionModinfoPrefix + "efa", &bundle.Section{Output: "3.3.0\n3.2.0"}, "more than one line"},
+		{"grubcfg unreadable", SectionGrubCfg, &bundle.Section{Output: "awk: cannot open /boot/grub/grub.cfg", ExitCode: 2}, "guard.grubcfg"},
+		{"grubenv junk", SectionGrubEnv, &bundle.Section{Output: "foo=bar"}, "unexpected line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			secs := sections(t)
+			if tt.sec == nil {
+				delete(secs, tt.section)
+			} else {
+				tt.sec.Name = tt.section
+				secs[tt.section] = *tt.sec
+			}
+			_, err := ParseSnapshot(secs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			var se *SectionError
+			if !errors.As(err, &se) || se.Section != tt.section {
+				t.Fatalf("error %v is not a SectionError for %s", err, tt.section)
+			}
+			for _, c := range Unjudgeable(`layer "slurm"`, err) {
+				if c.Status != result.Fail || !strings.Contains(c.Evidence, se.Output) || !strings.Contains(c.Message, `after layer "slurm"`) {
+					t.Errorf("Unjudgeable: %+v", c)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSnapshotAbsentThings(t *testing.T) {
+	secs := sections(t)
+	secs[SectionDKMS] = bundle.Section{Name: SectionDKMS, Output: absent}
+	secs[SectionModinfoPrefix+"lustre"] = bundle.Section{Name: SectionModinfoPrefix + "lustre", Output: "modinfo: ERROR: Module lustre not found.", ExitCode: 1}
+	secs[SectionModinfoPrefix+"gdrdrv"] = bundle.Section{Name: SectionModinfoPrefix + "gdrdrv", Output: ""}
+	s, err := ParseSnapshot(secs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DKMSAvailable || len(s.DKMS) != 0 {
+		t.Errorf("dkms: %v %v", s.DKMSAvailable, s.DKMS)
+	}
+	if s.ModuleVersions["lustre"] != (Module{}) || s.ModuleVersions["gdrdrv"] != (Module{Present: true}) {
+		t.Errorf("modules: %+v", s.ModuleVersions)
+	}
+}
+
+func TestDecodeSnapshotRejects(t *testing.T) {
+	good, err := baseline(t).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range map[string]string{
+		"truncated":     string(good[:len(good)/2]),
+		"other schema":  strings.Replace(string(good), `"schema": 1`, `"schema": 2`, 1),
+		"unknown field": strings.Replace(string(good), `"schema": 1`, `"schema": 1, "extra": true`, 1),
+		"empty":         `{"schema": 1}`,
+	} {
+		if _, err := DecodeSnapshot([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestCommands(t *testing.T) {
+	cmds := Commands()
+	if _, err := bundle.Script(cmds); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, c := range cmds {
+		names[c.Name] = c.Shell
+		if strings.Contains(c.Shell, "sudo") {
+			t.Errorf("%s needs no root but uses sudo", c.Name)
+		}
+	}
+	for _, n := range []string{SectionRunning, SectionGrubEnv, SectionGrubCfg, SectionBootImages, SectionPackages, SectionDKMS,
+		SectionModinfoPrefix + "nvidia", SectionModinfoPrefix + "efa", SectionModinfoPrefix + "gdrdrv", SectionModinfoPrefix + "lustre"} {
+		if _, ok := names[n]; !ok {
+			t.Errorf("no command %s", n)
+		}
+	}
+	if names[SectionModinfoPrefix+"lustre"] != "modinfo -F version 'lustre'" {
+		t.Errorf("modinfo command %q", names[SectionModinfoPrefix+"lustre"])
+	}
+}
+
+// FuzzParseSnapshot feeds arbitrary output to every section (bypassing the bundle markers,
+// so the mutations land in the guard's own parsing) and the whole snapshot to Judge.
+func FuzzParseSnapshot(f *testing.F) {
+	secs := sections(f)
+	out := func(n string) string { return secs[n].Output }
+	f.Add(out(SectionRunning), out(SectionGrubEnv), out(SectionGrubCfg), out(SectionBootImages),
+		out(SectionPackages), out(SectionDKMS), out(SectionModinfoPrefix+"nvidia"), 0)
+	f.Add("6.8.0-1015-aws", "saved_entry=gnulinux-6.8.0-1015-aws-advanced-ab12", "set default=\"${saved_entry}\"\nlinux /vmlinuz-6.8.0-1015-aws",
+		"/boot/vmlinuz-6.8.0-1015-aws.dpkg-tmp", "hi \tlinux-image-6.8.0-1015-aws\t6.8.0-1015.16\tamd64", absent,
+		"modinfo: ERROR: Module nvidia not found.", 1)
+	f.Fuzz(func(t *testing.T, uname, grubenv, grubcfg, images, pkgs, dkmsOut, modinfo string, modRC int) {
+		in := map[string]bundle.Section{}
+		for _, c := range Commands() {
+			in[c.Name] = secs[c.Name]
+		}
+		set := func(name, o string, rc int) { in[name] = bundle.Section{Name: name, Output: o, ExitCode: rc} }
+		set(SectionRunning, uname, 0)
+		set(SectionGrubEnv, grubenv, 0)
+		set(SectionGrubCfg, grubcfg, 0)
+		set(SectionBootImages, images, 0)
+		set(SectionPackages, pkgs, 0)
+		set(SectionDKMS, dkmsOut, 0)
+		set(SectionModinfoPrefix+"nvidia", modinfo, modRC)
+		s, err := ParseSnapshot(in)
+		if err != nil {
+			var se *SectionError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is not a SectionError", err)
+			}
+			return
+		}
+		if s.RunningKernel == "" || len(s.Packages) == 0 {
+			t.Fatalf("accepted a snapshot without kernel or packages")
+		}
+		b, err := s.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeSnapshot(b)
+		if err != nil {
+			t.Fatalf("snapshot does not survive the baseline file: %v", err)
+		}
+		checks := Judge(back, s, Guarded(s, Policy{}), "fuzz", Options{})
+		if len(checks) != 5 {
+			t.Fatalf("%d checks", len(checks))
+		}
+	})
+}
+
+func BenchmarkParseSnapshot(b *testing.B) {
+	secs := sections(b)
+	for b.Loop() {
+		if _, err := ParseSnapshot(secs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkJudge(b *testing.B) {
+	base := baseline(b)
+	g := Guarded(base, Policy{})
+	for b.Loop() {
+		Judge(base, base, g, "bench", Options{})
+	}
+}

@@ -1,0 +1,180 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// maxEvidenceRunes bounds each check's evidence in the Markdown summary; GitHub caps a step
+// summary at 1 MiB and the full evidence is in the JSON and JUnit reports.
+const maxEvidenceRunes = 4000
+
+var statusIcon = map[result.Status]string{
+	result.Pass: "✅ pass",
+	result.Fail: "❌ fail",
+	result.Warn: "⚠️ warn",
+	result.Skip: "⏭️ skip",
+}
+
+// Markdown renders the normalized report as a summary fit for $GITHUB_STEP_SUMMARY: overall
+// result, a check table, failure details, drift, layers and the version manifest. Every
+// value is escaped, so a '|' or '<' in command output cannot break the tables or inject HTML.
+func Markdown(r Report) string {
+	var b strings.Builder
+	if r.Result == ResultPass {
+		b.WriteString("## ✅ DLAMI bake passed\n\n")
+	} else {
+		b.WriteString("## ❌ DLAMI bake failed\n\n")
+	}
+	b.WriteString("| | |\n|---|---|\n")
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "| %s | %s |\n", k, cell(v))
+		}
+	}
+	row("build", r.BuildName)
+	row("result", r.Result)
+	row("stage", r.Stage)
+	it := r.InstanceType
+	if it != "" && r.InstanceTypeSource != "" {
+		it += " (" + r.InstanceTypeSource + ")"
+	}
+	row("instance type", it)
+	row("plugin version", r.PluginVersion)
+	if !r.StartedAt.IsZero() {
+		row("started", r.StartedAt.UTC().Format(time.RFC3339))
+	}
+	if !r.FinishedAt.IsZero() {
+		v := r.FinishedAt.UTC().Format(time.RFC3339)
+		if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
+			v += " (" + r.FinishedAt.Sub(r.StartedAt).Round(time.Second).String() + ")"
+		}
+		row("finished", v)
+	}
+	if len(r.FailedChecks) > 0 {
+		fmt.Fprintf(&b, "\n**Failed checks:** %s\n", cell(strings.Join(r.FailedChecks, ", ")))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(&b, "\n**Error:** %s\n", cell(r.Error))
+	}
+	if len(r.HeldByPlugin) > 0 {
+		fmt.Fprintf(&b, "\n**Put on hold by the plugin (hold_unheld):** %s\n", cell(strings.Join(r.HeldByPlugin, ", ")))
+	}
+
+	b.WriteString("\n### Checks\n\n")
+	if len(r.Checks) == 0 {
+		b.WriteString("No checks ran.\n")
+	} else {
+		b.WriteString("| check | status | expected | actual |\n|---|---|---|---|\n")
+		for _, c := range r.Checks {
+			st, ok := statusIcon[c.Status]
+			if !ok {
+				st = string(c.Status)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(c.ID), cell(st), cell(c.Expected), cell(c.Actual))
+		}
+	}
+
+	var details []result.Check
+	for _, c := range r.Checks {
+		if c.Status == result.Fail || c.Status == result.Warn {
+			details = append(details, c)
+		}
+	}
+	if len(details) > 0 {
+		b.WriteString("\n### Failures and warnings\n")
+		for _, c := range details {
+			if c.Evidence == "" {
+				fmt.Fprintf(&b, "\n- **%s** (%s): %s\n", cell(c.ID), cell(string(c.Status)), cell(oneLine(c.Message)))
+				continue
+			}
+			fmt.Fprintf(&b, "\n<details><summary><b>%s</b> (%s): %s</summary>\n\n<pre>%s</pre>\n</details>\n",
+				html.EscapeString(c.ID), html.EscapeString(string(c.Status)), html.EscapeString(oneLine(c.Message)),
+				html.EscapeString(clipRunes(c.Evidence, maxEvidenceRunes)))
+		}
+	}
+
+	b.WriteString("\n### Drift\n\n")
+	if len(r.Drift) == 0 {
+		b.WriteString("None.\n")
+	}
+	for _, d := range r.Drift {
+		fmt.Fprintf(&b, "- %s\n", cell(d))
+	}
+
+	if len(r.Layers) > 0 {
+		b.WriteString("\n### Layers\n\n| layer | status | duration |\n|---|---|---|\n")
+		for _, l := range r.Layers {
+			d := (time.Duration(l.DurationMS) * time.Millisecond).Round(time.Second / 10).String()
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(l.Name), cell(l.Status), cell(d))
+		}
+	}
+
+	if len(r.Manifest) > 0 {
+		b.WriteString("\n### Manifest\n\n| component | version |\n|---|---|\n")
+		keys := make([]string, 0, len(r.Manifest))
+		for k := range r.Manifest {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "| %s | %s |\n", cell(k), cell(r.Manifest[k]))
+		}
+	}
+
+	if r.NCCL != nil {
+		if raw, err := json.Marshal(r.NCCL); err == nil && string(raw) != "null" {
+			var pretty bytes.Buffer
+			if json.Indent(&pretty, raw, "", "  ") == nil {
+				raw = pretty.Bytes()
+			}
+			fmt.Fprintf(&b, "\n<details><summary>NCCL</summary>\n\n<pre>%s</pre>\n</details>\n", html.EscapeString(clipRunes(string(raw), maxEvidenceRunes)))
+		}
+	}
+	return b.String()
+}
+
+// cell escapes a value for a Markdown table cell or list item: HTML is neutralised, Markdown
+// punctuation that could start emphasis, code, links or strikethrough is backslash-escaped,
+// '|' cannot end the cell, and newlines become <br>.
+func cell(s string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSpace(s) {
+		switch r {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '\\', '|', '*', '_', '`', '[', ']', '~':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\r':
+		case '\n':
+			b.WriteString("<br>")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return " "
+	}
+	return b.String()
+}
+
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + fmt.Sprintf("\n… (%d more characters; see the JSON report)", len(r)-n)
+}

@@ -1,0 +1,207 @@
+// Package report writes a bake's outcome as JSON (the machine-readable record, schema in
+// SCHEMA.md), JUnit XML (for CI test reporters) and Markdown (for $GITHUB_STEP_SUMMARY), and
+// renders the fixed-width table shown in the Packer UI. It carries only what the checks
+// produced: no environment values are added.
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// SchemaVersion is the version of the JSON report; bump it on any incompatible change.
+const SchemaVersion = 1
+
+// File names Write produces inside its directory.
+const (
+	JSONFile     = "dlami-report.json"
+	JUnitFile    = "dlami-report.junit.xml"
+	MarkdownFile = "dlami-report.md"
+)
+
+// Overall results.
+const (
+	ResultPass = "pass"
+	ResultFail = "fail"
+)
+
+// Report is one bake's outcome. See SCHEMA.md.
+type Report struct {
+	SchemaVersion      int               `json:"schema_version"`
+	PluginVersion      string            `json:"plugin_version"`
+	BuildName          string            `json:"build_name"`
+	StartedAt          time.Time         `json:"started_at"`
+	FinishedAt         time.Time         `json:"finished_at"`
+	Result             string            `json:"result"`
+	FailedChecks       []string          `json:"failed_checks"`
+	InstanceType       string            `json:"instance_type"`
+	InstanceTypeSource string            `json:"instance_type_source"`
+	Stage              string            `json:"stage"`
+	Checks             []result.Check    `json:"checks"`
+	Drift              []string          `json:"drift"`
+	Manifest           map[string]string `json:"manifest"`
+	// NCCL is the NCCL test's figures: anything that marshals to a JSON object, or nil.
+	NCCL   any     `json:"nccl"`
+	Layers []Layer `json:"layers"`
+	// HeldByPlugin lists guarded packages the provisioner put on hold (hold_unheld = true).
+	HeldByPlugin []string `json:"held_by_plugin,omitempty"`
+	// Error is the error the bake failed with, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// Layer is one provisioning layer the bake ran.
+type Layer struct {
+	Name       string `json:"name"`
+	DurationMS int64  `json:"duration_ms"`
+	// Status is "pass", "fail" or "skip"; "fail" fails the report.
+	Status string `json:"status"`
+}
+
+// Normalize returns r ready to write: schema version set, nil lists and maps made empty (so
+// the JSON has [] and {}, never null, except nccl), failed_checks derived from the checks, and
+// result derived so that it can only be "pass" when nothing failed:
+//
+//   - "fail" when r.Result is "fail", any check failed or any layer failed;
+//   - otherwise "pass" when r.Result is "pass", or when r.Result is empty and there is at
+//     least one check (a report that judged nothing does not pass by default).
+//
+// Any other r.Result is an error.
+func Normalize(r Report) (Report, error) {
+	switch r.Result {
+	case "", ResultPass, ResultFail:
+	default:
+		return Report{}, fmt.Errorf("report: result %q: use %q, %q or leave it empty to derive it from the checks", r.Result, ResultPass, ResultFail)
+	}
+	r.SchemaVersion = SchemaVersion
+	r.FailedChecks = []string{}
+	for _, c := range r.Checks {
+		if c.Status == result.Fail {
+			r.FailedChecks = append(r.FailedChecks, c.ID)
+		}
+	}
+	layerFailed := false
+	for _, l := range r.Layers {
+		if l.Status == ResultFail {
+			layerFailed = true
+		}
+	}
+	switch {
+	case r.Result == ResultFail || len(r.FailedChecks) > 0 || layerFailed:
+		r.Result = ResultFail
+	case r.Result == ResultPass || len(r.Checks) > 0:
+		r.Result = ResultPass
+	default:
+		r.Result = ResultFail
+	}
+	if r.Checks == nil {
+		r.Checks = []result.Check{}
+	}
+	if r.Drift == nil {
+		r.Drift = []string{}
+	}
+	if r.Manifest == nil {
+		r.Manifest = map[string]string{}
+	}
+	if r.Layers == nil {
+		r.Layers = []Layer{}
+	}
+	if r.NCCL != nil {
+		b, err := json.Marshal(r.NCCL)
+		if err != nil {
+			return Report{}, fmt.Errorf("report: nccl: %w", err)
+		}
+		if t := bytes.TrimSpace(b); len(t) == 0 || (t[0] != '{' && !bytes.Equal(t, []byte("null"))) {
+			return Report{}, fmt.Errorf("report: nccl must be a JSON object or null, got %.40s", t)
+		}
+		var obj any
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return Report{}, fmt.Errorf("report: nccl: %w", err)
+		}
+		r.NCCL = json.RawMessage(b)
+	}
+	return r, nil
+}
+
+// Write writes the JSON, JUnit and Markdown reports into dir (created if need be) and
+// returns their paths. All three are rendered before anything is written, and each file is
+// written to a temporary file and renamed into place, so a failing bake never leaves a
+// half-written report behind.
+func Write(dir string, r Report) ([]string, error) {
+	n, err := Normalize(r)
+	if err != nil {
+		return nil, err
+	}
+	js, err := JSON(n)
+	if err != nil {
+		return nil, err
+	}
+	ju, err := JUnit(n)
+	if err != nil {
+		return nil, err
+	}
+	md := Markdown(n)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
+	}
+	var paths []string
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
+		p := filepath.Join(dir, f.name)
+		if err := writeAtomic(p, f.data); err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// JSON renders the normalized report as indented JSON.
+func JSON(r Report) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	// Evidence holds raw command output; keep <, > and & readable.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("report: encoding JSON: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func writeAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package report
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func sample() Report {
+	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	return Report{
+		PluginVersion:      "0.1.0-dev",
+		BuildName:          "amazon-ebs.dlami",
+		StartedAt:          start,
+		FinishedAt:         start.Add(17*time.Minute + 3*time.Second),
+		InstanceType:       "p6-b200.48xlarge",
+		InstanceTypeSource: "imds",
+		Stage:              `layer "slurm"`,
+		Checks: []result.Check{
+			{ID: result.Kernel, Status: result.Pass, Expected: "7.0.0-1014-aws", Actual: "7.0.0-1014-aws", Message: `after layer "slurm": running kernel 7.0.0-1014-aws`, Evidence: "drift: none", DurationMS: 12},
+			{ID: result.Holds, Status: result.Fail, Expected: "25 guarded packages held", Actual: "24 of 25 held; 1 problem(s)",
+				Message:  `after layer "slurm": linux-image-7.0.0-1014-aws: held → not held`,
+				Evidence: "drift (1):\n  [hold] linux-image-7.0.0-1014-aws: held → not held\n<script>alert(1)</script> & co", DurationMS: 40},
+			{ID: result.GDRCopy, Status: result.Skip, Expected: "gdrdrv loaded", Actual: "not applicable", Message: "no GPUDirect on this type"},
+			{ID: result.Memlock, Status: result.Warn, Expected: "unlimited", Actual: "a|b `x` *y* ~~z~~", Message: "ulimit -l in the SSH shell only"},
+		},
+		Drift:    []string{"linux-image-7.0.0-1014-aws: held → not held"},
+		Manifest: map[string]string{"nvidia_driver": "595.91.07", "kernel": "7.0.0-1014-aws", "efa_installer": "1.50.0"},
+		NCCL:     map[string]any{"busbw_gbps": 711.2, "size_bytes": 1073741824},
+		Layers:   []Layer{{Name: "slurm", DurationMS: 83400, Status: "fail"}, {Name: "enroot", DurationMS: 0, Status: "skip"}},
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from %s (run go test -update after checking the change):\n--- got\n%s", name, p, got)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	r, err := Normalize(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSON(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.json", js)
+	ju, err := JUnit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.junit.xml", ju)
+	golden(t, "report.md", []byte(Markdown(r)))
+	golden(t, "table.txt", []byte(Table(r.Checks)))
+}
+
+func TestNormalizeResult(t *testing.T) {
+	pass := result.Check{ID: "a", Status: result.Pass}
+	fail := result.Check{ID: "b", Status: result.Fail}
+	tests := []struct {
+		name   string
+		in     Report
+		want   string
+		failed []string
+	}{
+		{"all pass", Report{Checks: []result.Check{pass}}, ResultPass, []string{}},
+		{"a failed check overrides pass", Report{Result: ResultPass, Checks: []result.Check{pass, fail}}, ResultFail, []string{"b"}},
+		{"failed layer", Report{Checks: []result.Check{pass}, Layers: []Layer{{Name: "x", Status: "fail"}}}, ResultFail, []string{}},
+		{"nothing judged", Report{}, ResultFail, []string{}},
+		{"explicit pass, nothing judged", Report{Result: ResultPass}, ResultPass, []string{}},
+		{"explicit fail", Report{Result: ResultFail, Checks: []result.Check{pass}}, ResultFail, []string{}},
+	}
+	for _, tt := range tests {
+		n, err := Normalize(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Result != tt.want || !reflect.DeepEqual(n.FailedChecks, tt.failed) {
+			t.Errorf("%s: result %q failed %q, want %q %q", tt.name, n.Result, n.FailedChecks, tt.want, tt.failed)
+		}
+	}
+	if _, err := Normalize(Report{Result: "ok"}); err == nil {
+		t.Error("accepted result \"ok\"")
+	}
+	if _, err := Normalize(Report{NCCL: "711 GB/s"}); err == nil {
+		t.Error("accepted a string as nccl")
+	}
+	if _, err := Normalize(Report{NCCL: json.RawMessage(`{"a":`)}); err == nil {
+		t.Error("accepted broken nccl JSON")
+	}
+}
+
+func TestJSONHasNoNullLists(t *testing.T) {
+	n, err := Normalize(Report{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSON(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(js, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"failed_checks": "[]", "checks": "[]", "drift": "[]", "layers": "[]", "manifest": "{}", "nccl": "null", "schema_version": "1"} {
+		if string(m[k]) != want {
+			t.Errorf("%s = %s, want %s", k, m[k], want)
+		}
+	}
+}
+
+func TestJUnitParsesAndCounts(t *testing.T) {
+	r, _ := Normalize(sample())
+	r.Checks = append(r.Checks, result.Check{ID: "weird", Status: "bogus", Evidence: "ctrl \x00\x1b[31m chars ]]> end"})
+	b, err := JUnit(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name      string    `xml:"name,attr"`
+				Failure   *struct{} `xml:"failure"`
+				Skipped   *struct{} `xml:"skipped"`
+				SystemOut string    `xml:"system-out"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b)
+	}
+	if len(doc.Suites) != 1 {
+		t.Fatalf("%d testsuites, want 1", len(doc.Suites))
+	}
+	s := doc.Suites[0]
+	failures, skipped := 0, 0
+	for _, c := range s.Cases {
+		if c.Failure != nil {
+			failures++
+		}
+		if c.Skipped != nil {
+			skipped++
+		}
+	}
+	// holds failed, and the unknown status counts as a failure, never a pass.
+	if s.Tests != 5 || len(s.Cases) != 5 || s.Failures != 2 || failures != 2 || s.Skipped != 1 || skipped != 1 {
+		t.Errorf("tests %d cases %d failures %d/%d skipped %d/%d", s.Tests, len(s.Cases), s.Failures, failures, s.Skipped, skipped)
+	}
+	if !strings.Contains(s.Cases[4].SystemOut, "chars ]]> end") || !strings.Contains(s.Cases[4].SystemOut, "ctrl \uFFFD\uFFFD[31m") {
+		t.Errorf("CDATA end or control characters mangled: %q", s.Cases[4].SystemOut)
+	}
+	if !strings.Contains(s.Cases[1].SystemOut, "<script>alert(1)</script> & co") {
+		t.Errorf("evidence lost in system-out: %q", s.Cases[1].SystemOut)
+	}
+}
+
+func TestMarkdownEscapes(t *testing.T) {
+	r, _ := Normalize(sample())
+	md := Markdown(r)
+	var row string
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "| memlock |") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, `a\|b`) {
+		t.Fatalf("memlock row %q does not escape |", row)
+	}
+	if n := strings.Count(row, "|") - strings.Count(row, `\|`); n != 5 {
+		t.Errorf("memlock row %q has %d cell separators, want 5", row, n)
+	}
+	for _, bad := range []string{"<script>", "~~z~~", "*y*"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("Markdown contains unescaped %q", bad)
+		}
+	}
+	if !strings.Contains(md, "&lt;script&gt;") {
+		t.Error("evidence HTML not escaped")
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "reports")
+	paths, err := Write(dir, sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, JSONFile), filepath.Join(dir, JUnitFile), filepath.Join(dir, MarkdownFile)}
+	if !reflect.DeepEqual(paths, want) {
+		t.Errorf("paths %v", paths)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 3 {
+		t.Errorf("%d files in %s, want 3 (temp files left?)", len(ents), dir)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Result != ResultFail || !reflect.DeepEqual(got.FailedChecks, []string{"holds"}) || got.SchemaVersion != SchemaVersion {
+		t.Errorf("round trip: result %q failed %v schema %d", got.Result, got.FailedChecks, got.SchemaVersion)
+	}
+
+	// A report that cannot be rendered writes nothing and leaves the previous one whole.
+	bad := sample()
+	bad.NCCL = []int{1}
+	if _, err := Write(dir, bad); err == nil {
+		t.Fatal("Write accepted nccl as an array")
+	}
+	after, _ := os.ReadFile(paths[0])
+	if string(after) != string(b) {
+		t.Error("a failed Write changed the previous report")
+	}
+	ents, _ = os.ReadDir(dir)
+	if len(ents) != 3 {
+		t.Errorf("%d files after a failed Write", len(ents))
+	}
+
+	file := filepath.Join(t.TempDir(), "plain-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(file, sample()); err == nil {
+		t.Error("Write into a file path succeeded")
+	}
+}
+
+func TestTable(t *testing.T) {
+	out := Table([]result.Check{
+		{ID: "kernel", Status: result.Pass, Expected: "7.0.0-1014-aws", Actual: "7.0.0-1014-aws"},
+		{ID: "nccl-busbw", Status: result.Fail, Expected: ">= 750 GB/s", Actual: strings.Repeat("x", 100) + "\nsecond line"},
+	})
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
+	runeIndex := func(s, sub string) int {
+		if i := strings.Index(s, sub); i >= 0 {
+			return len([]rune(s[:i]))
+		}
+		return -1
+	}
+	col := runeIndex(lines[0], "STATUS")
+	for _, l := range lines[1:] {
+		if got := runeIndex(l, "PASS") + runeIndex(l, "FAIL") + 1; got != col {
+			t.Errorf("status not aligned at column %d: %q", col, l)
+		}
+	}
+	if !strings.Contains(out, "…") || strings.Contains(out, "second line") {
+		t.Errorf("long value not cut:\n%s", out)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	dir := b.TempDir()
+	r := sample()
+	for b.Loop() {
+		if _, err := Write(dir, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

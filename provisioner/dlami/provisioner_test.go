@@ -1,0 +1,81 @@
+package dlami
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+)
+
+var _ packersdk.Provisioner = new(Provisioner)
+
+func TestPrepareDefaults(t *testing.T) {
+	var p Provisioner
+	if err := p.Prepare(map[string]interface{}{"packer_build_name": "golden"}); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	o := p.opt
+	if o.ReportDir != "dlami-reports/golden" || !o.Validate || o.CheckTimeout != time.Minute ||
+		o.RemoteFolder != "/tmp" || o.ManifestPath != "/etc/dlami-bake/manifest.json" ||
+		o.Expect.NVMePath != "/opt/dlami/nvme" || o.NCCL.TimeoutSeconds != 900 ||
+		strings.Join(o.NCCL.Args, " ") != "-b 8 -e 1G -f 2 -g 1 -c 1 -n 50" {
+		t.Errorf("unexpected defaults: %+v", o)
+	}
+}
+
+func TestPrepareFullConfig(t *testing.T) {
+	var p Provisioner
+	raw := map[string]interface{}{
+		"report_dir":    "out",
+		"validate":      false,
+		"check_timeout": "5s",
+		"layer": []map[string]interface{}{{
+			"name":         "slurm",
+			"apt_packages": []string{"slurmd", "munge"},
+			"scripts":      []string{"test-fixtures/hello.sh"},
+			"environment":  map[string]string{"TOKEN": "s3cret"},
+			"reboot":       true,
+		}},
+		"expect": map[string]interface{}{"efa_driver": ">= 3.3.0", "gpu_count": 8, "fabric_manager": true, "ignore_xids": []int{31}},
+		"nccl":   map[string]interface{}{"cuda_version": "13.2", "timeout": "20s"},
+	}
+	if err := p.Prepare(raw); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	o := p.opt
+	if o.Validate || o.CheckTimeout != 5*time.Second || len(o.Layers) != 1 || !o.Layers[0].Reboot ||
+		o.Expect.GPUCount != 8 || o.Expect.FabricManager == nil || !*o.Expect.FabricManager ||
+		o.NCCL.TimeoutSeconds != 20 || o.NCCL.CUDAVersion != "13.2" || len(o.Expect.IgnoreXids) != 1 {
+		t.Errorf("config not carried through: %+v", o)
+	}
+}
+
+func TestPrepareRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  map[string]interface{}
+		want string
+	}{
+		{"bad constraint", map[string]interface{}{"expect": map[string]interface{}{"efa_driver": ">=> 3"}}, "expect.efa_driver"},
+		{"negative gpu count", map[string]interface{}{"expect": map[string]interface{}{"gpu_count": -1}}, "expect.gpu_count"},
+		{"layer without name", map[string]interface{}{"layer": []map[string]interface{}{{"inline": []string{"true"}}}}, "name is required"},
+		{"duplicate layer", map[string]interface{}{"layer": []map[string]interface{}{{"name": "a"}, {"name": "a"}}}, "used twice"},
+		{"missing script", map[string]interface{}{"layer": []map[string]interface{}{{"name": "a", "scripts": []string{"nope.sh"}}}}, "scripts[0]"},
+		{"bad package", map[string]interface{}{"layer": []map[string]interface{}{{"name": "a", "apt_packages": []string{"$(reboot)"}}}}, "apt_packages[0]"},
+		{"bad cuda", map[string]interface{}{"nccl": map[string]interface{}{"cuda_version": "13.2; rm"}}, "nccl.cuda_version"},
+		{"relative remote folder", map[string]interface{}{"remote_folder": "tmp"}, "remote_folder"},
+		{"tiny check timeout", map[string]interface{}{"check_timeout": "1ms"}, "check_timeout"},
+		{"bad nccl env", map[string]interface{}{"nccl": map[string]interface{}{"env": map[string]string{"A B": "x"}}}, "nccl"},
+		{"bad guard glob", map[string]interface{}{"guard": map[string]interface{}{"include": []string{"linux-[image"}}}, "guard"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p Provisioner
+			err := p.Prepare(tt.raw)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want error naming %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
