@@ -55,8 +55,11 @@ type HostOptions struct {
 }
 
 // hostIMDSCommand asks IMDSv2 for the instance type, one second per request, so a host
-// without IMDS (or with the hop limit too low) costs at most two seconds.
-const hostIMDSCommand = `TOKEN=$(curl -s -m 1 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token) && curl -s -m 1 -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/instance-type`
+// without IMDS (or with the hop limit too low) costs at most two seconds. It asks only when
+// product_name does not already name an EC2 instance type (Nitro writes it there), so the
+// usual case costs nothing.
+const hostIMDSCommand = `case "$(cat /sys/devices/virtual/dmi/id/product_name 2>/dev/null)" in [a-z]*.*large|[a-z]*.metal*) exit 0;; esac; ` +
+	`TOKEN=$(curl -s -m 1 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token) && curl -s -m 1 -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/instance-type`
 
 // HostCommands returns the read-only commands the host checks judge, for one bundle. The
 // bundle must run as the ordinary login user, not under sudo: `ulimit -l` has to report the

@@ -1,0 +1,248 @@
+package bake
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+)
+
+var errDisconnectedForTest = remote.ErrDisconnected
+
+type reportJSON struct {
+	Result       string   `json:"result"`
+	FailedChecks []string `json:"failed_checks"`
+	Stage        string   `json:"stage"`
+	Drift        []string `json:"drift"`
+	HeldByPlugin []string `json:"held_by_plugin"`
+	Error        string   `json:"error"`
+	Checks       []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	} `json:"checks"`
+	Manifest map[string]string `json:"manifest"`
+}
+
+func options(t *testing.T, layers ...layer.Spec) Options {
+	return Options{
+		BuildName:     "unit",
+		ReportDir:     t.TempDir(),
+		Validate:      true,
+		CheckTimeout:  time.Minute,
+		RemoteFolder:  "/tmp",
+		ManifestPath:  "/etc/dlami-bake/manifest.json",
+		RebootTimeout: 30 * time.Second,
+		Layers:        layers,
+		Expect:        checks.Expectations{NVMePath: "/opt/dlami/nvme"},
+		NCCL:          checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
+	}
+}
+
+func readReport(t *testing.T, dir string) reportJSON {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
+	if err != nil {
+		t.Fatalf("report not written: %v", err)
+	}
+	var r reportJSON
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"dlami-report.junit.xml", "dlami-report.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	return r
+}
+
+func status(r reportJSON, id string) string {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c.Status
+		}
+	}
+	return "missing"
+}
+
+func TestHealthyBakePasses(t *testing.T) {
+	h := newFakeHost(t)
+	opt := options(t, layer.Spec{Name: "a", AptPackages: []string{"jq"}}, layer.Spec{Name: "b", Inline: []string{"true"}})
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatalf("healthy bake failed: %v", err)
+	}
+	r := readReport(t, opt.ReportDir)
+	if r.Result != "pass" || len(r.FailedChecks) != 0 {
+		t.Fatalf("report: %+v", r)
+	}
+	for _, id := range AllCheckIDs {
+		if st := status(r, id); st != "pass" && st != "warn" && st != "skip" {
+			t.Errorf("check %s: %s", id, st)
+		}
+	}
+	for _, id := range []string{"kernel", "holds", "gpu", "efa-devices", "nccl-correctness", "nccl-busbw", "nccl-transport"} {
+		if status(r, id) != "pass" {
+			t.Errorf("check %s did not pass: %s", id, status(r, id))
+		}
+	}
+	if !slices.Equal(h.layersRun, []int{0, 1}) {
+		t.Errorf("layers run: %v", h.layersRun)
+	}
+	if _, ok := h.files[guard.BaselinePath]; !ok {
+		t.Error("baseline not recorded on the host")
+	}
+	var bom map[string]any
+	if err := json.Unmarshal(h.files["/etc/dlami-bake/manifest.json"], &bom); err != nil {
+		t.Fatalf("manifest not written into the image: %v", err)
+	}
+	if r.Manifest["kernel"] != "7.0.0-1014-aws" || r.Manifest["efa_installer"] == "" {
+		t.Errorf("manifest: %v", r.Manifest)
+	}
+}
+
+func TestDriftStopsTheBakeAtTheLayer(t *testing.T) {
+	h := newFakeHost(t)
+	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 0 }
+	opt := options(t, layer.Spec{Name: "careless"}, layer.Spec{Name: "never"})
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || !strings.Contains(err.Error(), `after layer "careless"`) {
+		t.Fatalf("want drift error naming the layer, got %v", err)
+	}
+	if !slices.Equal(h.layersRun, []int{0}) {
+		t.Errorf("a layer ran after drift: %v", h.layersRun)
+	}
+	r := readReport(t, opt.ReportDir)
+	if r.Result != "fail" || !slices.Contains(r.FailedChecks, "next-boot-kernel") {
+		t.Errorf("report: result %s failed %v", r.Result, r.FailedChecks)
+	}
+	if status(r, "gpu") != "skip" || status(r, "nccl-correctness") != "skip" {
+		t.Errorf("checks after the drift should be skipped: gpu %s nccl %s", status(r, "gpu"), status(r, "nccl-correctness"))
+	}
+	if !strings.Contains(strings.Join(r.Drift, "\n"), "7.0.0-1014-aws → 7.0.0-1015-aws") {
+		t.Errorf("drift does not name the new kernel: %v", r.Drift)
+	}
+	if _, ok := h.files["/etc/dlami-bake/manifest.json"]; ok {
+		t.Error("a failed bake wrote its manifest into the image")
+	}
+}
+
+func TestUnheldKernelFailsBeforeAnyLayer(t *testing.T) {
+	h := newFakeHost(t)
+	h.pkgs["linux-image-7.0.0-1014-aws"] = fakePkg{"7.0.0-1014.14", false}
+	opt := options(t, layer.Spec{Name: "a"})
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || !strings.Contains(err.Error(), "before layers") {
+		t.Fatalf("want failure before layers, got %v", err)
+	}
+	if len(h.layersRun) != 0 {
+		t.Errorf("layers ran: %v", h.layersRun)
+	}
+	if r := readReport(t, opt.ReportDir); !slices.Contains(r.FailedChecks, "holds") {
+		t.Errorf("holds did not fail: %v", r.FailedChecks)
+	}
+}
+
+func TestHoldUnheldHoldsAndRecords(t *testing.T) {
+	h := newFakeHost(t)
+	h.pkgs["linux-image-7.0.0-1014-aws"] = fakePkg{"7.0.0-1014.14", false}
+	opt := options(t)
+	opt.HoldUnheld = true
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatalf("bake: %v", err)
+	}
+	if !h.pkgs["linux-image-7.0.0-1014-aws"].held {
+		t.Error("package not put on hold")
+	}
+	if r := readReport(t, opt.ReportDir); !slices.Equal(r.HeldByPlugin, []string{"linux-image-7.0.0-1014-aws"}) {
+		t.Errorf("held_by_plugin: %v", r.HeldByPlugin)
+	}
+}
+
+func TestSecondProvisionerComparesWithTheFirstBaseline(t *testing.T) {
+	h := newFakeHost(t)
+	first := options(t)
+	first.Validate = false
+	if err := Run(context.Background(), h, &recordingUI{}, first); err != nil {
+		t.Fatalf("first provisioner: %v", err)
+	}
+	installKernel1015(h) // a plain shell provisioner in between
+	second := options(t, layer.Spec{Name: "x"})
+	err := Run(context.Background(), h, &recordingUI{}, second)
+	if err == nil || len(h.layersRun) != 0 {
+		t.Fatalf("second provisioner should fail before its layers: err %v, layers %v", err, h.layersRun)
+	}
+	if r := readReport(t, second.ReportDir); !slices.Contains(r.FailedChecks, "next-boot-kernel") {
+		t.Errorf("failed checks: %v", r.FailedChecks)
+	}
+}
+
+func TestRebootIntoNewKernelFails(t *testing.T) {
+	h := newFakeHost(t)
+	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 0 }
+	opt := options(t, layer.Spec{Name: "k", Reboot: true})
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || h.reboots != 1 {
+		t.Fatalf("want failure after one reboot: err %v reboots %d", err, h.reboots)
+	}
+	if r := readReport(t, opt.ReportDir); !slices.Contains(r.FailedChecks, "kernel") {
+		t.Errorf("kernel check did not fail: %v", r.FailedChecks)
+	}
+}
+
+func TestFailedLayerFailsTheBake(t *testing.T) {
+	h := newFakeHost(t)
+	h.layerHook[0] = func(*fakeHost) int { return 100 }
+	opt := options(t, layer.Spec{Name: "broken"}, layer.Spec{Name: "later"})
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || !strings.Contains(err.Error(), `layer "broken" failed with exit status 100`) {
+		t.Fatalf("got %v", err)
+	}
+	r := readReport(t, opt.ReportDir)
+	if r.Result != "fail" || r.Error == "" || len(h.layersRun) != 1 {
+		t.Errorf("report %+v layers %v", r, h.layersRun)
+	}
+}
+
+func TestHostFailureSkipsNCCLUnlessKeepGoing(t *testing.T) {
+	for _, keepGoing := range []bool{false, true} {
+		h := newFakeHost(t)
+		h.hostOut[checks.HostSectionMemlock] = fakeSection{out: "64"}
+		opt := options(t)
+		opt.KeepGoing = keepGoing
+		if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+			t.Fatalf("keep_going=%v: memlock 64 passed", keepGoing)
+		}
+		r := readReport(t, opt.ReportDir)
+		if !slices.Equal(r.FailedChecks, []string{"memlock"}) {
+			t.Errorf("keep_going=%v: failed %v", keepGoing, r.FailedChecks)
+		}
+		want := "skip"
+		if keepGoing {
+			want = "pass"
+		}
+		if got := status(r, "nccl-correctness"); got != want {
+			t.Errorf("keep_going=%v: nccl-correctness %s, want %s", keepGoing, got, want)
+		}
+	}
+}
+
+func TestNCCLFailureFailsTheBake(t *testing.T) {
+	h := newFakeHost(t)
+	h.ncclOut = strings.Replace(h.ncclOut, "Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED", 1)
+	opt := options(t)
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+		t.Fatal("out-of-bounds values passed")
+	}
+	if r := readReport(t, opt.ReportDir); !slices.Contains(r.FailedChecks, "nccl-correctness") {
+		t.Errorf("failed: %v", r.FailedChecks)
+	}
+}
