@@ -67,8 +67,8 @@ type Bake struct {
 	workDir   string
 	guardTook time.Duration
 	rep       report.Report
-	checks  map[string]result.Check
-	order   []string
+	checks    map[string]result.Check
+	order     []string
 }
 
 // DriftError is returned when the guard finds drift or an unheld package.
@@ -78,7 +78,7 @@ type DriftError struct {
 }
 
 func (e *DriftError) Error() string {
-	return fmt.Sprintf("kernel guard failed %s: %s (see the report for before → after)", e.Stage, strings.Join(e.Failed, ", "))
+	return fmt.Sprintf("kernel guard failed after %s: %s (see the report for before → after)", e.Stage, strings.Join(e.Failed, ", "))
 }
 
 // Run does the whole provisioner's work and writes the reports, also when it fails.
@@ -112,7 +112,7 @@ func (b *Bake) run(ctx context.Context) error {
 		_, _ = b.sh(cctx, "sudo -n rm -rf "+bundle.Quote(b.workDir)+" 2>/dev/null || rm -rf "+bundle.Quote(b.workDir), false)
 	}()
 
-	b.stage("guard: before layers")
+	b.stage("kernel guard")
 	base, guarded, err := b.startGuard(ctx)
 	if err != nil {
 		return err
@@ -122,7 +122,11 @@ func (b *Bake) run(ctx context.Context) error {
 		if err := b.runLayer(ctx, l); err != nil {
 			return err
 		}
-		if err := b.guardAfter(ctx, base, guarded, fmt.Sprintf("after layer %q", l.Name)); err != nil {
+		stage := fmt.Sprintf("layer %q", l.Name)
+		if l.Reboot {
+			stage += " and its reboot"
+		}
+		if err := b.guardAfter(ctx, base, guarded, stage); err != nil {
 			return err
 		}
 	}
@@ -152,7 +156,7 @@ func (b *Bake) record(cs ...result.Check) {
 
 // sh runs a short command and returns its output; a non-zero exit is an error when strict.
 func (b *Bake) sh(ctx context.Context, cmd string, strict bool) (string, error) {
-	var out bytes.Buffer
+	var out remote.Buffer
 	code, err := b.host.Run(ctx, cmd, nil, &out, &out)
 	if err != nil {
 		return out.String(), err
@@ -212,7 +216,8 @@ func (b *Bake) snapshot(ctx context.Context, stage string) (guard.Snapshot, erro
 }
 
 func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error) {
-	const stage = "before layers"
+	// Guard messages read "after <stage>".
+	stage := "the baseline was taken"
 	cur, err := b.snapshot(ctx, stage)
 	if err != nil {
 		return cur, nil, err
@@ -223,6 +228,8 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error)
 	}
 	if !found {
 		base = cur
+	} else {
+		stage = "the provisioners before this one"
 	}
 	guarded := guard.Union(guard.Guarded(base, b.opt.Policy), guard.Guarded(cur, b.opt.Policy))
 	if unheld := guard.Unheld(cur, guarded); len(unheld) > 0 && b.opt.HoldUnheld {
@@ -279,7 +286,7 @@ func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage stri
 	for _, c := range cs {
 		if c.Status == result.Fail {
 			failed = append(failed, c.ID)
-			b.ui.Error(fmt.Sprintf("dlami: %s %s: %s", c.ID, stage, c.Message))
+			b.ui.Error(fmt.Sprintf("dlami: %s failed: %s", c.ID, c.Message))
 		}
 	}
 	if len(failed) > 0 {
@@ -401,7 +408,7 @@ func (b *Bake) reboot(ctx context.Context) error {
 	}
 	for {
 		pctx, pcancel := context.WithTimeout(rctx, 10*time.Second)
-		var out bytes.Buffer
+		var out remote.Buffer
 		code, perr := b.host.Run(pctx, "uname -r", nil, &out, &out)
 		pcancel()
 		if perr == nil && code == 0 {
@@ -493,9 +500,9 @@ func (b *Bake) runNCCL(ctx context.Context, exp checks.Expectations) {
 	timeout := time.Duration(o.TimeoutSeconds) * time.Second
 	nctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
 	defer cancel()
-	var out bytes.Buffer
+	var out remote.Buffer
 	start := b.now()
-	code, runErr := b.host.Run(nctx, "sh -s", strings.NewReader(script), &out, &out)
+	code, runErr := b.host.Run(nctx, remote.ScriptCommand(script), nil, &out, &out)
 	took := b.now().Sub(start)
 	timedOut := code == 124 || code == 137 || errors.Is(runErr, context.DeadlineExceeded)
 	if runErr != nil && !timedOut {

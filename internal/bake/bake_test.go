@@ -140,7 +140,7 @@ func TestUnheldKernelFailsBeforeAnyLayer(t *testing.T) {
 	h.pkgs["linux-image-7.0.0-1014-aws"] = fakePkg{"7.0.0-1014.14", false}
 	opt := options(t, layer.Spec{Name: "a"})
 	err := Run(context.Background(), h, &recordingUI{}, opt)
-	if err == nil || !strings.Contains(err.Error(), "before layers") {
+	if err == nil || !strings.Contains(err.Error(), "after the baseline was taken") {
 		t.Fatalf("want failure before layers, got %v", err)
 	}
 	if len(h.layersRun) != 0 {

@@ -180,13 +180,16 @@ func (h *fakeHost) Run(_ context.Context, cmd string, stdin io.Reader, stdout, _
 	if stdout == nil {
 		stdout = io.Discard
 	}
-	var in []byte
 	if stdin != nil {
-		in, _ = io.ReadAll(stdin)
+		h.t.Errorf("fake host: command %q was given stdin", cmd)
 	}
-	script := string(in)
+	var script string
+	if q, ok := strings.CutPrefix(cmd, "sh -c '"); ok {
+		script = strings.ReplaceAll(strings.TrimSuffix(q, "'"), `'\''`, "'")
+		cmd = "sh -s"
+	}
 	switch {
-	case cmd == "sh -s" && strings.Contains(script, "BEGIN guard.") || strings.Contains(script, "BEGIN host."):
+	case cmd == "sh -s" && (strings.Contains(script, "BEGIN guard.") || strings.Contains(script, "BEGIN host.")):
 		io.WriteString(stdout, h.bundle(script))
 		return 0, nil
 	case cmd == "sh -s" && strings.Contains(script, guard.BaselinePath):

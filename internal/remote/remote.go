@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
@@ -66,14 +67,23 @@ func (c Comm) Upload(ctx context.Context, dst string, data io.Reader) error {
 	}
 }
 
-// Output runs a read-only script fed on stdin to `sh -s` and returns what it printed (stdout
-// and stderr together) and its exit status. A dropped connection is retried once, since
-// running a read-only script twice is harmless.
+// ScriptCommand returns the command line that runs script with /bin/sh. The script travels
+// as one single-quoted argument rather than on stdin, so a command inside it that reads
+// stdin can never eat the rest of the script.
+func ScriptCommand(script string) string {
+	return "sh -c " + quote(script)
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Output runs a read-only script and returns what it printed (stdout and stderr together)
+// and its exit status. A dropped connection is retried once, since running a read-only
+// script twice is harmless.
 func Output(ctx context.Context, h Host, script string) (string, int, error) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		var out bytes.Buffer
-		code, err := h.Run(ctx, "sh -s", strings.NewReader(script), &out, &out)
+		var out Buffer
+		code, err := h.Run(ctx, ScriptCommand(script), nil, &out, &out)
 		if err == nil {
 			return out.String(), code, nil
 		}
@@ -83,4 +93,27 @@ func Output(ctx context.Context, h Host, script string) (string, int, error) {
 		}
 	}
 	return "", 0, lastErr
+}
+
+// Buffer collects a command's output when stdout and stderr share one writer. The
+// communicator copies both streams at once with io.Copy; a *bytes.Buffer there is not only
+// racy but, because it implements io.ReaderFrom, lets the empty stream's ReadFrom reset the
+// length when it returns, losing the other stream's output. Buffer has only Write.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

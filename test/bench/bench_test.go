@@ -35,6 +35,9 @@ func repoRoot(tb testing.TB) string {
 
 // bootHost starts a simulated host and returns a Host connected to it over SSH.
 func bootHost(tb testing.TB) remote.Host {
+	if st := os.Getenv("DLAMI_BENCH_STATE"); st != "" {
+		return dial(tb, st)
+	}
 	tb.Helper()
 	root := repoRoot(tb)
 	run := filepath.Join(root, "test/e2e/run-scenario")
@@ -46,6 +49,11 @@ func bootHost(tb testing.TB) remote.Host {
 		tb.Fatalf("boot: %v\n%s", err, out)
 	}
 	tb.Cleanup(func() { _ = exec.Command(filepath.Join(root, "test/simhost/teardown"), state).Run() })
+	return dial(tb, state)
+}
+
+// dial connects to a booted simulated host through Packer's own SSH communicator.
+func dial(tb testing.TB, state string) remote.Host {
 	env := readEnv(tb, filepath.Join(state, "env"))
 	key, err := os.ReadFile(env["ssh_private_key_file"])
 	if err != nil {
