@@ -500,9 +500,16 @@ func (b *Bake) runNCCL(ctx context.Context, exp checks.Expectations) {
 	timeout := time.Duration(o.TimeoutSeconds) * time.Second
 	nctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
 	defer cancel()
+	// Uploaded rather than sent on the command line: Packer's SSH communicator logs command
+	// lines at debug level, and nccl.env values may be secret.
+	path := b.workDir + "/nccl.sh"
+	if err := b.host.Upload(ctx, path, strings.NewReader(script)); err != nil {
+		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Fail, Expected: "the NCCL test runs to completion", Actual: "upload failed", Message: err.Error()})
+		return
+	}
 	var out remote.Buffer
 	start := b.now()
-	code, runErr := b.host.Run(nctx, remote.ScriptCommand(script), nil, &out, &out)
+	code, runErr := b.host.Run(nctx, "sh "+bundle.Quote(path), nil, &out, &out)
 	took := b.now().Sub(start)
 	timedOut := code == 124 || code == 137 || errors.Is(runErr, context.DeadlineExceeded)
 	if runErr != nil && !timedOut {

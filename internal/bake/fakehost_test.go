@@ -199,7 +199,10 @@ func (h *fakeHost) Run(_ context.Context, cmd string, stdin io.Reader, stdout, _
 			io.WriteString(stdout, "__DLAMI_NO_BASELINE__\n")
 		}
 		return 0, nil
-	case cmd == "sh -s" && strings.Contains(script, "all_reduce_perf"):
+	case strings.HasPrefix(cmd, "sh '") && strings.HasSuffix(cmd, "/nccl.sh'"):
+		if !strings.Contains(string(h.files[strings.Trim(cmd[3:], "'")]), "all_reduce_perf") {
+			h.t.Errorf("fake host: %s is not the NCCL script", cmd)
+		}
 		io.WriteString(stdout, h.ncclOut)
 		return h.ncclCode, nil
 	case strings.HasPrefix(cmd, "mkdir -p"), strings.Contains(cmd, "rm -rf"), cmd == "true", cmd == "uname -r":
