@@ -90,6 +90,7 @@ type Server struct {
 	faults  map[faultKey]*Fault
 	calls   []Call
 	assumed []AssumeRoleCall
+	observe func(Call)
 	now     func() time.Time
 }
 
@@ -267,7 +268,10 @@ func (s *Server) pickFault(op, region string) (action string, latency time.Durat
 	return "", 0
 }
 
-const maxBody = 1 << 20
+const (
+	maxBody  = 1 << 20
+	maxCalls = 100_000
+)
 
 // ServeHTTP answers SSM, EC2 and STS requests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -324,9 +328,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) record(op string, scope CredentialScope, status int) {
+	c := Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status}
+	s.mu.Lock()
+	if len(s.calls) >= maxCalls {
+		// A long-running demo server keeps the newest half.
+		s.calls = append(s.calls[:0], s.calls[maxCalls/2:]...)
+	}
+	s.calls = append(s.calls, c)
+	observe := s.observe
+	s.mu.Unlock()
+	if observe != nil {
+		observe(c)
+	}
+}
+
+// Observe registers fn to be called after every answered request.
+func (s *Server) Observe(fn func(Call)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status})
+	s.observe = fn
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
@@ -129,9 +128,37 @@ var deniedCodes = map[string]bool{
 	"AccessDeniedException": true, "AccessDenied": true, "UnauthorizedOperation": true,
 }
 
+// credentialsFailure reports whether err came from getting credentials
+// rather than from the call itself, and whether an sts:AssumeRole was it.
+func credentialsFailure(err error) (isCreds, assumeRole bool) {
+	if !strings.Contains(err.Error(), "get credentials") {
+		return false, false
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var op *smithy.OperationError
+		if errors.As(e, &op) && op.Service() == "STS" && op.Operation() == "AssumeRole" {
+			return true, true
+		}
+	}
+	return true, false
+}
+
 // callError turns an SDK error from one call into an error that names the
 // region, the IAM action and what to do.
-func callError(err error, region, action, resource string, timeout time.Duration) error {
+func (r *Resolver) callError(err error, region, action, resource string) error {
+	timeout := r.callTimeout()
+	if isCreds, assume := credentialsFailure(err); assume {
+		role := r.AssumeRoleARN
+		if role == "" {
+			role = "the assume_role.role_arn"
+		}
+		if deniedCodes[apiCode(err)] {
+			return &AccessDeniedError{Region: region, Action: "sts:AssumeRole", Resource: role, Err: err}
+		}
+		return fmt.Errorf("%s: assuming role %s before %s failed: %w", region, role, action, err)
+	} else if isCreds {
+		return fmt.Errorf("%s: no usable AWS credentials for %s: set access_key and secret_key, profile (and shared_credentials_file), or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an instance role is available: %w", region, action, err)
+	}
 	if deniedCodes[apiCode(err)] {
 		return &AccessDeniedError{Region: region, Action: action, Resource: resource, Err: err}
 	}

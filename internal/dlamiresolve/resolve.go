@@ -104,6 +104,8 @@ type Resolver struct {
 	Now func() time.Time
 	// Logf receives warnings; nil means log.Printf.
 	Logf func(format string, args ...any)
+	// AssumeRoleARN names the assumed role in credential errors, if any.
+	AssumeRoleARN string
 }
 
 // DefaultCallTimeout is the per-operation deadline when none is set.
@@ -320,7 +322,7 @@ func (r *Resolver) getParameter(ctx context.Context, region string, c SSMAPI, na
 		if apiCode(err) == "ParameterNotFound" {
 			return nil, r.notFound(ctx, region, c, name, arch)
 		}
-		return nil, callError(err, region, "ssm:GetParameter", parameterARN(region, name), r.callTimeout())
+		return nil, r.callError(err, region, "ssm:GetParameter", parameterARN(region, name))
 	}
 	if out.Parameter == nil {
 		return nil, fmt.Errorf("%s: ssm:GetParameter %s returned no parameter", region, name)
@@ -377,7 +379,7 @@ func (r *Resolver) notFound(ctx context.Context, region string, c SSMAPI, name, 
 		})
 		cancel()
 		if err != nil {
-			e.ListErr = callError(err, region, "ssm:GetParametersByPath", parameterARN(region, root), r.callTimeout())
+			e.ListErr = r.callError(err, region, "ssm:GetParametersByPath", parameterARN(region, root))
 			return e
 		}
 		for _, p := range out.Parameters {
@@ -414,7 +416,7 @@ func (r *Resolver) describeByID(ctx context.Context, region string, c EC2API, id
 		if strings.HasPrefix(apiCode(err), "InvalidAMIID") {
 			return ec2types.Image{}, fmt.Errorf("%s: SSM parameter %s points at %s, which EC2 does not know in this region (deregistered, or not shared with this account): %w", region, param, id, err)
 		}
-		return ec2types.Image{}, callError(err, region, "ec2:DescribeImages", "*", r.callTimeout())
+		return ec2types.Image{}, r.callError(err, region, "ec2:DescribeImages", "*")
 	}
 	var found []ec2types.Image
 	for _, img := range out.Images {
@@ -448,6 +450,17 @@ func (r *Resolver) findBuild(ctx context.Context, region string, c EC2API, q Que
 	}
 	if len(cands) == 0 {
 		return ec2types.Image{}, r.buildNotFound(ctx, region, c, q, want)
+	}
+	// The "amazon" owner filter matches every Amazon-owned account; a
+	// lookalike from another of them must not shadow the DLAMI publisher's.
+	var trusted []ec2types.Image
+	for _, img := range cands {
+		if ownerTrustedLocally(region, q.Owners, img) {
+			trusted = append(trusted, img)
+		}
+	}
+	if len(trusted) > 0 {
+		cands = trusted
 	}
 	sortNewest(cands)
 	return cands[0], nil
@@ -494,7 +507,7 @@ func (r *Resolver) describeAll(ctx context.Context, region string, c EC2API, own
 		})
 		cancel()
 		if err != nil {
-			return nil, callError(err, region, "ec2:DescribeImages", "*", r.callTimeout())
+			return nil, r.callError(err, region, "ec2:DescribeImages", "*")
 		}
 		all = append(all, out.Images...)
 		token = out.NextToken
@@ -561,24 +574,14 @@ func (r *Resolver) verify(ctx context.Context, region string, c EC2API, q Query,
 // publisher account differs); "self" and other aliases are confirmed by
 // asking EC2 to describe the image restricted to those owners.
 func (r *Resolver) verifyOwner(ctx context.Context, region string, c EC2API, owners []string, img ec2types.Image) error {
+	if ownerTrustedLocally(region, owners, img) {
+		return nil
+	}
 	owner, alias := aws.ToString(img.OwnerId), aws.ToString(img.ImageOwnerAlias)
 	var serverSide []string
 	for _, o := range owners {
-		switch o {
-		case "amazon":
-			if Partition(region) == "aws" {
-				if owner == DLAMIOwnerAccount {
-					return nil
-				}
-			} else if alias == "amazon" {
-				return nil
-			}
-		case "self", "aws-marketplace":
+		if o == "self" || o == "aws-marketplace" {
 			serverSide = append(serverSide, o)
-		default:
-			if owner == o {
-				return nil
-			}
 		}
 	}
 	if len(serverSide) > 0 {
@@ -588,7 +591,7 @@ func (r *Resolver) verifyOwner(ctx context.Context, region string, c EC2API, own
 			ImageIds: []string{aws.ToString(img.ImageId)}, Owners: serverSide, IncludeDeprecated: aws.Bool(true),
 		})
 		if err != nil && !strings.HasPrefix(apiCode(err), "InvalidAMIID") {
-			return callError(err, region, "ec2:DescribeImages", "*", r.callTimeout())
+			return r.callError(err, region, "ec2:DescribeImages", "*")
 		}
 		if err == nil && len(out.Images) > 0 {
 			return nil
@@ -600,6 +603,25 @@ func (r *Resolver) verifyOwner(ctx context.Context, region string, c EC2API, own
 	}
 	return fmt.Errorf("%s: image %s (%s) is owned by %s, which is not a trusted owner (owners = [%s]; \"amazon\" means the DLAMI publisher %s); refusing to bake on it",
 		region, aws.ToString(img.ImageId), aws.ToString(img.Name), who, strings.Join(owners, ", "), DLAMIOwnerAccount)
+}
+
+// ownerTrustedLocally applies the owner rules that need no AWS call.
+func ownerTrustedLocally(region string, owners []string, img ec2types.Image) bool {
+	owner, alias := aws.ToString(img.OwnerId), aws.ToString(img.ImageOwnerAlias)
+	for _, o := range owners {
+		switch o {
+		case "amazon":
+			if (Partition(region) == "aws" && owner == DLAMIOwnerAccount) || (Partition(region) != "aws" && alias == "amazon") {
+				return true
+			}
+		case "self", "aws-marketplace":
+		default:
+			if owner == o {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // findGolden returns the newest golden AMI matching g.

@@ -131,6 +131,22 @@ func TestResolve(t *testing.T) {
 			wantErr: []string{"us-east-1", "no base-oss-nvidia-driver-gpu-ubuntu-24.04 image of build 20261003", "builds available (newest first): 20261002, 20260904, 20240614"},
 		},
 		{
+			name: "build pin ignores a newer lookalike from another Amazon account",
+			setup: func(f *awsfake.Server) {
+				f.PutImage(r, awsfake.Image{ID: "ami-0lookalike000001", Name: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260904",
+					OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, Architecture: "x86_64", CreationDate: "2026-12-01T00:00:00.000Z"})
+			},
+			q: Query{Build: "20260904"}, wantID: seedID(r, "x86_64", baseTitle, "Ubuntu 24.04", "20260904"),
+		},
+		{
+			name: "build pin with only a lookalike is rejected",
+			setup: func(f *awsfake.Server) {
+				f.PutImage(r, awsfake.Image{ID: "ami-0lookalike000001", Name: "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20261111",
+					OwnerID: "137112412989", OwnerAlias: "amazon", Public: true, Architecture: "x86_64", CreationDate: "2026-11-11T00:00:00.000Z"})
+			},
+			q: Query{Build: "20261111"}, wantErr: []string{"owned by 137112412989 (alias amazon)", "not a trusted owner"},
+		},
+		{
 			name: "deprecated pinned build fails", q: Query{Build: "20240614"},
 			wantErr: []string{"deprecated at 2026-06-14T09:12:34.000Z", "allow_deprecated = true"},
 		},
@@ -331,8 +347,10 @@ func TestResolve(t *testing.T) {
 			wantErr: []string{"us-east-1: ec2:DescribeImages returned a response that could not be parsed"},
 		},
 		{
-			name:    "latency beyond the call deadline",
-			setup:   func(f *awsfake.Server) { f.SetFault(awsfake.OpGetParameter, "", awsfake.Fault{Latency: 2 * time.Second}) },
+			name: "latency beyond the call deadline",
+			setup: func(f *awsfake.Server) {
+				f.SetFault(awsfake.OpGetParameter, "", awsfake.Fault{Latency: 2 * time.Second})
+			},
 			q:       Query{},
 			wantErr: []string{"us-east-1: ssm:GetParameter did not answer within 200ms"},
 		},
@@ -561,4 +579,32 @@ func TestLoadAWSConfigRejects(t *testing.T) {
 			t.Errorf("LoadAWSConfig(%+v) succeeded", o)
 		}
 	}
+}
+
+func TestCredentialErrors(t *testing.T) {
+	const r = "us-east-1"
+	t.Run("no credentials", func(t *testing.T) {
+		e := newEnv(t, r)
+		e.opts.AccessKey, e.opts.SecretKey = "", ""
+		_, err := e.resolver(t).Resolve(context.Background(), r, Query{})
+		if err == nil || !strings.Contains(err.Error(), "us-east-1: no usable AWS credentials for ssm:GetParameter: set access_key and secret_key") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("assume role denied names sts:AssumeRole, not the SSM call", func(t *testing.T) {
+		e := newEnv(t, r)
+		role := "arn:aws:iam::123456789012:role/packer-bake"
+		e.opts.AssumeRole = &AssumeRole{RoleARN: role}
+		e.fake.SetFault(awsfake.OpAssumeRole, "", awsfake.Fault{AccessDenied: true})
+		res := e.resolver(t)
+		res.AssumeRoleARN = role
+		_, err := res.Resolve(context.Background(), r, Query{})
+		var ad *AccessDeniedError
+		if !errors.As(err, &ad) || ad.Action != "sts:AssumeRole" || ad.Resource != role {
+			t.Fatalf("want AccessDeniedError for sts:AssumeRole on %s, got %v", role, err)
+		}
+		if e.fake.CallCount(awsfake.OpGetParameter, "") != 0 {
+			t.Errorf("SSM was called without credentials")
+		}
+	})
 }

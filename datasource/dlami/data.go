@@ -1,0 +1,468 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,AssumeRoleConfig,GoldenConfig
+
+// Package dlami is the `dlami` data source: it resolves the AWS Deep
+// Learning Base OSS DLAMI for an architecture and OS (through the SSM
+// parameter AWS publishes, or a pinned build), verifies the image before
+// anything is baked on it, and optionally finds the newest golden AMI
+// already baked from it so CI can tell whether a rebake is due.
+package dlami
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/packer-plugin-sdk/hcl2helper"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
+)
+
+// Config is the data source configuration.
+type Config struct {
+	// What to resolve.
+
+	// CPU architecture: `x86_64` (default) or `arm64`.
+	Architecture string `mapstructure:"architecture"`
+	// Operating system: `ubuntu-24.04` (default), `ubuntu-22.04` or `amazon-linux-2023`.
+	OS string `mapstructure:"os"`
+	// DLAMI family, the <ami_type> of the parameter path without the OS:
+	// `base-oss-nvidia-driver-gpu` (default). The parameter read is
+	// `/aws/service/deeplearning/ami/<architecture>/<flavor>-<os>/latest/ami-id`.
+	Flavor string `mapstructure:"flavor"`
+	// Full SSM parameter name to read instead of the one built from
+	// architecture, flavor and os. Cannot be combined with os, flavor or build.
+	ParameterName string `mapstructure:"parameter_name"`
+	// Pin a build (`YYYYMMDD`, the date at the end of the AMI name) for
+	// reproducible bakes. The image is then found by name with
+	// ec2:DescribeImages among the trusted owners instead of through SSM.
+	Build string `mapstructure:"build"`
+
+	// Where.
+
+	// Region to resolve in; the outputs without a region in their name are
+	// for this region. Defaults to the first of `regions`, then AWS_REGION /
+	// AWS_DEFAULT_REGION / the profile's region.
+	Region string `mapstructure:"region"`
+	// More regions to resolve in, concurrently; see the `amis` output.
+	Regions []string `mapstructure:"regions"`
+
+	// Trust.
+
+	// Trusted image owners: account ids, `amazon` (the DLAMI publisher,
+	// account 898082745236 in the aws partition), `self` or
+	// `aws-marketplace`. Default `["amazon"]`.
+	Owners []string `mapstructure:"owners"`
+	// Accept an image past its deprecation time (with a warning). Default false.
+	AllowDeprecated bool `mapstructure:"allow_deprecated"`
+
+	// Rebake lookup: the newest AMI already baked from this family.
+	Golden *GoldenConfig `mapstructure:"golden"`
+
+	// AWS access, as in the amazon plugin.
+
+	// AWS access key; with secret_key. Default: the SDK credential chain.
+	AccessKey string `mapstructure:"access_key"`
+	// AWS secret key.
+	SecretKey string `mapstructure:"secret_key"`
+	// AWS session token for temporary static credentials.
+	Token string `mapstructure:"token"`
+	// Named profile from the shared config/credentials files.
+	Profile string `mapstructure:"profile"`
+	// Path of the shared credentials file (default ~/.aws/credentials).
+	SharedCredentialsFile string `mapstructure:"shared_credentials_file"`
+	// Role to assume before calling SSM and EC2.
+	AssumeRole AssumeRoleConfig `mapstructure:"assume_role"`
+	// Retries of a throttled or failed call (with exponential backoff);
+	// 0 keeps the SDK default of 2 retries.
+	MaxRetries int `mapstructure:"max_retries"`
+	// Do not use the EC2 instance metadata service for credentials or region.
+	SkipMetadataAPICheck bool `mapstructure:"skip_metadata_api_check"`
+	// Accept region names that do not look like AWS regions (local endpoints).
+	SkipRegionValidation bool `mapstructure:"skip_region_validation"`
+	// SSM endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_SSM.
+	SSMEndpoint string `mapstructure:"ssm_endpoint"`
+	// EC2 endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_EC2.
+	EC2Endpoint string `mapstructure:"ec2_endpoint"`
+	// STS endpoint URL for assume_role. Default: the SDK's (regional STS).
+	STSEndpoint string `mapstructure:"sts_endpoint"`
+	// Deadline of each AWS call, retries included. Default "30s".
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Deadline of the whole lookup, all regions. Default "5m".
+	ExecuteTimeout time.Duration `mapstructure:"execute_timeout"`
+}
+
+// AssumeRoleConfig is the `assume_role` block.
+type AssumeRoleConfig struct {
+	// ARN of the role to assume.
+	RoleARN string `mapstructure:"role_arn"`
+	// Session name; default set by the SDK.
+	SessionName string `mapstructure:"session_name"`
+	// External id the role's trust policy requires.
+	ExternalID string `mapstructure:"external_id"`
+	// Session duration, e.g. "1h"; default 15m.
+	Duration time.Duration `mapstructure:"duration"`
+}
+
+// GoldenConfig is the `golden` block: how to find AMIs already baked from
+// this family. At least one of name_prefix and tags is required.
+type GoldenConfig struct {
+	// Owners of golden AMIs. Default `["self"]`.
+	Owners []string `mapstructure:"owners"`
+	// Golden AMI names start with this.
+	NamePrefix string `mapstructure:"name_prefix"`
+	// Tags golden AMIs carry; values may use EC2 filter wildcards (* and ?).
+	Tags map[string]string `mapstructure:"tags"`
+	// Tag on the golden AMI holding the DLAMI id it was baked from.
+	// Default "dlami:source_ami".
+	SourceAMITag string `mapstructure:"source_ami_tag"`
+}
+
+// DatasourceOutput is what `data.dlami.<name>` exposes.
+type DatasourceOutput struct {
+	// AMI id in `region`.
+	AMIID string `mapstructure:"ami_id"`
+	// AMI name, e.g. "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20261002".
+	Name string `mapstructure:"name"`
+	// AMI description.
+	Description string `mapstructure:"description"`
+	// Build date stamp at the end of the name (YYYYMMDD).
+	Build string `mapstructure:"build"`
+	// Creation time (ISO 8601).
+	CreationDate string `mapstructure:"creation_date"`
+	// Deprecation time (ISO 8601); "" when none is set.
+	DeprecationTime string `mapstructure:"deprecation_time"`
+	// Owner account id.
+	OwnerID string `mapstructure:"owner_id"`
+	// Image architecture.
+	Architecture string `mapstructure:"architecture"`
+	// Root device name, e.g. /dev/sda1 (Ubuntu) or /dev/xvda (Amazon Linux).
+	RootDeviceName string `mapstructure:"root_device_name"`
+	// SSM parameter read; "" when build was pinned.
+	ParameterName string `mapstructure:"parameter_name"`
+	// Version of that parameter.
+	ParameterVersion int `mapstructure:"parameter_version"`
+	// When that parameter last changed (RFC 3339).
+	ParameterLastModified string `mapstructure:"parameter_last_modified"`
+	// Region of the single-valued outputs.
+	Region string `mapstructure:"region"`
+	// AMI id per resolved region.
+	AMIs map[string]string `mapstructure:"amis"`
+	// Warnings, e.g. a deprecated image accepted by allow_deprecated.
+	Warnings []string `mapstructure:"warnings"`
+	// Newest golden AMI in `region`; "" when none was found or no golden block is set.
+	GoldenAMIID string `mapstructure:"golden_ami_id"`
+	// Its name.
+	GoldenName string `mapstructure:"golden_name"`
+	// The DLAMI id recorded in its source_ami_tag.
+	GoldenSourceAMI string `mapstructure:"golden_source_ami"`
+	// Golden AMI id per resolved region ("" where none).
+	GoldenAMIs map[string]string `mapstructure:"golden_amis"`
+	// True when any resolved region has no golden AMI or one baked from
+	// another DLAMI than the one resolved now. Without a golden block it
+	// is true (nothing is known to be current).
+	RebakeNeeded bool `mapstructure:"rebake_needed"`
+	// Regions that need a rebake, sorted.
+	RebakeRegions []string `mapstructure:"rebake_regions"`
+}
+
+// Datasource implements packer.Datasource.
+type Datasource struct {
+	config Config
+}
+
+// ConfigSpec returns the HCL spec of Config.
+func (d *Datasource) ConfigSpec() hcldec.ObjectSpec { return d.config.FlatMapstructure().HCL2Spec() }
+
+// OutputSpec returns the HCL spec of DatasourceOutput.
+func (d *Datasource) OutputSpec() hcldec.ObjectSpec {
+	return (&DatasourceOutput{}).FlatMapstructure().HCL2Spec()
+}
+
+// unknown reports whether Packer passed a value it cannot know yet (packer
+// validate without -evaluate-datasources); such fields are not validated.
+func unknown(s string) bool {
+	return s == "<unknown>" || s == hcl2helper.UnknownVariableValue
+}
+
+var (
+	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
+	flavorRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+	accountR = regexp.MustCompile(`^\d{12}$`)
+)
+
+var ownerAliases = map[string]bool{"amazon": true, "self": true, "aws-marketplace": true}
+
+// Configure decodes and validates the configuration. It does no network I/O.
+func (d *Datasource) Configure(raws ...interface{}) error {
+	if err := config.Decode(&d.config, nil, raws...); err != nil {
+		return fmt.Errorf("dlami: %w", err)
+	}
+	c := &d.config
+	packersdk.LogSecretFilter.Set(c.AccessKey, c.SecretKey, c.Token)
+	var errs *packersdk.MultiError
+	add := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
+
+	if c.ParameterName != "" && !unknown(c.ParameterName) {
+		if !strings.HasPrefix(c.ParameterName, "/") {
+			add("parameter_name %q: must be a full SSM parameter name starting with /", c.ParameterName)
+		}
+		for field, v := range map[string]string{"os": c.OS, "flavor": c.Flavor, "build": c.Build} {
+			if v != "" {
+				add("parameter_name and %s are both set: parameter_name replaces the path built from architecture, flavor and os; set one", field)
+			}
+		}
+		if arch, _, ok := dlamiresolve.SplitParameterPath(c.ParameterName); ok && !unknown(c.Architecture) {
+			if c.Architecture == "" {
+				c.Architecture = arch
+			} else if c.Architecture != arch {
+				add("architecture = %q but parameter_name is under %s; drop architecture or fix the path", c.Architecture, arch)
+			}
+		}
+	}
+	if c.Architecture == "" {
+		c.Architecture = dlamiresolve.DefaultArchitecture
+	}
+	if c.OS == "" && c.ParameterName == "" {
+		c.OS = dlamiresolve.DefaultOS
+	}
+	if c.Flavor == "" && c.ParameterName == "" {
+		c.Flavor = dlamiresolve.DefaultFlavor
+	}
+	if !unknown(c.Architecture) && !contains(dlamiresolve.Architectures, c.Architecture) {
+		hint := ""
+		switch c.Architecture {
+		case "amd64", "x86-64", "x64":
+			hint = ` (did you mean "x86_64"?)`
+		case "aarch64", "arm":
+			hint = ` (did you mean "arm64"?)`
+		}
+		add("architecture %q: must be one of %s%s", c.Architecture, strings.Join(dlamiresolve.Architectures, ", "), hint)
+	}
+	if c.OS != "" && !unknown(c.OS) && !contains(dlamiresolve.OperatingSystems, c.OS) {
+		add("os %q: must be one of %s (or use parameter_name for other DLAMIs)", c.OS, strings.Join(dlamiresolve.OperatingSystems, ", "))
+	}
+	if c.Flavor != "" && !unknown(c.Flavor) && !flavorRE.MatchString(c.Flavor) {
+		add("flavor %q: must be a lower-case DLAMI type such as %q (no slashes or spaces)", c.Flavor, dlamiresolve.DefaultFlavor)
+	}
+	if c.Build != "" && !unknown(c.Build) {
+		if _, err := time.Parse("20060102", c.Build); err != nil || !dlamiresolve.ValidBuild(c.Build) {
+			add("build %q: must be the YYYYMMDD date at the end of the AMI name, e.g. \"20261002\"", c.Build)
+		}
+	}
+
+	checkRegion := func(field, r string) {
+		if unknown(r) || c.SkipRegionValidation {
+			return
+		}
+		if !regionRE.MatchString(r) {
+			add("%s %q: not an AWS region name like \"us-east-1\" (set skip_region_validation = true for unusual endpoints)", field, r)
+		}
+	}
+	if c.Region != "" {
+		checkRegion("region", c.Region)
+	}
+	for i, r := range c.Regions {
+		if r == "" {
+			add("regions[%d]: empty region name", i)
+			continue
+		}
+		checkRegion(fmt.Sprintf("regions[%d]", i), r)
+	}
+
+	checkOwners := func(field string, owners []string) {
+		for i, o := range owners {
+			if unknown(o) || accountR.MatchString(o) || ownerAliases[o] {
+				continue
+			}
+			add("%s[%d] %q: must be a 12-digit account id or one of amazon, self, aws-marketplace", field, i, o)
+		}
+	}
+	checkOwners("owners", c.Owners)
+
+	if g := c.Golden; g != nil {
+		checkOwners("golden.owners", g.Owners)
+		if g.NamePrefix == "" && len(g.Tags) == 0 {
+			add("golden: set name_prefix or tags (or both); otherwise every AMI the owners have would count as golden")
+		}
+		for k := range g.Tags {
+			if k == "" {
+				add("golden.tags: empty tag key")
+			}
+		}
+		if g.SourceAMITag == "" {
+			g.SourceAMITag = "dlami:source_ami"
+		}
+	}
+
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		add("access_key and secret_key must be set together (or neither, to use the default credential chain)")
+	}
+	if ar := c.AssumeRole; ar.RoleARN == "" {
+		if ar.SessionName != "" || ar.ExternalID != "" || ar.Duration != 0 {
+			add("assume_role: role_arn is required when session_name, external_id or duration is set")
+		}
+	} else if !unknown(ar.RoleARN) && !strings.HasPrefix(ar.RoleARN, "arn:") {
+		add("assume_role.role_arn %q: must be a role ARN (arn:aws:iam::<account>:role/<name>)", ar.RoleARN)
+	}
+	if c.MaxRetries < 0 {
+		add("max_retries = %d: must be 0 (SDK default) or more", c.MaxRetries)
+	}
+	for field, v := range map[string]string{"ssm_endpoint": c.SSMEndpoint, "ec2_endpoint": c.EC2Endpoint, "sts_endpoint": c.STSEndpoint} {
+		if v == "" || unknown(v) {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s %q: must be an http(s) URL such as https://ssm.us-east-1.amazonaws.com", field, v)
+		}
+	}
+	if c.Timeout < 0 {
+		add("timeout %s: must be positive", c.Timeout)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = dlamiresolve.DefaultCallTimeout
+	}
+	if c.ExecuteTimeout < 0 {
+		add("execute_timeout %s: must be positive", c.ExecuteTimeout)
+	}
+	if c.ExecuteTimeout == 0 {
+		c.ExecuteTimeout = 5 * time.Minute
+	}
+	if errs != nil && len(errs.Errors) > 0 {
+		sort.Slice(errs.Errors, func(i, j int) bool { return errs.Errors[i].Error() < errs.Errors[j].Error() })
+		return fmt.Errorf("dlami: invalid configuration: %w", errs)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) awsOptions() dlamiresolve.AWSOptions {
+	o := dlamiresolve.AWSOptions{
+		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Token: c.Token,
+		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile,
+		MaxRetries: c.MaxRetries, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
+		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.EC2Endpoint, STSEndpoint: c.STSEndpoint,
+		Region: c.primaryRegion(),
+	}
+	if c.AssumeRole.RoleARN != "" {
+		o.AssumeRole = &dlamiresolve.AssumeRole{
+			RoleARN: c.AssumeRole.RoleARN, SessionName: c.AssumeRole.SessionName,
+			ExternalID: c.AssumeRole.ExternalID, Duration: c.AssumeRole.Duration,
+		}
+	}
+	return o
+}
+
+func (c *Config) primaryRegion() string {
+	if c.Region != "" {
+		return c.Region
+	}
+	if len(c.Regions) > 0 {
+		return c.Regions[0]
+	}
+	return ""
+}
+
+func (c *Config) query() dlamiresolve.Query {
+	q := dlamiresolve.Query{
+		Architecture: c.Architecture, OS: c.OS, Flavor: c.Flavor,
+		ParameterName: c.ParameterName, Build: c.Build,
+		Owners: c.Owners, AllowDeprecated: c.AllowDeprecated,
+	}
+	if g := c.Golden; g != nil {
+		q.Golden = &dlamiresolve.GoldenQuery{Owners: g.Owners, NamePrefix: g.NamePrefix, Tags: g.Tags, SourceAMITag: g.SourceAMITag}
+	}
+	return q
+}
+
+// Execute resolves and verifies the DLAMI in every requested region.
+func (d *Datasource) Execute() (cty.Value, error) {
+	out, err := d.resolve()
+	if err != nil {
+		return cty.NullVal(cty.EmptyObject), err
+	}
+	return hcl2helper.HCL2ValueFromConfig(out, d.OutputSpec()), nil
+}
+
+func (d *Datasource) resolve() (*DatasourceOutput, error) {
+	c := &d.config
+	ctx, cancel := context.WithTimeout(context.Background(), c.ExecuteTimeout)
+	defer cancel()
+	opts := c.awsOptions()
+	cfg, err := dlamiresolve.LoadAWSConfig(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dlami: %w", err)
+	}
+	primary := c.primaryRegion()
+	if primary == "" {
+		primary = cfg.Region
+	}
+	if primary == "" {
+		return nil, errors.New("dlami: no region: set region (or regions), or AWS_REGION / AWS_DEFAULT_REGION, or a region in the AWS profile")
+	}
+	r := &dlamiresolve.Resolver{Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout, AssumeRoleARN: c.AssumeRole.RoleARN}
+	regions := append([]string{primary}, c.Regions...)
+	results, err := r.ResolveAll(ctx, regions, c.query())
+	if err != nil {
+		return nil, fmt.Errorf("dlami: %w", err)
+	}
+	res := results[primary]
+	img := res.Image
+	out := &DatasourceOutput{
+		AMIID: img.ID, Name: img.Name, Description: img.Description, Build: img.Build,
+		CreationDate: img.CreationDate, DeprecationTime: img.DeprecationTime, OwnerID: img.OwnerID,
+		Architecture: img.Architecture, RootDeviceName: img.RootDeviceName,
+		ParameterName: res.ParameterName, ParameterVersion: int(res.ParameterVersion),
+		ParameterLastModified: res.ParameterLastModified, Region: primary,
+		AMIs: map[string]string{}, Warnings: []string{}, GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
+	}
+	regionsSorted := make([]string, 0, len(results))
+	for region := range results {
+		regionsSorted = append(regionsSorted, region)
+	}
+	sort.Strings(regionsSorted)
+	for _, region := range regionsSorted {
+		rr := results[region]
+		out.AMIs[region] = rr.Image.ID
+		out.Warnings = append(out.Warnings, rr.Warnings...)
+		if rr.Golden == nil || rr.Golden.RebakeNeeded {
+			out.RebakeRegions = append(out.RebakeRegions, region)
+		}
+		if rr.Golden != nil {
+			out.GoldenAMIs[region] = rr.Golden.AMIID
+		}
+	}
+	if g := res.Golden; g != nil {
+		out.GoldenAMIID, out.GoldenName, out.GoldenSourceAMI = g.AMIID, g.Name, g.SourceAMI
+	}
+	out.RebakeNeeded = len(out.RebakeRegions) > 0
+	log.Printf("[INFO] dlami: %s in %s is %s (%s); rebake_needed=%v", describe(c), primary, img.ID, img.Name, out.RebakeNeeded)
+	return out, nil
+}
+
+func describe(c *Config) string {
+	switch {
+	case c.ParameterName != "":
+		return c.ParameterName
+	case c.Build != "":
+		return fmt.Sprintf("%s/%s build %s", c.Architecture, dlamiresolve.AMIType(c.Flavor, c.OS), c.Build)
+	}
+	return dlamiresolve.ParameterPath(c.Architecture, c.Flavor, c.OS)
+}

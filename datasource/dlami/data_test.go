@@ -1,0 +1,347 @@
+package dlami
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
+)
+
+// isolateAWSEnv keeps the developer's AWS settings out of the test.
+func isolateAWSEnv(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
+		"AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_SSM": "", "AWS_ENDPOINT_URL_EC2": "", "AWS_ENDPOINT_URL_STS": "",
+		"AWS_EC2_METADATA_DISABLED": "true",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// decodeHCL turns an HCL body into the cty value Packer hands Configure.
+func decodeHCL(t *testing.T, d *Datasource, src string) cty.Value {
+	t.Helper()
+	f, diags := hclparse.NewParser().ParseHCL([]byte(src), "test.pkr.hcl")
+	if diags.HasErrors() {
+		t.Fatalf("parse: %v", diags)
+	}
+	v, diags := hcldec.Decode(f.Body, d.ConfigSpec(), &hcl.EvalContext{})
+	if diags.HasErrors() {
+		t.Fatalf("decode: %v", diags)
+	}
+	return v
+}
+
+func TestConfigure(t *testing.T) {
+	tests := []struct {
+		name    string
+		hcl     string
+		raw     map[string]interface{} // used instead of hcl when set
+		wantErr []string
+		check   func(t *testing.T, c *Config)
+	}{
+		{
+			name: "empty block gets defaults",
+			check: func(t *testing.T, c *Config) {
+				if c.Architecture != "x86_64" || c.OS != "ubuntu-24.04" || c.Flavor != "base-oss-nvidia-driver-gpu" || c.Timeout != 30*time.Second || c.ExecuteTimeout != 5*time.Minute {
+					t.Errorf("defaults: %+v", c)
+				}
+			},
+		},
+		{
+			name: "full block",
+			hcl: `
+architecture = "arm64"
+os = "amazon-linux-2023"
+build = "20261002"
+region = "us-west-2"
+regions = ["eu-west-1", "ap-south-1"]
+owners = ["amazon", "123456789012"]
+allow_deprecated = true
+max_retries = 5
+timeout = "10s"
+ssm_endpoint = "http://127.0.0.1:9999"
+ec2_endpoint = "https://ec2.us-west-2.amazonaws.com"
+assume_role {
+  role_arn = "arn:aws:iam::123456789012:role/bake"
+  session_name = "packer"
+  external_id = "x"
+  duration = "1h"
+}
+golden {
+  name_prefix = "ml-golden-"
+  tags = { "dlami:family" = "base" }
+}`,
+			check: func(t *testing.T, c *Config) {
+				if c.Architecture != "arm64" || c.Build != "20261002" || len(c.Regions) != 2 || c.Timeout != 10*time.Second || c.MaxRetries != 5 {
+					t.Errorf("config %+v", c)
+				}
+				if c.AssumeRole.RoleARN == "" || c.AssumeRole.Duration != time.Hour {
+					t.Errorf("assume_role %+v", c.AssumeRole)
+				}
+				if c.Golden == nil || c.Golden.NamePrefix != "ml-golden-" || c.Golden.Tags["dlami:family"] != "base" || c.Golden.SourceAMITag != "dlami:source_ami" {
+					t.Errorf("golden %+v", c.Golden)
+				}
+			},
+		},
+		{
+			name: "parameter_name sets architecture from the path",
+			hcl:  `parameter_name = "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"`,
+			check: func(t *testing.T, c *Config) {
+				if c.Architecture != "arm64" || c.OS != "" || c.Flavor != "" {
+					t.Errorf("config %+v", c)
+				}
+			},
+		},
+		{name: "bad architecture with hint", hcl: `architecture = "amd64"`, wantErr: []string{`architecture "amd64"`, `did you mean "x86_64"`}},
+		{name: "aarch64 hint", hcl: `architecture = "aarch64"`, wantErr: []string{`did you mean "arm64"`}},
+		{name: "bad os", hcl: `os = "ubuntu-20.04"`, wantErr: []string{`os "ubuntu-20.04": must be one of ubuntu-24.04, ubuntu-22.04, amazon-linux-2023`}},
+		{name: "bad flavor", hcl: `flavor = "Base OSS"`, wantErr: []string{`flavor "Base OSS"`}},
+		{name: "bad build", hcl: `build = "2026-10-02"`, wantErr: []string{`build "2026-10-02": must be the YYYYMMDD`}},
+		{name: "impossible build date", hcl: `build = "20261302"`, wantErr: []string{`build "20261302"`}},
+		{name: "parameter_name with os", hcl: "parameter_name = \"/x/y\"\nos = \"ubuntu-22.04\"", wantErr: []string{"parameter_name and os are both set"}},
+		{name: "parameter_name with build", hcl: "parameter_name = \"/x/y\"\nbuild = \"20261002\"", wantErr: []string{"parameter_name and build are both set"}},
+		{name: "relative parameter_name", hcl: `parameter_name = "aws/service/x"`, wantErr: []string{"parameter_name \"aws/service/x\": must be a full SSM parameter name"}},
+		{
+			name:    "architecture contradicts parameter_name",
+			hcl:     "architecture = \"x86_64\"\nparameter_name = \"/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id\"",
+			wantErr: []string{`architecture = "x86_64" but parameter_name is under arm64`},
+		},
+		{name: "bad region", hcl: `region = "us-east"`, wantErr: []string{`region "us-east": not an AWS region`}},
+		{name: "bad regions entry", hcl: `regions = ["us-east-1", "EU"]`, wantErr: []string{`regions[1] "EU"`}},
+		{name: "odd region allowed when validation skipped", hcl: "region = \"local\"\nskip_region_validation = true"},
+		{name: "bad owner", hcl: `owners = ["amazn"]`, wantErr: []string{`owners[0] "amazn": must be a 12-digit account id or one of amazon, self, aws-marketplace`}},
+		{name: "golden without selector", hcl: "golden {\n}", wantErr: []string{"golden: set name_prefix or tags"}},
+		{name: "golden bad owner", hcl: "golden {\n name_prefix = \"x\"\n owners = [\"me\"]\n}", wantErr: []string{`golden.owners[0] "me"`}},
+		{name: "access key without secret", hcl: `access_key = "AKIA"`, wantErr: []string{"access_key and secret_key must be set together"}},
+		{name: "assume_role without arn", hcl: "assume_role {\n external_id = \"x\"\n}", wantErr: []string{"assume_role: role_arn is required"}},
+		{name: "assume_role bad arn", hcl: "assume_role {\n role_arn = \"bake\"\n}", wantErr: []string{`assume_role.role_arn "bake"`}},
+		{name: "negative max_retries", hcl: `max_retries = -1`, wantErr: []string{"max_retries = -1"}},
+		{name: "bad endpoint", hcl: `ssm_endpoint = "localhost:4566"`, wantErr: []string{`ssm_endpoint "localhost:4566": must be an http(s) URL`}},
+		{name: "bad duration", hcl: `timeout = "soon"`, wantErr: []string{"timeout"}},
+		{
+			name:    "several errors are all reported",
+			hcl:     "architecture = \"ppc64\"\nos = \"win\"\nregion = \"x\"",
+			wantErr: []string{"architecture \"ppc64\"", "os \"win\"", "region \"x\""},
+		},
+		{
+			name: "unknown values are not validated",
+			raw: map[string]interface{}{
+				"architecture": "<unknown>", "os": "74D93920-ED26-11E3-AC10-0800200C9A66", "region": "<unknown>",
+				"build": "<unknown>", "ssm_endpoint": "<unknown>", "owners": []interface{}{"<unknown>"},
+			},
+		},
+		{name: "unknown key rejected", raw: map[string]interface{}{"ami_name": "x"}, wantErr: []string{"ami_name"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Datasource{}
+			var err error
+			if tc.raw != nil {
+				err = d.Configure(tc.raw)
+			} else {
+				err = d.Configure(decodeHCL(t, d, tc.hcl))
+			}
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("Configure accepted it; want error with %q", tc.wantErr)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Configure: %v", err)
+			}
+			if tc.check != nil {
+				tc.check(t, &d.config)
+			}
+		})
+	}
+}
+
+func TestSpecs(t *testing.T) {
+	d := &Datasource{}
+	for _, k := range []string{"architecture", "os", "flavor", "parameter_name", "build", "region", "regions", "owners", "allow_deprecated",
+		"golden", "access_key", "secret_key", "token", "profile", "shared_credentials_file", "assume_role", "max_retries",
+		"skip_metadata_api_check", "ssm_endpoint", "ec2_endpoint", "sts_endpoint", "timeout"} {
+		if _, ok := d.ConfigSpec()[k]; !ok {
+			t.Errorf("ConfigSpec lacks %q", k)
+		}
+	}
+	for _, k := range []string{"ami_id", "name", "description", "build", "creation_date", "deprecation_time", "owner_id", "architecture",
+		"root_device_name", "parameter_name", "parameter_version", "parameter_last_modified", "region", "amis", "warnings",
+		"golden_ami_id", "golden_source_ami", "rebake_needed", "rebake_regions", "golden_amis"} {
+		if _, ok := d.OutputSpec()[k]; !ok {
+			t.Errorf("OutputSpec lacks %q", k)
+		}
+	}
+}
+
+func startFake(t *testing.T, regions ...string) (*awsfake.Server, string) {
+	t.Helper()
+	isolateAWSEnv(t)
+	f := awsfake.NewSeeded(regions...)
+	srv := f.Start()
+	t.Cleanup(srv.Close)
+	return f, srv.URL
+}
+
+func configureHCL(t *testing.T, src string) *Datasource {
+	t.Helper()
+	d := &Datasource{}
+	if err := d.Configure(decodeHCL(t, d, src)); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return d
+}
+
+func endpointHCL(url string) string {
+	return "ssm_endpoint = \"" + url + "\"\nec2_endpoint = \"" + url + "\"\naccess_key = \"AKIAFAKE\"\nsecret_key = \"fake\"\n"
+}
+
+func TestExecute(t *testing.T) {
+	regions := []string{"us-east-1", "eu-west-1", "ap-northeast-1"}
+	f, url := startFake(t, regions...)
+	id := func(region, build string) string {
+		return awsfake.SeedAMIID(region, awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", build))
+	}
+	// A golden AMI in us-east-1 baked from the current DLAMI; eu-west-1 has
+	// one from an older build; ap-northeast-1 has none.
+	f.PutImage("us-east-1", awsfake.Image{ID: "ami-0golden0000000001", Name: "ml-golden-1", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
+		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("us-east-1", "20261002")}})
+	f.PutImage("eu-west-1", awsfake.Image{ID: "ami-0golden0000000002", Name: "ml-golden-1", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
+		CreationDate: "2026-09-05T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("eu-west-1", "20260904")}})
+
+	d := configureHCL(t, endpointHCL(url)+`
+region = "us-east-1"
+regions = ["eu-west-1", "ap-northeast-1"]
+golden {
+  name_prefix = "ml-golden-"
+}`)
+	v, err := d.Execute()
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	get := func(k string) cty.Value { return v.GetAttr(k) }
+	if got := get("ami_id").AsString(); got != id("us-east-1", "20261002") {
+		t.Errorf("ami_id = %s", got)
+	}
+	for k, want := range map[string]string{
+		"name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20261002", "build": "20261002",
+		"owner_id": "898082745236", "architecture": "x86_64", "root_device_name": "/dev/sda1", "region": "us-east-1",
+		"creation_date": "2026-10-02T09:12:34.000Z", "deprecation_time": "2028-10-02T09:12:34.000Z",
+		"parameter_name":          "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id",
+		"parameter_last_modified": "2026-10-02T12:12:34Z", "golden_ami_id": "ami-0golden0000000001",
+		"golden_source_ami": id("us-east-1", "20261002"),
+	} {
+		if got := get(k).AsString(); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if bf := get("parameter_version").AsBigFloat(); !bf.IsInt() {
+		t.Errorf("parameter_version = %v", bf)
+	}
+	amis := get("amis").AsValueMap()
+	if len(amis) != 3 || amis["eu-west-1"].AsString() != id("eu-west-1", "20261002") || amis["ap-northeast-1"].AsString() != id("ap-northeast-1", "20261002") {
+		t.Errorf("amis = %#v", amis)
+	}
+	if !get("rebake_needed").True() {
+		t.Errorf("rebake_needed = false with a stale golden in eu-west-1 and none in ap-northeast-1")
+	}
+	var rr []string
+	for _, r := range get("rebake_regions").AsValueSlice() {
+		rr = append(rr, r.AsString())
+	}
+	if strings.Join(rr, ",") != "ap-northeast-1,eu-west-1" {
+		t.Errorf("rebake_regions = %v", rr)
+	}
+}
+
+func TestExecuteRebakeNotNeeded(t *testing.T) {
+	f, url := startFake(t, "us-east-1")
+	latest, _ := f.GetParameterValue("us-east-1", dlamiresolve.ParameterPath("x86_64", dlamiresolve.DefaultFlavor, "ubuntu-24.04"))
+	f.PutImage("us-east-1", awsfake.Image{ID: "ami-0golden0000000001", Name: "base-golden", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
+		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"built-from": latest, "dlami:family": "base"}})
+	d := configureHCL(t, endpointHCL(url)+`
+region = "us-east-1"
+golden {
+  tags = { "dlami:family" = "base" }
+  source_ami_tag = "built-from"
+}`)
+	v, err := d.Execute()
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if v.GetAttr("rebake_needed").True() || v.GetAttr("golden_source_ami").AsString() != latest || len(v.GetAttr("rebake_regions").AsValueSlice()) != 0 {
+		t.Errorf("rebake_needed = %v golden_source_ami = %v", v.GetAttr("rebake_needed"), v.GetAttr("golden_source_ami"))
+	}
+}
+
+func TestExecuteWarningsAndFailures(t *testing.T) {
+	t.Run("deprecated allowed shows a warning output", func(t *testing.T) {
+		_, url := startFake(t, "us-east-1")
+		d := configureHCL(t, endpointHCL(url)+"region = \"us-east-1\"\nbuild = \"20240614\"\nallow_deprecated = true\n")
+		v, err := d.Execute()
+		if err != nil {
+			t.Fatalf("Execute: %v", err)
+		}
+		w := v.GetAttr("warnings").AsValueSlice()
+		if len(w) != 1 || !strings.Contains(w[0].AsString(), "deprecated") || v.GetAttr("parameter_name").AsString() != "" {
+			t.Errorf("warnings = %v", w)
+		}
+	})
+	t.Run("failure returns a null value and names each failed region", func(t *testing.T) {
+		f, url := startFake(t, "us-east-1", "eu-west-1")
+		f.SetFault(awsfake.OpGetParameter, "eu-west-1", awsfake.Fault{AccessDenied: true})
+		d := configureHCL(t, endpointHCL(url)+"regions = [\"us-east-1\", \"eu-west-1\"]\n")
+		v, err := d.Execute()
+		if err == nil || !v.IsNull() {
+			t.Fatalf("Execute = %v, %v; want null and an error", v, err)
+		}
+		for _, w := range []string{"dlami: 1 of 2 regions failed (eu-west-1)", `"ssm:GetParameter"`, "arn:aws:ssm:eu-west-1::parameter/aws/service/deeplearning/ami/x86_64/"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q lacks %q", err, w)
+			}
+		}
+	})
+	t.Run("no region anywhere", func(t *testing.T) {
+		_, url := startFake(t)
+		d := configureHCL(t, endpointHCL(url))
+		if _, err := d.Execute(); err == nil || !strings.Contains(err.Error(), "no region: set region") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("AWS_REGION is used when region is unset", func(t *testing.T) {
+		_, url := startFake(t, "eu-west-1")
+		t.Setenv("AWS_REGION", "eu-west-1")
+		d := configureHCL(t, endpointHCL(url))
+		v, err := d.Execute()
+		if err != nil || v.GetAttr("region").AsString() != "eu-west-1" {
+			t.Fatalf("Execute: %v %v", v, err)
+		}
+	})
+	t.Run("per-call timeout", func(t *testing.T) {
+		f, url := startFake(t, "us-east-1")
+		f.SetFault(awsfake.OpDescribeImages, "", awsfake.Fault{Latency: 3 * time.Second})
+		d := configureHCL(t, endpointHCL(url)+"region = \"us-east-1\"\ntimeout = \"300ms\"\n")
+		_, err := d.Execute()
+		if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
