@@ -120,6 +120,10 @@ func (b *Bake) run(ctx context.Context) error {
 	for _, l := range b.opt.Layers {
 		b.stage(fmt.Sprintf("layer %q", l.Name))
 		if err := b.runLayer(ctx, l); err != nil {
+			// Record what the failed layer left behind, so the report shows any drift too.
+			if !errors.Is(err, remote.ErrDisconnected) {
+				_ = b.guardAfter(ctx, base, guarded, fmt.Sprintf("failed layer %q", l.Name))
+			}
 			return err
 		}
 		stage := fmt.Sprintf("layer %q", l.Name)

@@ -200,7 +200,7 @@ func TestRebootIntoNewKernelFails(t *testing.T) {
 
 func TestFailedLayerFailsTheBake(t *testing.T) {
 	h := newFakeHost(t)
-	h.layerHook[0] = func(*fakeHost) int { return 100 }
+	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 100 }
 	opt := options(t, layer.Spec{Name: "broken"}, layer.Spec{Name: "later"})
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `layer "broken" failed with exit status 100`) {
@@ -209,6 +209,9 @@ func TestFailedLayerFailsTheBake(t *testing.T) {
 	r := readReport(t, opt.ReportDir)
 	if r.Result != "fail" || r.Error == "" || len(h.layersRun) != 1 {
 		t.Errorf("report %+v layers %v", r, h.layersRun)
+	}
+	if !slices.Contains(r.FailedChecks, "next-boot-kernel") {
+		t.Errorf("the drift a failed layer left was not reported: %v", r.FailedChecks)
 	}
 }
 
