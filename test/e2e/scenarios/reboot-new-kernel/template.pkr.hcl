@@ -1,0 +1,28 @@
+# reboot-new-kernel: a layer installs kernel 1015 and reboots; the host comes back on 1015.
+variable "ssh_host" { type = string }
+variable "ssh_port" { type = number }
+variable "ssh_private_key_file" { type = string }
+variable "report_dir" { type = string }
+
+source "null" "dlami" {
+  communicator         = "ssh"
+  ssh_host             = var.ssh_host
+  ssh_port             = var.ssh_port
+  ssh_username         = "ubuntu"
+  ssh_private_key_file = var.ssh_private_key_file
+  ssh_timeout          = "1m"
+}
+
+build {
+  sources = ["source.null.dlami"]
+
+  provisioner "dlami" {
+    report_dir = var.report_dir
+
+    layer {
+      name   = "kernel-and-reboot"
+      inline = ["apt-get install -y linux-image-7.0.0-1015-aws"]
+      reboot = true
+    }
+  }
+}

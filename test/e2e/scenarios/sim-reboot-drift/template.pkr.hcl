@@ -1,0 +1,46 @@
+# sim-reboot-drift: no dlami provisioner. Proves the simulation itself: real apt installs
+# kernel 7.0.0-1015-aws from the local repo with holds intact, the reboot stand-in drops
+# the connection and the host comes back on 1015, where the EFA/NVIDIA modules are missing.
+variable "ssh_host" { type = string }
+variable "ssh_port" { type = number }
+variable "ssh_private_key_file" { type = string }
+variable "report_dir" { type = string }
+
+source "null" "dlami" {
+  communicator         = "ssh"
+  ssh_host             = var.ssh_host
+  ssh_port             = var.ssh_port
+  ssh_username         = "ubuntu"
+  ssh_private_key_file = var.ssh_private_key_file
+  ssh_timeout          = "1m"
+}
+
+build {
+  sources = ["source.null.dlami"]
+
+  provisioner "shell" {
+    inline_shebang = "/bin/bash -e"
+    inline = [
+      "cat /proc/sys/kernel/random/boot_id > /var/tmp/boot_id.before",
+      "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -q linux-image-7.0.0-1015-aws",
+      "test \"$(apt-mark showhold | grep -c .)\" -ge 10",
+      "test \"$(readlink /boot/vmlinuz)\" = vmlinuz-7.0.0-1015-aws",
+      "test \"$(uname -r)\" = 7.0.0-1014-aws",
+      "sudo -n reboot",
+    ]
+    expect_disconnect = true
+  }
+
+  provisioner "shell" {
+    pause_before   = "5s"
+    inline_shebang = "/bin/bash -e"
+    inline = [
+      "echo \"after reboot: $(uname -r)\"; test \"$(uname -r)\" = 7.0.0-1015-aws",
+      "! cmp -s /proc/sys/kernel/random/boot_id /var/tmp/boot_id.before",
+      "! modinfo efa",
+      "! nvidia-smi",
+      "! dkms status | grep -q 7.0.0-1015-aws",
+      "test ! -e /dev/gdrdrv",
+    ]
+  }
+}

@@ -1,0 +1,174 @@
+# shellcheck shell=bash
+# Boot/shutdown of one simulated host; sourced by boot, supervisor, teardown.
+# State directory layout (STATE):
+#   upper/ work/ merged/   the per-scenario overlay; merged/ is the host's /
+#   scenario-rootfs/       copy of SCENARIO_DIR/rootfs (re-applied at boot)
+#   id_ed25519[.pub]       the ubuntu user's key pair
+#   env                    ssh_host= ssh_port= ssh_private_key_file=
+#   port sshd.pid supervisor.pid sshd.log supervisor.log boot_id
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+sim_knob() { # sim_knob MERGED NAME DEFAULT
+	chroot "$1" /usr/lib/dlami-sim/knob "$2" "$3"
+}
+
+# chroot_pids MERGED: every process whose root is MERGED.
+chroot_pids() {
+	local m
+	m=$(readlink -f "$1")
+	find /proc -mindepth 2 -maxdepth 2 -path '/proc/[0-9]*/root' -lname "$m" 2>/dev/null | cut -d/ -f3
+}
+
+kill_chroot() { # kill_chroot MERGED: SIGKILL all processes inside, wait until gone
+	local pids
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		pids=$(chroot_pids "$1")
+		[ -z "$pids" ] && return 0
+		kill -9 $pids 2>/dev/null || true
+		sleep 0.1
+	done
+	log "warning: processes still inside $1: $(chroot_pids "$1" | tr '\n' ' ')"
+}
+
+# mounts_under DIR: mount points strictly below DIR, deepest first.
+mounts_under() {
+	local d
+	d=$(readlink -f "$1")
+	awk -v d="$d/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-
+}
+
+umount_under() {
+	local m
+	for m in $(mounts_under "$1"); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+}
+
+# apply_scenario STATE [SUBTREE...]: copy the scenario rootfs (or only the
+# given subtrees of it) over merged/.
+apply_scenario() {
+	local st=$1 src=$1/scenario-rootfs t
+	shift
+	[ -d "$src" ] || return 0
+	if [ $# -eq 0 ]; then cp -a "$src/." "$st/merged/"; return; fi
+	for t in "$@"; do
+		[ -e "$src/$t" ] || continue
+		mkdir -p "$st/merged/$t"
+		cp -a "$src/$t/." "$st/merged/$t/"
+	done
+}
+
+# system_up STATE [PREPARE]: mount the pseudo filesystems, run the boot hook,
+# the optional prepare script, start sshd. Used at first boot and reboots.
+system_up() {
+	local st=$1 prepare=${2:-} m=$1/merged port ml nvme
+	mount -t proc proc "$m/proc"
+	mount -t tmpfs -o mode=755,size=64m,nosuid dev "$m/dev"
+	mknod -m 666 "$m/dev/null" c 1 3
+	mknod -m 666 "$m/dev/zero" c 1 5
+	mknod -m 666 "$m/dev/full" c 1 7
+	mknod -m 666 "$m/dev/random" c 1 8
+	mknod -m 666 "$m/dev/urandom" c 1 9
+	mknod -m 666 "$m/dev/tty" c 5 0
+	ln -s /proc/self/fd "$m/dev/fd"
+	ln -s /proc/self/fd/0 "$m/dev/stdin"
+	ln -s /proc/self/fd/1 "$m/dev/stdout"
+	ln -s /proc/self/fd/2 "$m/dev/stderr"
+	mkdir -p "$m/dev/pts" "$m/dev/shm"
+	mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 devpts "$m/dev/pts"
+	ln -s pts/ptmx "$m/dev/ptmx"
+	mount -t tmpfs -o mode=1777,nosuid,nodev shm "$m/dev/shm"
+	mount -t tmpfs -o mode=755,size=16m sysfs-sim "$m/sys"
+	mount -t tmpfs -o mode=755,nosuid,nodev,size=256m run "$m/run"
+	cat /proc/sys/kernel/random/uuid >"$st/boot_id"
+	mount --bind "$st/boot_id" "$m/proc/sys/kernel/random/boot_id"
+	mountpoint -q "$m/opt/dlami/nvme" || {
+		nvme=$(sim_knob "$m" nvme mounted)
+		if [ "$nvme" = mounted ]; then
+			mkdir -p "$m/opt/dlami/nvme"
+			# tmpfs size is a limit, not an allocation: report the ~28 TB of the LVM volume.
+			mount -t tmpfs -o size=28T,mode=1777 /dev/mapper/vg.01-lv_ephemeral "$m/opt/dlami/nvme"
+		fi
+	}
+	cp /etc/resolv.conf "$m/etc/resolv.conf" 2>/dev/null || true
+	chroot "$m" /usr/lib/dlami-sim/boot-hook
+	apply_scenario "$st" sys dev run opt/dlami/nvme
+	if [ -n "$prepare" ]; then
+		install -m 755 "$prepare" "$m/var/lib/dlami-sim/prepare"
+		LC_ALL=C DEBIAN_FRONTEND=noninteractive chroot "$m" /var/lib/dlami-sim/prepare >>"$st/prepare.log" 2>&1 ||
+			{ log "prepare script failed:"; tail -n 15 "$st/prepare.log" >&2; return 1; }
+		rm -f "$m/var/lib/dlami-sim/prepare"
+	fi
+	port=$(cat "$st/port")
+	ml=$(sim_knob "$m" memlock unlimited)
+	[ "$ml" = unlimited ] || ml=$((ml * 1024))
+	# ulimit -l is sshd's real limit; only where this machine cannot raise it
+	# (no CAP_SYS_RESOURCE, e.g. a container) the preload shim reports the knob.
+	local limits=(--memlock="$ml:$ml")
+	sed -i '\|/usr/lib/dlami-sim/libdlami-memlock.so|d' "$m/etc/ld.so.preload" 2>/dev/null || true
+	if ! prlimit "${limits[@]}" true 2>/dev/null; then
+		limits=()
+		echo "$ml" >"$m/run/dlami-sim/memlock"
+		echo /usr/lib/dlami-sim/libdlami-memlock.so >>"$m/etc/ld.so.preload"
+		echo "memlock: cannot set $ml here (no CAP_SYS_RESOURCE); simulated through the preload shim" >>"$st/sshd.log"
+	fi
+	[ -s "$m/etc/ld.so.preload" ] || rm -f "$m/etc/ld.so.preload"
+	# Own UTS namespace: the host's name is the instance's, not this machine's.
+	local rc
+	for _ in 1 2 3 4 5; do
+		setsid prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/sbin/sshd -D -e -p "$3" -o ListenAddress=127.0.0.1' \
+			sh "$(cat "$m/etc/hostname")" "$m" "$port" </dev/null >>"$st/sshd.log" 2>&1 &
+		echo $! >"$st/sshd.pid"
+		rc=0
+		wait_ssh "$port" 90 "$(cat "$st/sshd.pid")" || rc=$?
+		[ $rc = 0 ] && return 0
+		# sshd exited: most likely the port was taken between choosing and binding it.
+		# A first boot may move to another port; a reboot must keep its port and retries.
+		if [ $rc = 2 ] && [ "${SIM_FIRST_BOOT:-0}" = 1 ] && [ -z "${DLAMI_SIM_PORT:-}" ]; then
+			port=$(free_port) && echo "$port" >"$st/port"
+		fi
+		[ $rc = 2 ] || break
+		sleep 1
+	done
+	log "sshd did not accept on 127.0.0.1:$port; sshd.log:"
+	tail -n 15 "$st/sshd.log" >&2
+	return 1
+}
+
+# system_down STATE: what a reboot does to the running system: every process
+# dies (every SSH connection drops), /run and the fake /sys and /dev vanish.
+# The NVMe mount survives, as instance storage survives a reboot.
+system_down() {
+	local m=$1/merged
+	kill_chroot "$m"
+	local t
+	for t in proc/sys/kernel/random/boot_id dev/shm dev/pts dev sys run proc; do
+		mountpoint -q "$m/$t" 2>/dev/null && { umount "$m/$t" 2>/dev/null || umount -l "$m/$t"; }
+	done
+	# Anything a bake mounted under run/ etc. goes too.
+	for t in $(mounts_under "$m"); do
+		case $t in "$m/opt/dlami/nvme") ;; *) umount -l "$t" 2>/dev/null || true ;; esac
+	done
+}
+
+wait_ssh() { # wait_ssh PORT SECONDS [PID]: until sshd answers with its banner; 2 if PID died
+	local port=$1 deadline=$((SECONDS + $2)) pid=${3:-} banner
+	while [ $SECONDS -lt $deadline ]; do
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then return 2; fi
+		if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+			banner=$(timeout 2 head -c 7 <&3 2>/dev/null || true)
+			exec 3<&- 3>&-
+			[ "$banner" = "SSH-2.0" ] && return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+free_port() {
+	local p used
+	used=$(ss -Htln 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }')
+	for _ in $(seq 1 200); do
+		p=$((20000 + RANDOM % 40000))
+		grep -qx "$p" <<<"$used" || { echo "$p"; return 0; }
+	done
+	return 1
+}
