@@ -2,8 +2,9 @@ package checks
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -155,12 +156,7 @@ fi
 	// variable would leave a trailing ':', which puts the working directory on the search path.
 	w("  -x \"LD_LIBRARY_PATH=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" \\\n")
 	w("  -x NCCL_DEBUG=INFO \\\n")
-	keys := make([]string, 0, len(o.Env))
-	for k := range o.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
 		w("  -x %s \\\n", bundle.Quote(k+"="+o.Env[k]))
 	}
 	w("  \"$bin\"")

@@ -9,10 +9,11 @@ package layer
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
@@ -135,12 +136,7 @@ func Build(s Spec, dir string) Plan {
 	w("set -eu")
 	w("export DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a")
 	w("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin; export PATH")
-	keys := make([]string, 0, len(s.Environment))
-	for k := range s.Environment {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
 		w("export %s=%s", k, q(s.Environment[k]))
 	}
 	w("apt_get() { apt-get -o DPkg::Lock::Timeout=%d -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \"$@\"; }", AptLockTimeoutSeconds)

@@ -8,10 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 )
 
 // ErrDisconnected reports that the connection dropped before the command's exit status came
@@ -71,10 +72,8 @@ func (c Comm) Upload(ctx context.Context, dst string, data io.Reader) error {
 // as one single-quoted argument rather than on stdin, so a command inside it that reads
 // stdin can never eat the rest of the script.
 func ScriptCommand(script string) string {
-	return "sh -c " + quote(script)
+	return "sh -c " + bundle.Quote(script)
 }
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Output runs a read-only script and returns what it printed (stdout and stderr together)
 // and its exit status. A dropped connection is retried once, since running a read-only
