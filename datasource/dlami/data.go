@@ -1,4 +1,5 @@
 //go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,AssumeRoleConfig,GoldenConfig
+//go:generate packer-sdc struct-markdown
 
 // Package dlami is the `dlami` data source: it resolves the AWS Deep
 // Learning Base OSS DLAMI for an architecture and OS (through the SSM

@@ -1,0 +1,556 @@
+// Package examples holds the example templates; its tests keep them valid with the real Packer
+// and the real plugins, so an example in the docs never rots.
+package examples
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+
+	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
+)
+
+const (
+	dlamiSource  = "github.com/dlami-bake/dlami"
+	amazonSource = "github.com/hashicorp/amazon"
+)
+
+// dummyVars are values for the variables an example declares without a default; validation
+// needs them, their content does not matter. "@KEY@" is replaced by a generated SSH key file
+// (the ssh communicator reads the key while validating).
+var dummyVars = map[string]map[string]string{
+	"demo": {
+		"ssh_host":             "127.0.0.1",
+		"ssh_port":             "2222",
+		"ssh_private_key_file": "@KEY@",
+		"report_dir":           "reports",
+		"aws_endpoint":         "http://127.0.0.1:4566",
+	},
+	"eks-worker": {
+		"kubernetes_patch": "1.34.2",
+		"eks_build_date":   "2026-11-12",
+	},
+	"golden-slurm": {},
+	"rebake":       {},
+}
+
+// example is one example directory and what its templates require.
+type example struct {
+	name    string
+	dir     string
+	plugins map[string]string // required_plugins: local name -> source
+}
+
+func ciMode() bool { return os.Getenv("CI") == "true" }
+
+// missing fails the test under CI=true and skips it otherwise: a missing prerequisite must not
+// silently pass in CI, nor break a developer's `go test ./...` before `make tools dev`.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if ciMode() {
+		t.Fatalf("precondition: "+format, args...)
+	}
+	t.Skipf("precondition: "+format+" (with CI=true this fails)", args...)
+}
+
+func loadExamples(t *testing.T) []example {
+	t.Helper()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []example
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(e.Name(), "*.pkr.hcl"))
+		if len(files) == 0 {
+			continue
+		}
+		ex := example{name: e.Name(), dir: e.Name(), plugins: map[string]string{}}
+		for _, f := range files {
+			for k, v := range requiredPlugins(t, f) {
+				ex.plugins[k] = v
+			}
+		}
+		out = append(out, ex)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	if len(out) == 0 {
+		t.Fatal("no example directories with *.pkr.hcl found")
+	}
+	return out
+}
+
+// requiredPlugins reads packer { required_plugins { name = { source = "..." } } } of one file.
+func requiredPlugins(t *testing.T, path string) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", path, diags.Error())
+	}
+	out := map[string]string{}
+	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+		if b.Type != "packer" {
+			continue
+		}
+		for _, rp := range b.Body.Blocks {
+			if rp.Type != "required_plugins" {
+				continue
+			}
+			for name, attr := range rp.Body.Attributes {
+				v, diags := attr.Expr.Value(nil)
+				if diags.HasErrors() {
+					t.Fatalf("%s: required_plugins.%s: %s", path, name, diags.Error())
+				}
+				if !v.Type().IsObjectType() || !v.Type().HasAttribute("source") {
+					t.Fatalf("%s: required_plugins.%s has no source", path, name)
+				}
+				s := v.GetAttr("source")
+				if s.Type() != cty.String || s.IsNull() {
+					t.Fatalf("%s: required_plugins.%s.source is not a string", path, name)
+				}
+				out[name] = s.AsString()
+				if !v.Type().HasAttribute("version") {
+					t.Errorf("%s: required_plugins.%s has no version constraint", path, name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// usesBlock reports whether any template of the example has a block of this type and label
+// (e.g. source "amazon-ebs", provisioner "dlami", data "dlami"), at any depth.
+func usesBlock(t *testing.T, dir, typ, label string) bool {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
+	found := false
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", path, diags.Error())
+		}
+		var walk func(*hclsyntax.Body)
+		walk = func(b *hclsyntax.Body) {
+			for _, blk := range b.Blocks {
+				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == label {
+					found = true
+				}
+				walk(blk.Body)
+			}
+		}
+		walk(f.Body.(*hclsyntax.Body))
+	}
+	return found
+}
+
+// TestExamplesDeclarePlugins checks, without Packer, that every example declares the dlami
+// plugin by its source address and declares amazon wherever it uses an amazon-ebs source.
+func TestExamplesDeclarePlugins(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			if got := ex.plugins["dlami"]; got != dlamiSource {
+				t.Errorf("required_plugins.dlami.source = %q, want %q", got, dlamiSource)
+			}
+			if usesBlock(t, ex.dir, "source", "amazon-ebs") && ex.plugins["amazon"] != amazonSource {
+				t.Errorf("uses amazon-ebs but required_plugins.amazon.source = %q, want %q", ex.plugins["amazon"], amazonSource)
+			}
+			if !usesBlock(t, ex.dir, "provisioner", "dlami") {
+				t.Errorf("no provisioner \"dlami\" block")
+			}
+			if !usesBlock(t, ex.dir, "data", "dlami") {
+				t.Errorf("no data \"dlami\" block")
+			}
+			if _, ok := dummyVars[ex.name]; !ok {
+				t.Errorf("no entry in dummyVars: add the example's variables without defaults")
+			}
+		})
+	}
+}
+
+// TestRebakeWorkflow checks the parts of the scheduled rebake workflow the docs promise.
+func TestRebakeWorkflow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("rebake", "rebake.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := string(b)
+	for _, want := range []string{
+		"schedule:", "cron:", "workflow_dispatch:", "matrix:", "region:", "instance_type:",
+		"decide.*", "rebake_needed", "rebake.*",
+		"actions/upload-artifact", "dlami-report.md", "$GITHUB_STEP_SUMMARY",
+	} {
+		if !strings.Contains(wf, want) {
+			t.Errorf("rebake.yml lacks %q", want)
+		}
+	}
+	if strings.Contains(wf, "\t") {
+		t.Errorf("rebake.yml contains a tab: YAML forbids tabs for indentation")
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// pluginInstalled reports whether a plugin with this source is installed in the plugin dir.
+func pluginInstalled(dir, source string) bool {
+	name := source[strings.LastIndex(source, "/")+1:]
+	m, _ := filepath.Glob(filepath.Join(dir, filepath.FromSlash(source), "packer-plugin-"+name+"_*"))
+	for _, f := range m {
+		if !strings.HasSuffix(f, "_SHA256SUM") {
+			return true
+		}
+	}
+	return false
+}
+
+func writeKey(t *testing.T) string {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPackerValidate runs the real `packer validate` on every example with the real plugins
+// installed: bin/packer (make tools), the dlami plugin (make dev) and, for amazon-ebs examples,
+// the amazon plugin, all in PACKER_PLUGIN_PATH (default ../.packer-plugins).
+func TestPackerValidate(t *testing.T) {
+	packer, pluginDir := packerPrereqs(t, dlamiSource)
+	key := writeKey(t)
+
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			for _, src := range ex.plugins {
+				if !pluginInstalled(pluginDir, src) {
+					missing(t, "plugin %s is not installed in %s: run `make tools dev`", src, pluginDir)
+				}
+			}
+			args := []string{"validate", "-no-warn-undeclared-var"}
+			names := make([]string, 0, len(dummyVars[ex.name]))
+			for k := range dummyVars[ex.name] {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				v := strings.ReplaceAll(dummyVars[ex.name][k], "@KEY@", key)
+				args = append(args, "-var", k+"="+v)
+			}
+			args = append(args, ".")
+
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, packer, args...)
+			cmd.Dir = ex.dir
+			cmd.Env = append(os.Environ(),
+				"PACKER_PLUGIN_PATH="+pluginDir,
+				"PACKER_CHECKPOINT_DISABLE=1",
+				"PACKER_LOG=",
+				// Validation must not need real AWS credentials or reach the network.
+				"AWS_EC2_METADATA_DISABLED=true",
+			)
+			var outBuf bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &outBuf, &outBuf
+			err := cmd.Run()
+			out := outBuf.String()
+			if err != nil {
+				t.Fatalf("packer %s (in examples/%s): %v\n%s", strings.Join(args, " "), ex.name, err, out)
+			}
+			if !strings.Contains(out, "The configuration is valid.") {
+				t.Fatalf("packer validate exited 0 without saying the configuration is valid:\n%s", out)
+			}
+		})
+	}
+}
+
+// packerBlockArgs are the arguments Packer itself handles in a provisioner or data block;
+// the plugin never sees them.
+var packerBlockArgs = []string{"only", "except", "max_retries", "timeout", "pause_before", "override"}
+
+// stubFunctions returns, for every function any expression of body calls, a stand-in that
+// accepts anything and returns an unknown value, so that decoding checks the block's shape
+// (argument names, block nesting, types of literals) without evaluating Packer's functions.
+func stubFunctions(body *hclsyntax.Body) map[string]function.Function {
+	fns := map[string]function.Function{}
+	stub := function.New(&function.Spec{
+		VarParam: &function.Parameter{Type: cty.DynamicPseudoType, AllowUnknown: true, AllowNull: true, AllowDynamicType: true},
+		Type:     function.StaticReturnType(cty.DynamicPseudoType),
+		Impl:     func([]cty.Value, cty.Type) (cty.Value, error) { return cty.DynamicVal, nil },
+	})
+	_ = hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		if call, ok := n.(*hclsyntax.FunctionCallExpr); ok {
+			fns[call.Name] = stub
+		}
+		return nil
+	})
+	return fns
+}
+
+// decodeBlocks decodes every block of type typ labelled "dlami" (at any depth) of every
+// template in dir with spec, and returns how many it decoded.
+func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
+	t.Helper()
+	for _, a := range packerBlockArgs {
+		spec[a] = &hcldec.AttrSpec{Name: a, Type: cty.DynamicPseudoType}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
+	n := 0
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", path, diags.Error())
+		}
+		body := f.Body.(*hclsyntax.Body)
+		ctx := &hcl.EvalContext{
+			Variables: map[string]cty.Value{},
+			Functions: stubFunctions(body),
+		}
+		for _, root := range []string{"var", "local", "data", "path", "source", "build", "packer"} {
+			ctx.Variables[root] = cty.DynamicVal
+		}
+		var walk func(*hclsyntax.Body)
+		walk = func(b *hclsyntax.Body) {
+			for _, blk := range b.Blocks {
+				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == "dlami" {
+					n++
+					if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
+						t.Errorf("%s: %s \"dlami\" block does not decode with the plugin's HCL2 spec: %s", path, typ, diags.Error())
+					}
+				}
+				walk(blk.Body)
+			}
+		}
+		walk(body)
+	}
+	return n
+}
+
+// TestDLAMIBlocksDecode decodes every provisioner "dlami" and data "dlami" block of the
+// examples with the plugin's generated HCL2 specs, without Packer: a renamed or misspelt
+// argument fails here even where `packer validate` cannot run.
+func TestDLAMIBlocksDecode(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			if n := decodeBlocks(t, ex.dir, "provisioner", hcldec.ObjectSpec((&provisioner.FlatConfig{}).HCL2Spec())); n == 0 {
+				t.Errorf("no provisioner \"dlami\" block decoded")
+			}
+			if n := decodeBlocks(t, ex.dir, "data", hcldec.ObjectSpec((&datasource.FlatConfig{}).HCL2Spec())); n == 0 {
+				t.Errorf("no data \"dlami\" block decoded")
+			}
+		})
+	}
+}
+
+// packerPrereqs returns the Packer binary and plugin directory, or fails/skips (see missing)
+// when Packer or one of the plugins is not installed.
+func packerPrereqs(t *testing.T, sources ...string) (packer, pluginDir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the real Packer; skipped with -short")
+	}
+	root := repoRoot(t)
+	packer = os.Getenv("PACKER")
+	if packer == "" {
+		packer = filepath.Join(root, "bin", "packer")
+	}
+	if _, err := os.Stat(packer); err != nil {
+		missing(t, "%s not found: run `make tools`", packer)
+	}
+	pluginDir = os.Getenv("PACKER_PLUGIN_PATH")
+	if pluginDir == "" {
+		pluginDir = filepath.Join(root, ".packer-plugins")
+	}
+	// Held until the test ends: test/e2e may reinstall the plugin concurrently.
+	t.Cleanup(sharePluginDir(t, pluginDir))
+	for _, src := range sources {
+		if !pluginInstalled(pluginDir, src) {
+			missing(t, "plugin %s is not installed in %s: run `make tools dev`", src, pluginDir)
+		}
+	}
+	return packer, pluginDir
+}
+
+// TestRebakeDecision runs the rebake example's `decide` build with the real Packer and plugin
+// against the local fake AWS endpoint, and checks the decision the workflow acts on: a rebake
+// when no golden AMI exists or it was baked from an older DLAMI, none when it is current.
+func TestRebakeDecision(t *testing.T) {
+	packer, pluginDir := packerPrereqs(t, dlamiSource, amazonSource)
+
+	const region = "us-east-1"
+	fake := awsfake.NewSeeded(region)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+
+	latest := awsfake.SeedBuilds[len(awsfake.SeedBuilds)-1]
+	older := awsfake.SeedBuilds[len(awsfake.SeedBuilds)-2]
+	baseID := func(build string) string {
+		return awsfake.SeedAMIID(region, awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", build))
+	}
+	family := "golden-p6-b200-48xlarge" // rebake.pkr.hcl's local.family for the default instance type
+	golden := func(id, source, created string) awsfake.Image {
+		return awsfake.Image{
+			ID: id, Name: family + "-" + strings.ReplaceAll(created[:16], ":", ""), OwnerID: awsfake.DefaultAccount,
+			Architecture: "x86_64", CreationDate: created, RootDeviceName: "/dev/sda1",
+			Tags: map[string]string{"dlami:family": family, "dlami:source_ami": source},
+		}
+	}
+
+	type decision struct {
+		RebakeNeeded bool   `json:"rebake_needed"`
+		BaseAMIID    string `json:"base_ami_id"`
+		BaseBuild    string `json:"base_build"`
+		GoldenAMIID  string `json:"golden_ami_id"`
+	}
+	decide := func(t *testing.T) decision {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "decision.json")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, packer, "build", "-color=false", "-only=decide.*",
+			"-var", "region="+region, "-var", "decision_file="+out, ".")
+		cmd.Dir = "rebake"
+		cmd.Env = append(os.Environ(),
+			"PACKER_PLUGIN_PATH="+pluginDir, "PACKER_CHECKPOINT_DISABLE=1",
+			"AWS_ENDPOINT_URL_SSM="+srv.URL, "AWS_ENDPOINT_URL_EC2="+srv.URL,
+			"AWS_ACCESS_KEY_ID=AKIAFAKEEXAMPLES0000", "AWS_SECRET_ACCESS_KEY=fake",
+			"AWS_EC2_METADATA_DISABLED=true", "AWS_PROFILE=", "AWS_CONFIG_FILE="+os.DevNull,
+			"AWS_SHARED_CREDENTIALS_FILE="+os.DevNull,
+		)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("packer build -only=decide.*: %v\n%s", err, b)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("decision file not written: %v\n%s", err, b)
+		}
+		var d decision
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatalf("decision file %q: %v", raw, err)
+		}
+		if d.BaseAMIID != baseID(latest) || d.BaseBuild != latest {
+			t.Fatalf("base = %s (build %s), want %s (build %s)", d.BaseAMIID, d.BaseBuild, baseID(latest), latest)
+		}
+		return d
+	}
+
+	t.Run("no golden AMI yet", func(t *testing.T) {
+		if d := decide(t); !d.RebakeNeeded || d.GoldenAMIID != "" {
+			t.Errorf("got %+v, want a rebake and no golden AMI", d)
+		}
+	})
+	t.Run("golden baked from an older DLAMI", func(t *testing.T) {
+		fake.PutImage(region, golden("ami-0aaaaaaaaaaaaaaa1", baseID(older), "2026-09-10T08:00:00.000Z"))
+		if d := decide(t); !d.RebakeNeeded || d.GoldenAMIID != "ami-0aaaaaaaaaaaaaaa1" {
+			t.Errorf("got %+v, want a rebake over ami-0aaaaaaaaaaaaaaa1", d)
+		}
+	})
+	t.Run("golden baked from the current DLAMI", func(t *testing.T) {
+		fake.PutImage(region, golden("ami-0bbbbbbbbbbbbbbb2", baseID(latest), "2026-10-05T08:00:00.000Z"))
+		if d := decide(t); d.RebakeNeeded || d.GoldenAMIID != "ami-0bbbbbbbbbbbbbbb2" {
+			t.Errorf("got %+v, want no rebake, golden ami-0bbbbbbbbbbbbbbb2", d)
+		}
+	})
+}
+
+// checkIDs are the stable check IDs the provisioner reports (internal/result); the docs must
+// explain every one.
+var checkIDs = []string{
+	result.Kernel, result.Holds, result.Packages, result.NextBootKernel, result.DKMS,
+	result.GPU, result.NvidiaDriver, result.FabricManager, result.EFADriver, result.EFAInstaller,
+	result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre, result.Xid,
+	result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport,
+}
+
+// TestDocsCoverEverything checks the rendered docs (.web-docs, built from docs/ and the
+// generated partials by `make generate`, whose freshness `make check-generate` enforces): every
+// argument and output of the data source and every check ID has an entry, so a field added to a
+// config struct cannot go undocumented.
+func TestDocsCoverEverything(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join("..", ".web-docs", "components", p, "README.md"))
+		if err != nil {
+			t.Fatalf("%v: run `make generate`", err)
+		}
+		return string(b)
+	}
+	ds := read("data-source/dlami")
+	specs := map[string]map[string]hcldec.Spec{
+		"argument":             (&datasource.FlatConfig{}).HCL2Spec(),
+		"golden argument":      (&datasource.FlatGoldenConfig{}).HCL2Spec(),
+		"assume_role argument": (&datasource.FlatAssumeRoleConfig{}).HCL2Spec(),
+		"output":               (&datasource.FlatDatasourceOutput{}).HCL2Spec(),
+	}
+	for kind, spec := range specs {
+		for name := range spec {
+			if !strings.Contains(ds, "- `"+name+"` (") {
+				t.Errorf("docs/datasources/dlami.mdx (rendered) does not document the data source %s %q", kind, name)
+			}
+		}
+	}
+	prov := read("provisioner/dlami")
+	for _, id := range checkIDs {
+		if !strings.Contains(prov, "| `"+id+"` |") {
+			t.Errorf("docs/provisioners/dlami.mdx (rendered) has no row for check ID %q", id)
+		}
+	}
+	for name := range (&provisioner.FlatConfig{}).HCL2Spec() {
+		// packer_* are common.PackerConfig fields Packer fills in, not user arguments.
+		if strings.HasPrefix(name, "packer_") {
+			continue
+		}
+		if !strings.Contains(prov, "- `"+name+"` (") {
+			t.Errorf("docs/provisioners/dlami.mdx (rendered) does not document the provisioner argument %q", name)
+		}
+	}
+}

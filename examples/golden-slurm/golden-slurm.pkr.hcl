@@ -1,0 +1,129 @@
+# A golden Slurm compute-node AMI on the AWS Deep Learning Base OSS DLAMI (Ubuntu 24.04).
+#
+#   packer init .
+#   packer build -var 'subnet_id=subnet-0123456789abcdef0' .
+#
+# The DLAMI already carries the matched kernel, NVIDIA driver, Fabric Manager, EFA, GDRCopy,
+# NVIDIA Container Toolkit and Lustre client. This template only adds Slurm and enroot/pyxis on
+# top, lets the dlami provisioner prove that none of that moved, validates the host against
+# pinned versions, and tags the AMI with the DLAMI build it came from.
+
+packer {
+  required_version = ">= 1.16.0"
+  required_plugins {
+    dlami = {
+      source  = "github.com/dlami-bake/dlami"
+      version = ">= 0.1.0"
+    }
+    amazon = {
+      source  = "github.com/hashicorp/amazon"
+      version = ">= 1.8.0"
+    }
+  }
+}
+
+data "dlami" "base" {
+  region = var.region
+}
+
+locals {
+  # The name uses no data source output: `packer validate` (without -evaluate-datasources)
+  # sees those as "<unknown>", which is not a valid AMI name. The tags below record the build.
+  ami_name = "golden-slurm-${replace(var.instance_type, ".", "-")}-${formatdate("YYYYMMDDhhmm", timestamp())}"
+  tags = {
+    Name                    = local.ami_name
+    "dlami:family"          = "golden-slurm-${var.instance_type}"
+    "dlami:source_ami"      = data.dlami.base.ami_id
+    "dlami:source_ami_name" = data.dlami.base.name
+    "dlami:build"           = data.dlami.base.build
+    "dlami:source_region"   = var.region
+    "dlami:slurm"           = "debian-archive"
+    "dlami:enroot"          = var.enroot_version
+    "dlami:pyxis"           = var.pyxis_version
+  }
+}
+
+source "amazon-ebs" "golden" {
+  region        = var.region
+  source_ami    = data.dlami.base.ami_id
+  instance_type = var.instance_type
+  subnet_id     = var.subnet_id
+  ssh_username  = "ubuntu"
+  # P-instances take a while to pass status checks.
+  ssh_timeout = "30m"
+
+  ami_name        = local.ami_name
+  ami_description = "Slurm + enroot/pyxis on ${data.dlami.base.name}"
+  ami_regions     = var.ami_regions
+  ena_support     = true
+
+  launch_block_device_mappings {
+    # The DLAMI's root device name, not a hard-coded /dev/sda1 or /dev/xvda.
+    device_name           = data.dlami.base.root_device_name
+    volume_size           = var.root_volume_gb
+    volume_type           = "gp3"
+    delete_on_termination = true
+  }
+
+  tags          = local.tags
+  snapshot_tags = local.tags
+  run_tags      = merge(local.tags, { Name = "packer ${local.ami_name}" })
+}
+
+build {
+  name    = "golden-slurm"
+  sources = ["source.amazon-ebs.golden"]
+
+  provisioner "dlami" {
+    report_dir    = var.report_dir
+    instance_type = var.instance_type
+
+    # Slurm from the distribution. The munge key and slurm.conf come from the cluster at boot
+    # (configless slurmd: --conf-server in /etc/default/slurmd, written by user-data), so the
+    # AMI carries no cluster secret.
+    layer {
+      name         = "slurm"
+      apt_packages = ["slurmd", "slurm-client", "munge"]
+      file {
+        source      = "${path.root}/files/slurmd.default"
+        destination = "/etc/default/slurmd"
+      }
+      inline = [
+        "systemctl enable munge",
+        # slurmd starts once user-data has installed the munge key and conf server.
+        "systemctl disable slurmd",
+      ]
+    }
+
+    # enroot + pyxis: container jobs under Slurm (srun --container-image=...).
+    layer {
+      name    = "enroot-pyxis"
+      scripts = ["${path.root}/scripts/enroot-pyxis.sh"]
+      environment = {
+        ENROOT_VERSION = var.enroot_version
+        PYXIS_VERSION  = var.pyxis_version
+      }
+    }
+
+    # Pinned expectations: the bake fails if the DLAMI build moved under you. Bump these
+    # together with a review of the DLAMI release notes.
+    expect {
+      kernel        = var.expect_kernel
+      nvidia_driver = var.expect_nvidia_driver
+      efa_driver    = ">= 3.3.0"
+      efa_installer = ">= 1.50.0"
+      libfabric     = ">= 2.6.0"
+      aws_ofi_nccl  = ">= 1.21.1"
+    }
+  }
+
+  post-processor "manifest" {
+    output     = "${var.report_dir}/packer-manifest.json"
+    strip_path = true
+    custom_data = {
+      source_ami = data.dlami.base.ami_id
+      dlami      = data.dlami.base.name
+      build      = data.dlami.base.build
+    }
+  }
+}

@@ -1,0 +1,140 @@
+# The template of the scheduled rebake (rebake.yml). One golden AMI family per region and
+# instance type; the data source finds the newest golden AMI of the family and compares the
+# DLAMI it was baked from (its dlami:source_ami tag) with the DLAMI AWS publishes today.
+#
+#   packer init .
+#   packer build -only='decide.*' -var region=us-east-1 .    # writes rebake-decision.json
+#   packer build -only='rebake.*' -var region=us-east-1 -var instance_type=p5.48xlarge .
+
+packer {
+  required_version = ">= 1.16.0"
+  required_plugins {
+    dlami = {
+      source  = "github.com/dlami-bake/dlami"
+      version = ">= 0.1.0"
+    }
+    amazon = {
+      source  = "github.com/hashicorp/amazon"
+      version = ">= 1.8.0"
+    }
+  }
+}
+
+variable "region" {
+  type    = string
+  default = "us-east-1"
+}
+
+variable "instance_type" {
+  type    = string
+  default = "p6-b200.48xlarge"
+}
+
+variable "subnet_id" {
+  type    = string
+  default = null
+}
+
+variable "report_dir" {
+  type    = string
+  default = "dlami-reports/rebake"
+}
+
+locals {
+  # The family the rebake decision is about: one per region and instance type.
+  family = "golden-${replace(var.instance_type, ".", "-")}"
+}
+
+data "dlami" "base" {
+  region = var.region
+
+  # Newest AMI owned by this account, tagged with this family: its dlami:source_ami tag says
+  # which DLAMI it was baked from. No golden AMI yet, or an older source: rebake_needed = true.
+  golden {
+    name_prefix = "${local.family}-"
+    tags        = { "dlami:family" = local.family }
+  }
+}
+
+variable "decision_file" {
+  type        = string
+  description = "Where the `decide` build writes the rebake decision (JSON)."
+  default     = "rebake-decision.json"
+}
+
+# What the scheduled job needs to decide, from the data source's rebake outputs.
+locals {
+  decision = {
+    rebake_needed  = data.dlami.base.rebake_needed
+    rebake_regions = data.dlami.base.rebake_regions
+    region         = data.dlami.base.region
+    base_ami_id    = data.dlami.base.ami_id
+    base_ami_name  = data.dlami.base.name
+    base_build     = data.dlami.base.build
+    golden_ami_id  = data.dlami.base.golden_ami_id
+    golden_source  = data.dlami.base.golden_source_ami
+  }
+}
+
+# The `decide` build only runs the data source and writes the decision: no instance, no cost.
+#   packer build -only='decide.*' .
+# (`packer console` cannot be used for this with Packer 1.16: it does not load installed
+# plugins, so it cannot run a plugin's data source.)
+source "null" "decide" {
+  communicator = "none"
+}
+
+build {
+  name    = "decide"
+  sources = ["source.null.decide"]
+
+  provisioner "shell-local" {
+    environment_vars = ["DECISION_FILE=${var.decision_file}"]
+    # A quoted here-document: the JSON reaches the file without shell expansion.
+    inline = [
+      "cat > \"$DECISION_FILE\" <<'DECISION_JSON'\n${jsonencode(local.decision)}\nDECISION_JSON",
+      "cat \"$DECISION_FILE\"",
+    ]
+  }
+}
+
+source "amazon-ebs" "golden" {
+  region        = var.region
+  source_ami    = data.dlami.base.ami_id
+  instance_type = var.instance_type
+  subnet_id     = var.subnet_id
+  ssh_username  = "ubuntu"
+  ssh_timeout   = "30m"
+  # No data source output in the name: `packer validate` sees those as "<unknown>".
+  ami_name = "${local.family}-${formatdate("YYYYMMDDhhmm", timestamp())}"
+
+  launch_block_device_mappings {
+    device_name           = data.dlami.base.root_device_name
+    volume_size           = 200
+    volume_type           = "gp3"
+    delete_on_termination = true
+  }
+
+  tags = {
+    "dlami:family"     = local.family
+    "dlami:source_ami" = data.dlami.base.ami_id
+    "dlami:build"      = data.dlami.base.build
+    "dlami:previous"   = data.dlami.base.golden_ami_id
+  }
+}
+
+build {
+  name    = "rebake"
+  sources = ["source.amazon-ebs.golden"]
+
+  provisioner "dlami" {
+    report_dir    = var.report_dir
+    instance_type = var.instance_type
+
+    layer {
+      name         = "slurm"
+      apt_packages = ["slurmd", "slurm-client", "munge"]
+      inline       = ["systemctl enable munge", "systemctl disable slurmd"]
+    }
+  }
+}
