@@ -23,7 +23,14 @@ build {
     layer {
       name         = "tools"
       apt_packages = ["jq"]
-      inline       = ["jq --version"]
+      # A secret in a layer's environment reaches the commands but never a log or report.
+      environment = { API_TOKEN = "s3cr3t-value-never-logged" }
+      inline      = ["jq --version", "test \"$${#API_TOKEN}\" -eq 25 && echo TOKEN-ARRIVED"]
     }
+  }
+
+  # The bill of materials travels inside the image.
+  provisioner "shell" {
+    inline = ["jq -r '\"BOM kernel=\" + .components.kernel' /etc/dlami-bake/manifest.json"]
   }
 }
