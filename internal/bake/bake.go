@@ -453,6 +453,18 @@ func (b *Bake) validate(ctx context.Context) error {
 	}
 	exp := checks.Merge(prof, found, b.opt.Expect)
 	host := checks.EvaluateHost(sections, exp)
+	// EFA devices can register late after boot (seen on p5en): when the device count is the
+	// only failure, look again a couple of times before failing the bake.
+	for try := 1; try <= EFARetries && onlyFailure(host, result.EFADevices); try++ {
+		b.ui.Say(fmt.Sprintf("dlami: efa-devices failed (%s); looking again in %s (%d/%d)", failedActual(host, result.EFADevices), EFARetryDelay, try, EFARetries))
+		if err := sleep(ctx, EFARetryDelay); err != nil {
+			return err
+		}
+		if sections, took, err = b.batch(ctx, "host validation", cmds); err != nil {
+			return err
+		}
+		host = checks.EvaluateHost(sections, exp)
+	}
 	for i := range host {
 		if host[i].DurationMS == 0 {
 			host[i].DurationMS = took.Milliseconds()
@@ -475,6 +487,35 @@ func (b *Bake) validate(ctx context.Context) error {
 		return b.failed("validation", all)
 	}
 	return b.writeManifest(ctx)
+}
+
+// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
+var (
+	EFARetries    = 2
+	EFARetryDelay = 5 * time.Second
+)
+
+// onlyFailure reports whether id is the one failed check in cs.
+func onlyFailure(cs []result.Check, id string) bool {
+	n := 0
+	for _, c := range cs {
+		if c.Status == result.Fail {
+			if c.ID != id {
+				return false
+			}
+			n++
+		}
+	}
+	return n == 1
+}
+
+func failedActual(cs []result.Check, id string) string {
+	for _, c := range cs {
+		if c.ID == id {
+			return c.Actual
+		}
+	}
+	return ""
 }
 
 func gpuOK(cs []result.Check) bool {

@@ -249,3 +249,40 @@ func TestNCCLFailureFailsTheBake(t *testing.T) {
 		t.Errorf("failed: %v", r.FailedChecks)
 	}
 }
+
+// A late EFA device (p5en) gets a second look; a missing one still fails after the retries.
+func TestEFADeviceCountIsRetried(t *testing.T) {
+	EFARetryDelay = time.Millisecond
+	defer func() { EFARetryDelay = 5 * time.Second }()
+	for _, lateBy := range []int{1, 99} {
+		h := newFakeHost(t)
+		healthy := h.hostOut[checks.HostSectionInfiniband]
+		lines := strings.Split(healthy.out, "\n")
+		var seven []string
+		for _, l := range lines {
+			if l != "rdmap136s0" {
+				seven = append(seven, l)
+			}
+		}
+		if len(seven) != len(lines)-1 {
+			t.Fatalf("fixture lacks rdmap136s0: %q", healthy.out)
+		}
+		h.hostOut[checks.HostSectionInfiniband] = fakeSection{out: strings.Join(seven, "\n")}
+		batches := 0
+		h.onHostBatch = func(h *fakeHost) {
+			batches++
+			if batches > lateBy {
+				h.hostOut[checks.HostSectionInfiniband] = healthy
+			}
+		}
+		opt := options(t)
+		err := Run(context.Background(), h, &recordingUI{}, opt)
+		r := readReport(t, opt.ReportDir)
+		if lateBy == 1 && (err != nil || status(r, "efa-devices") != "pass" || batches != 2) {
+			t.Errorf("late device: err %v, efa-devices %s, batches %d", err, status(r, "efa-devices"), batches)
+		}
+		if lateBy == 99 && (err == nil || status(r, "efa-devices") != "fail" || batches != 1+EFARetries) {
+			t.Errorf("missing device: err %v, efa-devices %s, batches %d", err, status(r, "efa-devices"), batches)
+		}
+	}
+}

@@ -32,8 +32,10 @@ type fakeHost struct {
 	ncclCode  int
 	layerHook map[int]func(h *fakeHost) int
 	layersRun []int
-	reboots   int
-	commands  []string
+	// onHostBatch, when set, runs before each host-validation batch is answered.
+	onHostBatch func(h *fakeHost)
+	reboots     int
+	commands    []string
 }
 
 type fakePkg struct {
@@ -190,6 +192,9 @@ func (h *fakeHost) Run(_ context.Context, cmd string, stdin io.Reader, stdout, _
 	}
 	switch {
 	case cmd == "sh -s" && (strings.Contains(script, "BEGIN guard.") || strings.Contains(script, "BEGIN host.")):
+		if h.onHostBatch != nil && strings.Contains(script, "BEGIN host.") {
+			h.onHostBatch(h)
+		}
 		io.WriteString(stdout, h.bundle(script))
 		return 0, nil
 	case cmd == "sh -s" && strings.Contains(script, guard.BaselinePath):
