@@ -1,20 +1,11 @@
 package efapkgs
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
 
 func TestParseTestdata(t *testing.T) {
 	tests := []struct {
@@ -36,7 +27,7 @@ func TestParseTestdata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			in, err := Parse(read(t, tt.file))
+			in, err := Parse(fixture.Read(t, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,12 +99,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir("testdata")
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") {
-			f.Add(read(f, e.Name()))
-		}
-	}
+	fixture.SeedFuzz(f, ".txt")
 	f.Fuzz(func(t *testing.T, s string) {
 		in, err := Parse(s)
 		if err != nil {

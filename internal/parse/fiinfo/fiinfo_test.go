@@ -1,21 +1,12 @@
 package fiinfo
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
 
 func TestParseDomainsTestdata(t *testing.T) {
 	tests := []struct {
@@ -31,7 +22,7 @@ func TestParseDomainsTestdata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			text := read(t, tt.file)
+			text := fixture.Read(t, tt.file)
 			entries, err := Parse(text)
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +45,7 @@ func TestParseDomainsTestdata(t *testing.T) {
 }
 
 func TestParseKeepsFabricWithColons(t *testing.T) {
-	e, err := Parse(read(t, "fi_info-p-efa-dlami-p3dn-old-efa_0-with-rxd.txt"))
+	e, err := Parse(fixture.Read(t, "fi_info-p-efa-dlami-p3dn-old-efa_0-with-rxd.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +57,7 @@ func TestParseKeepsFabricWithColons(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ name, in, mention string }{
 		{"empty", "", "empty"},
-		{"no data", read(t, "fi_info-no-efa-nodata.txt"), "No data available"},
+		{"no data", fixture.Read(t, "fi_info-no-efa-nodata.txt"), "No data available"},
 		{"not found", "sh: 1: fi_info: not found\n", "not found"},
 		{"no domain", "provider: efa\n    fabric: efa\n", "no \"domain:\""},
 	}
@@ -93,7 +84,7 @@ func TestDeviceName(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
-	v, err := ParseVersion(read(t, "fi_info-version-2.6.0amzn1.0.txt"))
+	v, err := ParseVersion(fixture.Read(t, "fi_info-version-2.6.0amzn1.0.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +97,7 @@ func TestParseVersion(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir("testdata")
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") {
-			f.Add(read(f, e.Name()))
-		}
-	}
+	fixture.SeedFuzz(f, ".txt")
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := ParseDomains(s)
 		if err == nil && len(d) == 0 {

@@ -1,21 +1,12 @@
 package lsmod
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
 
 func TestParseTestdata(t *testing.T) {
 	tests := []struct {
@@ -35,7 +26,7 @@ func TestParseTestdata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			set, err := Parse(read(t, tt.file))
+			set, err := Parse(fixture.Read(t, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,12 +74,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir("testdata")
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") {
-			f.Add(read(f, e.Name()))
-		}
-	}
+	fixture.SeedFuzz(f, ".txt")
 	f.Fuzz(func(t *testing.T, s string) {
 		set, err := Parse(s)
 		if err != nil {

@@ -1,20 +1,11 @@
 package modinfo
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
 
 func TestField(t *testing.T) {
 	tests := []struct {
@@ -62,7 +53,7 @@ func TestParseTestdata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			info, err := Parse(read(t, tt.file))
+			info, err := Parse(fixture.Read(t, tt.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,12 +84,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir("testdata")
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") {
-			f.Add(read(f, e.Name()))
-		}
-	}
+	fixture.SeedFuzz(f, ".txt")
 	f.Add("3.3.0g\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		info, err := Parse(s)

@@ -2,21 +2,12 @@ package xid
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
 
 // summary renders events as "79@0000:a1:00" ("S" prefix for SXid) for compact comparison.
 func summary(events []Event) []string {
@@ -60,7 +51,7 @@ func TestParseTestdata(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			events, unparsed := Parse(read(t, tt.file))
+			events, unparsed := Parse(fixture.Read(t, tt.file))
 			if got := summary(events); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("events = %v\nwant     %v", got, tt.want)
 			}
@@ -77,7 +68,7 @@ func TestParseTestdata(t *testing.T) {
 }
 
 func TestParseFields(t *testing.T) {
-	events, _ := Parse(read(t, "dmesg-T-xid79-fallen-off-bus-multiline.txt"))
+	events, _ := Parse(fixture.Read(t, "dmesg-T-xid79-fallen-off-bus-multiline.txt"))
 	e := events[0]
 	if e.PID != "'<unknown>'" || e.Process != "<unknown>" || e.Message != "GPU has fallen off the bus." {
 		t.Errorf("fields = %+v", e)
@@ -85,15 +76,15 @@ func TestParseFields(t *testing.T) {
 	if e.Severity.Class != "bus" || e.Severity.Action != ActionRetire {
 		t.Errorf("severity = %+v", e.Severity)
 	}
-	events, _ = Parse(read(t, "xid63-row-remapper-a100-p4de-bare-line.txt"))
+	events, _ = Parse(fixture.Read(t, "xid63-row-remapper-a100-p4de-bare-line.txt"))
 	if events[0].PID != "1896" || !strings.HasPrefix(events[0].Message, "Row Remapper") {
 		t.Errorf("pid without name: %+v", events[0])
 	}
-	events, _ = Parse(read(t, "dmesg-xid79-old-format-no-pid-with-aer.txt"))
+	events, _ = Parse(fixture.Read(t, "dmesg-xid79-old-format-no-pid-with-aer.txt"))
 	if events[0].PID != "" || events[0].Message != "GPU has fallen off the bus." {
 		t.Errorf("old format: %+v", events[0])
 	}
-	events, _ = Parse(read(t, "dmesg-sxid-xid79-nvswitch-fatal.txt"))
+	events, _ = Parse(fixture.Read(t, "dmesg-sxid-xid79-nvswitch-fatal.txt"))
 	if events[1].Switch != "nvidia-nvswitch1" || events[1].Severity.Action != ActionResetGPU || events[3].Severity.Action != ActionInvestigate {
 		t.Errorf("sxid: %+v / %+v", events[1], events[3])
 	}
@@ -143,12 +134,7 @@ func TestParseCleanLog(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir("testdata")
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".txt") {
-			f.Add(read(f, e.Name()))
-		}
-	}
+	fixture.SeedFuzz(f, ".txt")
 	f.Fuzz(func(t *testing.T, s string) {
 		events, unparsed := Parse(s)
 		// Every line that claims to be an Xid report is either an event or unparsed.
@@ -170,7 +156,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func BenchmarkParse(b *testing.B) {
-	one := read(b, "dmesg-T-xid119-gsp-timeout-rpc-history.txt")
+	one := fixture.Read(b, "dmesg-T-xid119-gsp-timeout-rpc-history.txt")
 	text := strings.Repeat(one, 200) // ~8,000 lines, 1,000 Xid events
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
