@@ -503,15 +503,6 @@ func TestRebakeDecision(t *testing.T) {
 	})
 }
 
-// checkIDs are the stable check IDs the provisioner reports (internal/result); the docs must
-// explain every one.
-var checkIDs = []string{
-	result.Kernel, result.Holds, result.Packages, result.NextBootKernel, result.DKMS,
-	result.GPU, result.NvidiaDriver, result.FabricManager, result.EFADriver, result.EFAInstaller,
-	result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre, result.Xid,
-	result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport,
-}
-
 // TestDocsCoverEverything checks the rendered docs (.web-docs, built from docs/ and the
 // generated partials by `make generate`, whose freshness `make check-generate` enforces): every
 // argument and output of the data source and every check ID has an entry, so a field added to a
@@ -539,7 +530,7 @@ func TestDocsCoverEverything(t *testing.T) {
 		}
 	}
 	prov := read("provisioner/dlami")
-	for _, id := range checkIDs {
+	for _, id := range result.IDs {
 		if !strings.Contains(prov, "| `"+id+"` |") {
 			t.Errorf("docs/provisioners/dlami.mdx (rendered) has no row for check ID %q", id)
 		}

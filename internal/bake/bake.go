@@ -103,13 +103,13 @@ func Run(ctx context.Context, host remote.Host, ui UI, opt Options) error {
 
 func (b *Bake) run(ctx context.Context) error {
 	b.workDir = fmt.Sprintf("%s/dlami-bake-%d", strings.TrimRight(b.opt.RemoteFolder, "/"), b.now().UnixNano())
-	if _, err := b.sh(ctx, "mkdir -p -m 0700 "+bundle.Quote(b.workDir), true); err != nil {
+	if err := b.sh(ctx, "mkdir -p -m 0700 "+bundle.Quote(b.workDir)); err != nil {
 		return fmt.Errorf("creating remote folder %s: %w", b.workDir, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_, _ = b.sh(cctx, "sudo -n rm -rf "+bundle.Quote(b.workDir)+" 2>/dev/null || rm -rf "+bundle.Quote(b.workDir), false)
+		_ = b.sh(cctx, "sudo -n rm -rf "+bundle.Quote(b.workDir)+" 2>/dev/null || rm -rf "+bundle.Quote(b.workDir))
 	}()
 
 	b.stage("kernel guard")
@@ -118,15 +118,15 @@ func (b *Bake) run(ctx context.Context) error {
 		return err
 	}
 	for _, l := range b.opt.Layers {
-		b.stage(fmt.Sprintf("layer %q", l.Name))
+		stage := fmt.Sprintf("layer %q", l.Name)
+		b.stage(stage)
 		if err := b.runLayer(ctx, l); err != nil {
 			// Record what the failed layer left behind, so the report shows any drift too.
 			if !errors.Is(err, remote.ErrDisconnected) {
-				_ = b.guardAfter(ctx, base, guarded, fmt.Sprintf("failed layer %q", l.Name))
+				_ = b.guardAfter(ctx, base, guarded, "failed "+stage)
 			}
 			return err
 		}
-		stage := fmt.Sprintf("layer %q", l.Name)
 		if l.Reboot {
 			stage += " and its reboot"
 		}
@@ -158,17 +158,17 @@ func (b *Bake) record(cs ...result.Check) {
 	}
 }
 
-// sh runs a short command and returns its output; a non-zero exit is an error when strict.
-func (b *Bake) sh(ctx context.Context, cmd string, strict bool) (string, error) {
+// sh runs a short command and fails on a non-zero exit, with the command's output.
+func (b *Bake) sh(ctx context.Context, cmd string) error {
 	var out remote.Buffer
 	code, err := b.host.Run(ctx, cmd, nil, &out, &out)
 	if err != nil {
-		return out.String(), err
+		return err
 	}
-	if strict && code != 0 {
-		return out.String(), fmt.Errorf("%s: exit status %d: %s", cmd, code, strings.TrimSpace(out.String()))
+	if code != 0 {
+		return fmt.Errorf("%s: exit status %d: %s", cmd, code, strings.TrimSpace(out.String()))
 	}
-	return out.String(), nil
+	return nil
 }
 
 // batch runs read-only commands in one round trip and splits their output.
@@ -242,7 +242,7 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, []string, error)
 		for i, p := range unheld {
 			args[i] = bundle.Quote(p)
 		}
-		if _, err := b.sh(ctx, "sudo -n apt-mark hold "+strings.Join(args, " "), true); err != nil {
+		if err := b.sh(ctx, "sudo -n apt-mark hold "+strings.Join(args, " ")); err != nil {
 			return cur, nil, fmt.Errorf("hold_unheld: %w", err)
 		}
 		b.rep.HeldByPlugin = append(b.rep.HeldByPlugin, unheld...)
@@ -331,7 +331,7 @@ func (b *Bake) installFile(ctx context.Context, data []byte, dst, mode string) e
 	if err := b.host.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
 		return err
 	}
-	_, err := b.sh(ctx, fmt.Sprintf("sudo -n install -D -m %s %s %s", bundle.Quote(mode), bundle.Quote(tmp), bundle.Quote(dst)), true)
+	err := b.sh(ctx, fmt.Sprintf("sudo -n install -D -m %s %s %s", bundle.Quote(mode), bundle.Quote(tmp), bundle.Quote(dst)))
 	if err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)
 	}
@@ -345,7 +345,7 @@ func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 		b.rep.Layers = append(b.rep.Layers, report.Layer{Name: l.Name, DurationMS: b.now().Sub(start).Milliseconds(), Status: status})
 	}()
 	plan := layer.Build(l, fmt.Sprintf("%s/layer-%d", b.workDir, len(b.rep.Layers)))
-	if _, err := b.sh(ctx, "mkdir -p -m 0700 "+bundle.Quote(plan.Dir), true); err != nil {
+	if err := b.sh(ctx, "mkdir -p -m 0700 "+bundle.Quote(plan.Dir)); err != nil {
 		return fmt.Errorf("layer %q: %w", l.Name, err)
 	}
 	for _, u := range plan.Uploads {
@@ -476,11 +476,11 @@ func (b *Bake) validate(ctx context.Context) error {
 		return b.failed("host validation", host)
 	}
 	if b.opt.SkipNCCL {
-		b.record(skipped("nccl.skip = true", result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport)...)
+		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
 	} else if gpuOK(host) {
 		b.runNCCL(ctx, exp)
 	} else {
-		b.record(skipped("the GPU checks failed", result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport)...)
+		b.record(skipped("the GPU checks failed", result.NCCLIDs...)...)
 	}
 	all := b.ordered()
 	if result.Failed(all) {
@@ -621,7 +621,7 @@ func (b *Bake) ordered() []result.Check {
 func (b *Bake) finish(runErr error) error {
 	if b.opt.Validate {
 		why := "the bake stopped at " + b.rep.Stage
-		for _, id := range AllCheckIDs {
+		for _, id := range result.IDs {
 			if _, ok := b.checks[id]; !ok {
 				b.record(skipped(why, id)...)
 			}
@@ -643,14 +643,6 @@ func (b *Bake) finish(runErr error) error {
 	}
 	b.ui.Say("dlami: result " + strings.ToUpper(b.rep.Result) + "; reports: " + strings.Join(paths, ", "))
 	return nil
-}
-
-// AllCheckIDs lists every check in report order.
-var AllCheckIDs = []string{
-	result.Kernel, result.Holds, result.Packages, result.NextBootKernel, result.DKMS,
-	result.GPU, result.NvidiaDriver, result.FabricManager, result.EFADriver, result.EFAInstaller,
-	result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre, result.Xid,
-	result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport,
 }
 
 func mergeManifest(dst, src map[string]string) map[string]string {

@@ -14,6 +14,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 var errDisconnectedForTest = remote.ErrDisconnected
@@ -84,7 +85,7 @@ func TestHealthyBakePasses(t *testing.T) {
 	if r.Result != "pass" || len(r.FailedChecks) != 0 {
 		t.Fatalf("report: %+v", r)
 	}
-	for _, id := range AllCheckIDs {
+	for _, id := range result.IDs {
 		if st := status(r, id); st != "pass" && st != "warn" && st != "skip" {
 			t.Errorf("check %s: %s", id, st)
 		}

@@ -16,7 +16,7 @@ type Options struct {
 }
 
 // CheckIDs are the IDs of the checks Judge returns, in order.
-var CheckIDs = []string{result.Kernel, result.Holds, result.Packages, result.NextBootKernel, result.DKMS}
+var CheckIDs = result.GuardIDs
 
 // Judge compares cur with the baseline and returns five checks, in CheckIDs order:
 //

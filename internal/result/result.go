@@ -36,6 +36,15 @@ const (
 	NCCLTransport   = "nccl-transport"
 )
 
+// The check IDs in report order, by the part of the bake that judges them.
+var (
+	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
+	HostIDs  = []string{GPU, NvidiaDriver, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
+	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
+	// IDs is every check in report order.
+	IDs = append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...)
+)
+
 // Check is the judged outcome of one check.
 type Check struct {
 	ID         string `json:"id"`
