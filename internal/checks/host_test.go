@@ -263,15 +263,7 @@ func TestEvaluateHostSingleFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := hostHealthy(t)
-			if tt.mutate != nil {
-				tt.mutate(s)
-			}
-			exp := hostP6Expect(t)
-			if tt.expect != nil {
-				tt.expect(&exp)
-			}
-			checks := EvaluateHost(s, exp)
+			checks := hostEvaluate(t, tt.mutate, tt.expect)
 			if len(checks) != len(hostIDs) {
 				t.Fatalf("%d checks, want %d", len(checks), len(hostIDs))
 			}
@@ -298,6 +290,21 @@ func TestEvaluateHostSingleFaults(t *testing.T) {
 	}
 }
 
+// hostEvaluate judges the healthy P6-B200 sections against its profile after mutate changes
+// the sections and expect the expectations (either may be nil).
+func hostEvaluate(t *testing.T, mutate func(map[string]bundle.Section), expect func(*Expectations)) []result.Check {
+	t.Helper()
+	s := hostHealthy(t)
+	if mutate != nil {
+		mutate(s)
+	}
+	exp := hostP6Expect(t)
+	if expect != nil {
+		expect(&exp)
+	}
+	return EvaluateHost(s, exp)
+}
+
 func TestEvaluateHostTolerates(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -318,15 +325,7 @@ func TestEvaluateHostTolerates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := hostHealthy(t)
-			if tt.mutate != nil {
-				tt.mutate(s)
-			}
-			exp := hostP6Expect(t)
-			if tt.expect != nil {
-				tt.expect(&exp)
-			}
-			for _, c := range EvaluateHost(s, exp) {
+			for _, c := range hostEvaluate(t, tt.mutate, tt.expect) {
 				if c.Status != result.Pass {
 					t.Errorf("%s: %s (actual %q): %s", c.ID, c.Status, c.Actual, c.Message)
 				}
