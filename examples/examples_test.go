@@ -41,11 +41,7 @@ const (
 // (the ssh communicator reads the key while validating).
 var dummyVars = map[string]map[string]string{
 	"demo": {
-		"ssh_host":             "127.0.0.1",
-		"ssh_port":             "2222",
-		"ssh_private_key_file": "@KEY@",
-		"report_dir":           "reports",
-		"aws_endpoint":         "http://127.0.0.1:4566",
+		"aws_endpoint": "http://127.0.0.1:4566",
 	},
 	"eks-worker": {
 		"kubernetes_patch": "1.34.2",
@@ -461,7 +457,7 @@ func TestRebakeDecision(t *testing.T) {
 		cmd.Dir = "rebake"
 		cmd.Env = append(os.Environ(),
 			"PACKER_PLUGIN_PATH="+pluginDir, "PACKER_CHECKPOINT_DISABLE=1",
-			"AWS_ENDPOINT_URL_SSM="+srv.URL, "AWS_ENDPOINT_URL_EC2="+srv.URL,
+			"AWS_ENDPOINT_URL_SSM="+srv.URL, "AWS_ENDPOINT_URL_EC2="+srv.URL, "AWS_ENDPOINT_URL_STS="+srv.URL,
 			"AWS_ACCESS_KEY_ID=AKIAFAKEEXAMPLES0000", "AWS_SECRET_ACCESS_KEY=fake",
 			"AWS_EC2_METADATA_DISABLED=true", "AWS_PROFILE=", "AWS_CONFIG_FILE="+os.DevNull,
 			"AWS_SHARED_CREDENTIALS_FILE="+os.DevNull,

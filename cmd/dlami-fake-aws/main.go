@@ -1,15 +1,20 @@
 // Command dlami-fake-aws serves a local fake of the AWS APIs the dlami data
-// source uses (SSM GetParameter/GetParametersByPath, EC2 DescribeImages, STS
-// AssumeRole) on a loopback port, seeded with DLAMI-like images, for demos
-// and end-to-end tests. It prints its URL as the first line on stdout.
+// source and the amazon-ebs builder use (SSM, a stateful EC2, STS) on a
+// loopback port, seeded with DLAMI-like images, for demos and end-to-end
+// tests. Its first line on stdout is "endpoint=http://127.0.0.1:PORT".
 //
-//	dlami-fake-aws [-addr 127.0.0.1:0] [-regions us-east-1,eu-west-1] [-seed seed.json]
-//	               [-fault 'DescribeImages@us-west-2=throttle:2,latency:50ms']... [-url-file path] [-quiet]
-//	dlami-fake-aws -print-seed [-regions ...] > seed.json   # edit, then -seed seed.json
+//	dlami-fake-aws [--listen 127.0.0.1:0] [--simhost [--simhost-dir DIR] [--state-root DIR]]
+//	               [--regions us-east-1,eu-west-1] [--seed seed.json] [--transition-polls N]
+//	               [--fault 'DescribeImages@us-west-2=throttle:2,latency:50ms']... [--url-file path] [--quiet]
+//	dlami-fake-aws --print-seed [--regions ...] > seed.json   # edit, then --seed seed.json
 //
-// Point the data source at it with ssm_endpoint/ec2_endpoint (or
-// AWS_ENDPOINT_URL_SSM/_EC2) and any static credentials; the region comes
-// from each request's signature.
+// With --simhost (as root) every EC2 instance is a simulated DLAMI host on
+// its own loopback address (127.0.0.2, 127.0.0.3, ...) with sshd on port 22.
+// SIGTERM (or SIGINT) terminates every instance, unmounts everything and
+// exits 0. Point clients at it with AWS_ENDPOINT_URL (every service) or the
+// per-service endpoints and any static credentials; the region comes from
+// each request's signature. test/e2e/README.md ("The fake AWS endpoint")
+// documents the EC2 surface and the control API under /_fake/.
 package main
 
 import (
@@ -36,32 +41,57 @@ type faultFlags []string
 func (f *faultFlags) String() string     { return strings.Join(*f, " ") }
 func (f *faultFlags) Set(v string) error { *f = append(*f, v); return nil }
 
+// listenFlag backs both --listen and its old alias -addr.
+type listenFlag struct{ addr string }
+
+func (l *listenFlag) String() string     { return l.addr }
+func (l *listenFlag) Set(v string) error { l.addr = v; return nil }
+
+// deps are what run needs from the outside world; tests replace them.
+type deps struct {
+	newMachines func(machineOptions) (awsfake.Machines, error)
+	geteuid     func() int
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, deps{newMachines: newMachines, geteuid: os.Geteuid}); err != nil {
 		fmt.Fprintln(os.Stderr, "dlami-fake-aws:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves until ctx is done.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// closeTimeout bounds the teardown after SIGTERM: every host is stopped and
+// unmounted within it or the command exits non-zero saying what is left.
+const closeTimeout = 2 * time.Minute
+
+// run serves until ctx is done, then closes the machines.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) error {
 	fs := flag.NewFlagSet("dlami-fake-aws", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address (port 0 picks a free port)")
+	listen := &listenFlag{addr: "127.0.0.1:0"}
+	fs.Var(listen, "listen", "listen address (port 0 picks a free port)")
+	fs.Var(listen, "addr", "alias of --listen")
+	simhost := fs.Bool("simhost", false, "back every EC2 instance with a simulated DLAMI host (needs root)")
+	simhostDir := fs.String("simhost-dir", "", "test/simhost of the checkout (default: found from the working directory)")
+	stateRoot := fs.String("state-root", "", "directory for the hosts' disks and captured layers (default: a new temporary directory, removed at exit)")
+	transitionPolls := fs.Int("transition-polls", awsfake.DefaultTransitionPolls, "Describe answers that show pending/stopping/shutting-down after the work is done")
 	regions := fs.String("regions", "", "comma-separated regions for the built-in seed (default: 16 regions)")
 	seed := fs.String("seed", "", "JSON seed file replacing the built-in seed ({\"regions\":{\"us-east-1\":{\"images\":[...],\"parameters\":[...]}}})")
-	urlFile := fs.String("url-file", "", "also write the URL to this file once listening")
+	urlFile := fs.String("url-file", "", "also write the URL (without endpoint=) to this file once listening")
 	quiet := fs.Bool("quiet", false, "do not log each request")
-	printSeed := fs.Bool("print-seed", false, "print the built-in seed (for -regions) as JSON, a starting point for -seed files, and exit")
+	printSeed := fs.Bool("print-seed", false, "print the built-in seed (for --regions) as JSON, a starting point for --seed files, and exit")
 	var faults faultFlags
-	fs.Var(&faults, "fault", "fault spec OP[@REGION]=KIND[:ARG],... (repeatable); OP: GetParameter, GetParametersByPath, DescribeImages, AssumeRole, *; KIND: throttle:N, 500:N, latency:D, denied, malformed")
+	fs.Var(&faults, "fault", "fault spec OP[@REGION]=KIND[:ARG],... (repeatable); OP: an action the fake serves or *; KIND: throttle:N, 500:N, latency:D, denied, malformed, capacity:N and stuck-pending:N (RunInstances)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if !*simhost && (*simhostDir != "" || *stateRoot != "") {
+		return errors.New("--simhost-dir and --state-root only make sense with --simhost")
 	}
 
 	if *printSeed {
@@ -75,17 +105,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	srv := awsfake.New()
+	srv.SetTransitionPolls(*transitionPolls)
+	srv.SetLog(stderr)
 	if *seed != "" {
 		f, err := os.Open(*seed)
 		if err != nil {
 			return err
 		}
-		d, err := awsfake.DecodeSeed(f)
+		sd, err := awsfake.DecodeSeed(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", *seed, err)
 		}
-		srv.Load(d)
+		srv.Load(sd)
 	} else {
 		var rs []string
 		if *regions != "" {
@@ -101,39 +133,80 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.SetFault(op, region, f)
 	}
 
-	ln, err := net.Listen("tcp", *addr)
+	logger := log.New(stderr, "dlami-fake-aws: ", log.LstdFlags)
+	closedCleanly := false
+	closeAfter := func(err error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		cerr := srv.Close(ctx)
+		closedCleanly = cerr == nil
+		return errors.Join(err, cerr)
+	}
+	if *simhost {
+		if d.geteuid() != 0 {
+			return errors.New("--simhost needs root: the simulated hosts mount overlay filesystems and bind sshd to loopback addresses (run it with sudo)")
+		}
+		m, tmpRoot, err := openMachines(*simhostDir, *stateRoot, stderr, d.newMachines)
+		if err != nil {
+			return err
+		}
+		srv.SetMachines(m)
+		if tmpRoot != "" {
+			logger.Printf("simulated hosts' disks under %s (removed at exit)", tmpRoot)
+			// Removed only after a clean Close: a directory that may still
+			// hold mounts is never deleted.
+			defer func() {
+				if closedCleanly {
+					if err := os.RemoveAll(tmpRoot); err != nil {
+						logger.Printf("removing %s: %v", tmpRoot, err)
+					}
+				} else {
+					logger.Printf("left %s in place: the hosts did not shut down cleanly", tmpRoot)
+				}
+			}()
+		}
+	}
+
+	ln, err := net.Listen("tcp", listen.addr)
 	if err != nil {
-		return err
+		return closeAfter(fmt.Errorf("--listen %s: %w", listen.addr, err))
 	}
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintln(stdout, url)
+	fmt.Fprintln(stdout, "endpoint="+url)
 	if *urlFile != "" {
 		// Write then rename so a poller never reads a half-written URL.
 		tmp := *urlFile + ".tmp"
 		if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
-			return err
+			ln.Close()
+			return closeAfter(err)
 		}
 		if err := os.Rename(tmp, *urlFile); err != nil {
-			return err
+			ln.Close()
+			return closeAfter(err)
 		}
 	}
-	logger := log.New(stderr, "dlami-fake-aws: ", log.LstdFlags)
-	logger.Printf("serving regions %s at %s", strings.Join(srv.Regions(), ","), url)
+	logger.Printf("serving regions %s at %s (simulated hosts: %t)", strings.Join(srv.Regions(), ","), url, *simhost)
 	if !*quiet {
 		srv.Observe(func(c awsfake.Call) { logger.Printf("%s %s -> %d", c.Region, c.Op, c.Status) })
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	var serveErr error
 	select {
 	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
 		}
-		return err
 	case <-ctx.Done():
+		logger.Printf("shutting down: terminating every instance")
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return hs.Shutdown(sctx)
+		serveErr = hs.Shutdown(sctx)
+		cancel()
 	}
+	if err := closeAfter(serveErr); err != nil {
+		return err
+	}
+	logger.Printf("stopped: every instance terminated")
+	return nil
 }

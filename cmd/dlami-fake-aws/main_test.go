@@ -37,7 +37,7 @@ func TestRunServesAndStops(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-regions", "us-east-1", "-url-file", urlFile, "-fault", "GetParameter=throttle:1"}, &stdout, &stderr)
+		done <- run(ctx, []string{"-regions", "us-east-1", "-url-file", urlFile, "-fault", "GetParameter=throttle:1"}, &stdout, &stderr, testDeps(nil))
 	}()
 	var url string
 	for i := 0; i < 200 && url == ""; i++ {
@@ -47,7 +47,7 @@ func TestRunServesAndStops(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasPrefix(stdout.String(), url+"\n") {
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasPrefix(stdout.String(), "endpoint="+url+"\n") {
 		t.Fatalf("url file %q, stdout %q", url, stdout.String())
 	}
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"Name":"/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"}`))
@@ -89,7 +89,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
 		var out, errOut syncBuffer
-		err := run(context.Background(), tc.args, &out, &errOut)
+		err := run(context.Background(), tc.args, &out, &errOut, testDeps(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q) = %v, want %q", tc.args, err, tc.want)
 		}
@@ -98,7 +98,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 
 func TestPrintSeedRoundTrips(t *testing.T) {
 	var out, errOut syncBuffer
-	if err := run(context.Background(), []string{"-print-seed", "-regions", "ap-south-1"}, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"-print-seed", "-regions", "ap-south-1"}, &out, &errOut, testDeps(nil)); err != nil {
 		t.Fatal(err)
 	}
 	seed := filepath.Join(t.TempDir(), "seed.json")
@@ -113,7 +113,7 @@ func TestPrintSeedRoundTrips(t *testing.T) {
 	// run loads the seed, listens and logs before it looks at ctx, so
 	// cancelling at once still exercises the whole start-up.
 	cancel()
-	go func() { done <- run(ctx, []string{"-seed", seed, "-quiet"}, &out, &errOut) }()
+	go func() { done <- run(ctx, []string{"-seed", seed, "-quiet"}, &out, &errOut, testDeps(nil)) }()
 	if err := <-done; err != nil {
 		t.Fatalf("serving the printed seed: %v", err)
 	}

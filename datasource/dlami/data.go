@@ -10,6 +10,7 @@ package dlami
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -69,7 +70,8 @@ type Config struct {
 	// Rebake lookup: the newest AMI already baked from this family.
 	Golden *GoldenConfig `mapstructure:"golden"`
 
-	// AWS access, as in the amazon plugin.
+	// AWS access, with the amazon plugin's names: an `amazon-ebs` access
+	// block pasted here works unchanged.
 
 	// AWS access key; with secret_key. Default: the SDK credential chain.
 	AccessKey string `mapstructure:"access_key"`
@@ -81,36 +83,69 @@ type Config struct {
 	Profile string `mapstructure:"profile"`
 	// Path of the shared credentials file (default ~/.aws/credentials).
 	SharedCredentialsFile string `mapstructure:"shared_credentials_file"`
-	// Role to assume before calling SSM and EC2.
+	// Role to assume before calling SSM and EC2 (the amazon plugin's block;
+	// see below).
 	AssumeRole AssumeRoleConfig `mapstructure:"assume_role"`
-	// Retries of a throttled or failed call (with exponential backoff);
-	// 0 keeps the SDK default of 2 retries.
+	// The current 6-digit MFA (TOTP) code, for a `profile` whose shared
+	// config assumes a role with `mfa_serial` set, as in the amazon plugin.
+	// Pass it as a variable (`-var mfa_code=123456`): it changes every 30 s.
+	MFACode string `mapstructure:"mfa_code"`
+	// Retries of a failed call for errors other than throttling (5xx,
+	// connection resets), with jittered exponential backoff; 0 keeps the
+	// SDK default of 2 retries. Throttling is retried until `timeout`
+	// instead, and access denied, missing parameters and validation errors
+	// are never retried.
 	MaxRetries int `mapstructure:"max_retries"`
 	// Do not use the EC2 instance metadata service for credentials or region.
 	SkipMetadataAPICheck bool `mapstructure:"skip_metadata_api_check"`
+	// Skip checking the credentials with sts:GetCallerIdentity before the
+	// lookup. Default false: bad or expired credentials then fail first,
+	// with a message saying so. Set true only for AWS-compatible endpoints
+	// without STS.
+	SkipCredentialValidation bool `mapstructure:"skip_credential_validation"`
 	// Accept region names that do not look like AWS regions (local endpoints).
 	SkipRegionValidation bool `mapstructure:"skip_region_validation"`
+	// EC2 endpoint URL (the amazon plugin's name). Default: the SDK's,
+	// which honours AWS_ENDPOINT_URL_EC2.
+	CustomEndpointEC2 string `mapstructure:"custom_endpoint_ec2"`
 	// SSM endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_SSM.
+	// The amazon plugin has no SSM endpoint setting.
 	SSMEndpoint string `mapstructure:"ssm_endpoint"`
-	// EC2 endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_EC2.
-	EC2Endpoint string `mapstructure:"ec2_endpoint"`
-	// STS endpoint URL for assume_role. Default: the SDK's (regional STS).
+	// STS endpoint URL, for assume_role, a profile's role and the credential
+	// check. Default: the SDK's (regional STS), which honours
+	// AWS_ENDPOINT_URL_STS. The amazon plugin has no STS endpoint setting.
 	STSEndpoint string `mapstructure:"sts_endpoint"`
-	// Deadline of each AWS call, retries included. Default "30s".
+	// Deprecated: use `custom_endpoint_ec2`. Still works, with a warning.
+	EC2Endpoint string `mapstructure:"ec2_endpoint"`
+	// Deadline of each AWS call, retries included. Default "30s". A
+	// throttled call is retried with jittered backoff until this deadline.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Deadline of the whole lookup, all regions. Default "5m".
 	ExecuteTimeout time.Duration `mapstructure:"execute_timeout"`
 }
 
-// AssumeRoleConfig is the `assume_role` block.
+// AssumeRoleConfig is the `assume_role` block, with the amazon plugin's
+// names. Every argument is passed to the STS AssumeRole call.
 type AssumeRoleConfig struct {
 	// ARN of the role to assume.
 	RoleARN string `mapstructure:"role_arn"`
-	// Session name; default set by the SDK.
-	SessionName string `mapstructure:"session_name"`
+	// Session duration in seconds, 900 to 43200 (the role's maximum session
+	// duration applies); default 900.
+	DurationSeconds int `mapstructure:"duration_seconds"`
 	// External id the role's trust policy requires.
 	ExternalID string `mapstructure:"external_id"`
-	// Session duration, e.g. "1h"; default 15m.
+	// IAM policy JSON further restricting the session's permissions.
+	Policy string `mapstructure:"policy"`
+	// ARNs of IAM managed policies further restricting the session's permissions.
+	PolicyARNs []string `mapstructure:"policy_arns"`
+	// Session name; default set by the SDK.
+	SessionName string `mapstructure:"session_name"`
+	// Session tags.
+	Tags map[string]string `mapstructure:"tags"`
+	// Keys of `tags` to pass on to sessions chained from this one.
+	TransitiveTagKeys []string `mapstructure:"transitive_tag_keys"`
+	// Deprecated: use `duration_seconds`. A duration such as "1h"; still
+	// works, with a warning.
 	Duration time.Duration `mapstructure:"duration"`
 }
 
@@ -158,7 +193,8 @@ type DatasourceOutput struct {
 	Region string `mapstructure:"region"`
 	// AMI id per resolved region.
 	AMIs map[string]string `mapstructure:"amis"`
-	// Warnings, e.g. a deprecated image accepted by allow_deprecated.
+	// Warnings: a deprecated image accepted by allow_deprecated, deprecated
+	// argument names in the configuration.
 	Warnings []string `mapstructure:"warnings"`
 	// Newest golden AMI in `region`; "" when none was found or no golden block is set.
 	GoldenAMIID string `mapstructure:"golden_ami_id"`
@@ -179,6 +215,19 @@ type DatasourceOutput struct {
 // Datasource implements packer.Datasource.
 type Datasource struct {
 	config Config
+	// deprecations are the warnings about deprecated argument names found
+	// by Configure; Execute adds them to the warnings output.
+	deprecations []string
+	// logf receives warnings; nil means log.Printf (tests capture them).
+	logf func(format string, args ...any)
+}
+
+func (d *Datasource) warnf(format string, args ...any) {
+	if d.logf != nil {
+		d.logf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
 }
 
 // ConfigSpec returns the HCL spec of Config.
@@ -205,11 +254,12 @@ var ownerAliases = map[string]bool{"amazon": true, "self": true, "aws-marketplac
 
 // Configure decodes and validates the configuration. It does no network I/O.
 func (d *Datasource) Configure(raws ...interface{}) error {
+	d.deprecations = nil
 	if err := config.Decode(&d.config, nil, raws...); err != nil {
 		return fmt.Errorf("dlami: %w", err)
 	}
 	c := &d.config
-	packersdk.LogSecretFilter.Set(c.AccessKey, c.SecretKey, c.Token)
+	packersdk.LogSecretFilter.Set(c.AccessKey, c.SecretKey, c.Token, c.MFACode)
 	var errs *packersdk.MultiError
 	add := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
 
@@ -308,17 +358,15 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	if (c.AccessKey == "") != (c.SecretKey == "") {
 		add("access_key and secret_key must be set together (or neither, to use the default credential chain)")
 	}
-	if ar := c.AssumeRole; ar.RoleARN == "" {
-		if ar.SessionName != "" || ar.ExternalID != "" || ar.Duration != 0 {
-			add("assume_role: role_arn is required when session_name, external_id or duration is set")
-		}
-	} else if !unknown(ar.RoleARN) && !strings.HasPrefix(ar.RoleARN, "arn:") {
-		add("assume_role.role_arn %q: must be a role ARN (arn:aws:iam::<account>:role/<name>)", ar.RoleARN)
+	d.resolveAliases(add)
+	d.checkAssumeRole(add)
+	if c.MFACode != "" && !unknown(c.MFACode) && !mfaCodeRE.MatchString(c.MFACode) {
+		add("mfa_code: must be the 6-digit code your MFA device shows now (pass it with -var, it changes every 30 s)")
 	}
 	if c.MaxRetries < 0 {
 		add("max_retries = %d: must be 0 (SDK default) or more", c.MaxRetries)
 	}
-	for field, v := range map[string]string{"ssm_endpoint": c.SSMEndpoint, "ec2_endpoint": c.EC2Endpoint, "sts_endpoint": c.STSEndpoint} {
+	for field, v := range map[string]string{"ssm_endpoint": c.SSMEndpoint, "custom_endpoint_ec2": c.CustomEndpointEC2, "sts_endpoint": c.STSEndpoint} {
 		if v == "" || unknown(v) {
 			continue
 		}
@@ -345,6 +393,90 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	return nil
 }
 
+var mfaCodeRE = regexp.MustCompile(`^\d{6}$`)
+
+// resolveAliases folds the deprecated argument names into the amazon
+// plugin's names. An alias alone still works, with a warning; an alias and
+// its replacement set to different values is an error naming both, because
+// guessing which one the user meant could point the lookup elsewhere.
+func (d *Datasource) resolveAliases(add func(format string, args ...any)) {
+	c := &d.config
+	deprecated := func(alias, name string) {
+		w := fmt.Sprintf("%s is deprecated: rename it to %s (the amazon plugin's name); it still works for now", alias, name)
+		d.warnf("[WARN] dlami: %s", w)
+		d.deprecations = append(d.deprecations, w)
+	}
+	if c.EC2Endpoint != "" {
+		deprecated("ec2_endpoint", "custom_endpoint_ec2")
+		switch {
+		case c.CustomEndpointEC2 == "":
+			c.CustomEndpointEC2 = c.EC2Endpoint
+		case unknown(c.CustomEndpointEC2) || unknown(c.EC2Endpoint):
+		case c.CustomEndpointEC2 != c.EC2Endpoint:
+			add("ec2_endpoint = %q and custom_endpoint_ec2 = %q disagree: ec2_endpoint is the deprecated name of custom_endpoint_ec2; keep custom_endpoint_ec2 only", c.EC2Endpoint, c.CustomEndpointEC2)
+		}
+	}
+	if ar := &c.AssumeRole; ar.Duration != 0 {
+		deprecated("assume_role.duration", "assume_role.duration_seconds")
+		seconds := int(ar.Duration / time.Second)
+		switch {
+		case ar.Duration%time.Second != 0:
+			add("assume_role.duration = %s: STS takes whole seconds; use duration_seconds", ar.Duration)
+		case ar.DurationSeconds == 0:
+			ar.DurationSeconds = seconds
+		case ar.DurationSeconds != seconds:
+			add("assume_role.duration = %s and assume_role.duration_seconds = %d disagree: duration is the deprecated name of duration_seconds; keep duration_seconds only", ar.Duration, ar.DurationSeconds)
+		}
+	}
+}
+
+// STS AssumeRole accepts session durations from 15 minutes to 12 hours.
+const (
+	minAssumeRoleSeconds = 900
+	maxAssumeRoleSeconds = 43200
+)
+
+// checkAssumeRole rejects an assume_role block STS would refuse, so that
+// packer validate reports it instead of the first AWS call.
+func (d *Datasource) checkAssumeRole(add func(format string, args ...any)) {
+	ar := d.config.AssumeRole
+	if ar.RoleARN == "" {
+		if ar.SessionName != "" || ar.ExternalID != "" || ar.DurationSeconds != 0 || ar.Policy != "" ||
+			len(ar.PolicyARNs) > 0 || len(ar.Tags) > 0 || len(ar.TransitiveTagKeys) > 0 {
+			add("assume_role: role_arn is required when any other assume_role argument is set")
+		}
+		return
+	}
+	if !unknown(ar.RoleARN) && !strings.HasPrefix(ar.RoleARN, "arn:") {
+		add("assume_role.role_arn %q: must be a role ARN (arn:aws:iam::<account>:role/<name>)", ar.RoleARN)
+	}
+	if s := ar.DurationSeconds; s != 0 && (s < minAssumeRoleSeconds || s > maxAssumeRoleSeconds) {
+		field := "assume_role.duration_seconds"
+		if ar.Duration != 0 {
+			field = "assume_role.duration"
+		}
+		add("%s = %d seconds: STS accepts %d to %d (15 minutes to 12 hours, within the role's maximum session duration)", field, s, minAssumeRoleSeconds, maxAssumeRoleSeconds)
+	}
+	if ar.Policy != "" && !unknown(ar.Policy) && !json.Valid([]byte(ar.Policy)) {
+		add("assume_role.policy: not valid JSON; pass an IAM policy document, e.g. with jsonencode({...})")
+	}
+	for i, arn := range ar.PolicyARNs {
+		if !unknown(arn) && !strings.HasPrefix(arn, "arn:") {
+			add("assume_role.policy_arns[%d] %q: must be a managed policy ARN (arn:aws:iam::aws:policy/<name>)", i, arn)
+		}
+	}
+	for k := range ar.Tags {
+		if k == "" {
+			add("assume_role.tags: empty tag key")
+		}
+	}
+	for i, k := range ar.TransitiveTagKeys {
+		if _, ok := ar.Tags[k]; !ok && !unknown(k) {
+			add("assume_role.transitive_tag_keys[%d] %q: not a key of assume_role.tags; STS passes on only session tags that are set", i, k)
+		}
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -357,15 +489,16 @@ func contains(list []string, s string) bool {
 func (c *Config) awsOptions() dlamiresolve.AWSOptions {
 	o := dlamiresolve.AWSOptions{
 		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Token: c.Token,
-		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile,
-		MaxRetries: c.MaxRetries, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
-		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.EC2Endpoint, STSEndpoint: c.STSEndpoint,
+		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile, MFACode: c.MFACode,
+		Retry: dlamiresolve.RetryPolicy{MaxRetries: c.MaxRetries}, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
+		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.CustomEndpointEC2, STSEndpoint: c.STSEndpoint,
 		Region: c.primaryRegion(),
 	}
-	if c.AssumeRole.RoleARN != "" {
+	if ar := c.AssumeRole; ar.RoleARN != "" {
 		o.AssumeRole = &dlamiresolve.AssumeRole{
-			RoleARN: c.AssumeRole.RoleARN, SessionName: c.AssumeRole.SessionName,
-			ExternalID: c.AssumeRole.ExternalID, Duration: c.AssumeRole.Duration,
+			RoleARN: ar.RoleARN, SessionName: ar.SessionName, ExternalID: ar.ExternalID,
+			Duration: time.Duration(ar.DurationSeconds) * time.Second,
+			Policy:   ar.Policy, PolicyARNs: ar.PolicyARNs, Tags: ar.Tags, TransitiveTagKeys: ar.TransitiveTagKeys,
 		}
 	}
 	return o
@@ -418,7 +551,17 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 	if primary == "" {
 		return nil, errors.New("dlami: no region: set region (or regions), or AWS_REGION / AWS_DEFAULT_REGION, or a region in the AWS profile")
 	}
-	r := &dlamiresolve.Resolver{Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout, AssumeRoleARN: c.AssumeRole.RoleARN}
+	if !c.SkipCredentialValidation {
+		id, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, primary, c.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("dlami: %w", err)
+		}
+		log.Printf("[INFO] dlami: AWS credentials valid: %s (account %s)", id.ARN, id.Account)
+	}
+	r := &dlamiresolve.Resolver{
+		Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout,
+		AssumeRoleARN: c.AssumeRole.RoleARN, Retry: opts.Retry,
+	}
 	regions := append([]string{primary}, c.Regions...)
 	results, err := r.ResolveAll(ctx, regions, c.query())
 	if err != nil {
@@ -432,7 +575,7 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 		Architecture: img.Architecture, RootDeviceName: img.RootDeviceName,
 		ParameterName: res.ParameterName, ParameterVersion: int(res.ParameterVersion),
 		ParameterLastModified: res.ParameterLastModified, Region: primary,
-		AMIs: map[string]string{}, Warnings: []string{}, GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
+		AMIs: map[string]string{}, Warnings: append([]string{}, d.deprecations...), GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
 	}
 	regionsSorted := make([]string, 0, len(results))
 	for region := range results {

@@ -1,15 +1,14 @@
-# The simulated demo (run it with `make demo`, which calls ./run). Everything here is real
-# Packer, the real plugin and real apt; only the outside world is simulated:
+# The simulated demo (run it with `make demo`, which calls ./run). This is the template you would
+# bake a golden AMI with on real AWS: the dlami data source resolves the DLAMI, amazon-ebs
+# launches a p6-b200.48xlarge from it, the dlami provisioner layers Slurm behind the kernel-hold
+# guard, validates the host and runs the NCCL test, and the AMI is tagged with the DLAMI it came
+# from. The only difference: the lines marked "simulation only" point every AWS call at the
+# local fake endpoint (cmd/dlami-fake-aws --simhost), whose EC2 instances are simulated DLAMI
+# hosts (test/simhost) on this machine.
 #
-#   - AWS is a local fake endpoint (cmd/dlami-fake-aws) speaking the real SSM and EC2 wire
-#     protocols, reached through ssm_endpoint/ec2_endpoint with throwaway static credentials;
-#   - the build VM is a Debian root filesystem dressed as a P6-B200 Base OSS DLAMI
-#     (test/simhost), reached over real SSH as `ubuntu` with passwordless sudo, through a
-#     `null` source instead of `amazon-ebs`.
-#
-# To run against real AWS, see examples/golden-slurm: drop the endpoint and credential
-# settings (use your AWS credentials), replace the null source by amazon-ebs with
-# source_ami = data.dlami.base.ami_id, and add the amazon plugin to required_plugins.
+# For real AWS: delete the lines marked "simulation only" and the aws_endpoint variable, use
+# your AWS credentials (profile, SSO, instance role, OIDC in CI), then `packer init . && packer
+# build .`. See examples/golden-slurm for a fuller template (subnet, ami_regions, enroot/pyxis).
 
 packer {
   required_version = ">= 1.16.0"
@@ -18,28 +17,21 @@ packer {
       source  = "github.com/dlami-bake/dlami"
       version = ">= 0.1.0"
     }
+    amazon = {
+      source  = "github.com/hashicorp/amazon"
+      version = ">= 1.8.0"
+    }
   }
-}
-
-variable "ssh_host" {
-  type = string
-}
-
-variable "ssh_port" {
-  type = number
-}
-
-variable "ssh_private_key_file" {
-  type = string
-}
-
-variable "report_dir" {
-  type = string
 }
 
 variable "aws_endpoint" {
   type        = string
-  description = "URL of the local fake AWS endpoint (SSM and EC2)."
+  description = "URL of the local fake AWS endpoint (simulation only: delete for real AWS)."
+}
+
+variable "report_dir" {
+  type    = string
+  default = "dlami-reports/demo"
 }
 
 variable "region" {
@@ -47,28 +39,54 @@ variable "region" {
   default = "us-east-1"
 }
 
-data "dlami" "base" {
-  region = var.region
-
-  # Simulation only: the fake endpoint and throwaway credentials it accepts.
-  ssm_endpoint = var.aws_endpoint
-  ec2_endpoint = var.aws_endpoint
-  access_key   = "AKIAFAKEDEMO00000000"
-  secret_key   = "fake-secret-for-the-local-demo-endpoint"
+variable "instance_type" {
+  type    = string
+  default = "p6-b200.48xlarge"
 }
 
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "2m"
+locals {
+  family = "golden-slurm-${replace(var.instance_type, ".", "-")}"
+}
+
+data "dlami" "base" {
+  region = var.region
+  # build = "20261002"   # pin a DLAMI build for reproducible bakes
+
+  custom_endpoint_ec2 = var.aws_endpoint # simulation only
+  ssm_endpoint        = var.aws_endpoint # simulation only
+  sts_endpoint        = var.aws_endpoint # simulation only
+}
+
+source "amazon-ebs" "golden" {
+  region                     = var.region
+  custom_endpoint_ec2        = var.aws_endpoint # simulation only
+  skip_credential_validation = true             # simulation only: amazon-ebs has no STS endpoint setting
+
+  source_ami    = data.dlami.base.ami_id
+  instance_type = var.instance_type
+  ssh_username  = "ubuntu"
+  # P-instances take a while to pass status checks.
+  ssh_timeout = "30m"
+  # No data source output in the name: `packer validate` sees those as "<unknown>".
+  ami_name = "${local.family}-${formatdate("YYYYMMDDhhmmss", timestamp())}"
+
+  launch_block_device_mappings {
+    device_name           = data.dlami.base.root_device_name
+    volume_size           = 200
+    volume_type           = "gp3"
+    delete_on_termination = true
+  }
+
+  tags = {
+    "dlami:family"     = local.family
+    "dlami:source_ami" = data.dlami.base.ami_id
+    "dlami:build"      = data.dlami.base.build
+  }
 }
 
 build {
   name    = "demo"
-  sources = ["source.null.dlami"]
+  sources = ["source.amazon-ebs.golden"]
 
   provisioner "shell-local" {
     inline = [
@@ -77,8 +95,7 @@ build {
   }
 
   provisioner "dlami" {
-    report_dir    = var.report_dir
-    instance_type = "p6-b200.48xlarge"
+    report_dir = var.report_dir
 
     # Real Debian packages through real apt, on a host whose kernel and driver packages are
     # held and whose apt repository offers a newer kernel: the guard proves nothing moved.

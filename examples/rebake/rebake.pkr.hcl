@@ -105,8 +105,9 @@ source "amazon-ebs" "golden" {
   subnet_id     = var.subnet_id
   ssh_username  = "ubuntu"
   ssh_timeout   = "30m"
-  # No data source output in the name: `packer validate` sees those as "<unknown>".
-  ami_name = "${local.family}-${formatdate("YYYYMMDDhhmm", timestamp())}"
+  # No data source output in the name: `packer validate` sees those as "<unknown>". Seconds:
+  # a forced re-run within the same minute would otherwise collide (InvalidAMIName.Duplicate).
+  ami_name = "${local.family}-${formatdate("YYYYMMDDhhmmss", timestamp())}"
 
   launch_block_device_mappings {
     device_name           = data.dlami.base.root_device_name

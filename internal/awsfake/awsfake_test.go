@@ -99,7 +99,7 @@ func FuzzParseFault(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !knownOps[op] || fl.Throttle < 0 || fl.ServerError < 0 || fl.Latency < 0 {
+		if !isKnownOp(op) || fl.Throttle < 0 || fl.ServerError < 0 || fl.Latency < 0 {
 			t.Fatalf("ParseFault(%q) accepted op %q fault %+v", s, op, fl)
 		}
 	})
@@ -313,7 +313,7 @@ func TestWireFormats(t *testing.T) {
 	if code != 400 || !strings.Contains(body, "InvalidParameterValue") {
 		t.Errorf("bad filter: %d %s", code, body)
 	}
-	code, body, _ = post(t, srv.URL, ec2Hdr, "Action=RunInstances&Version=2016-11-15")
+	code, body, _ = post(t, srv.URL, ec2Hdr, "Action=AllocateHosts&Version=2016-11-15")
 	if code != 400 || !strings.Contains(body, "InvalidAction") {
 		t.Errorf("bad action: %d %s", code, body)
 	}

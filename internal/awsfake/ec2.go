@@ -66,8 +66,8 @@ func (stsProto) throttle() response {
 func (stsProto) serverError() response {
 	return stsError(http.StatusInternalServerError, "InternalFailure", "An internal error occurred")
 }
-func (stsProto) denied(account, _, resource string) response {
-	return stsError(http.StatusForbidden, "AccessDenied", fmt.Sprintf("User: arn:aws:iam::%s:user/ci is not authorized to perform: sts:AssumeRole on resource: %s", account, resource))
+func (stsProto) denied(account, op, resource string) response {
+	return stsError(http.StatusForbidden, "AccessDenied", fmt.Sprintf("User: arn:aws:iam::%s:user/ci is not authorized to perform: sts:%s on resource: %s", account, op, resource))
 }
 func (stsProto) malformed() response {
 	return response{status: http.StatusOK, contentType: xmlType, body: `<AssumeRoleResponse xmlns="` + stsNamespace + `"><AssumeRoleResult><Credentials><AccessKeyId>ASIA`}
@@ -161,33 +161,49 @@ func (s *Server) queryRequest(body []byte, scope CredentialScope, scopeErr error
 	}
 	action := form.Get("Action")
 	switch action {
-	case OpDescribeImages:
-		req := request{op: action, proto: ec2Proto{}, resource: "*"}
-		if scopeErr != nil {
-			return req, &wireError{ec2Error(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials: "+scopeErr.Error())}
+	case OpAssumeRole, OpGetCallerIdentity:
+		req := request{op: action, proto: stsProto{}, resource: "*"}
+		if action == OpAssumeRole {
+			req.resource = form.Get("RoleArn")
 		}
-		if v := form.Get("Version"); v != "2016-11-15" {
-			return req, &wireError{ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Unsupported Version %q", v))}
-		}
-		in, err := ParseDescribeImages(form)
-		if err != nil {
-			code, msg, _ := strings.Cut(err.Error(), ": ")
-			return req, &wireError{ec2Error(http.StatusBadRequest, code, msg)}
-		}
-		req.handle = func() response { return s.describeImages(scope.Region, in) }
-		return req, nil
-	case OpAssumeRole:
-		req := request{op: action, proto: stsProto{}, resource: form.Get("RoleArn")}
 		if scopeErr != nil {
 			return req, &wireError{stsError(http.StatusForbidden, "IncompleteSignature", scopeErr.Error())}
 		}
-		req.handle = func() response { return s.assumeRole(form) }
+		if v := form.Get("Version"); v != "2011-06-15" {
+			return req, &wireError{stsError(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Unsupported Version %q (STS speaks 2011-06-15)", v))}
+		}
+		if action == OpAssumeRole {
+			req.handle = func() response { return s.assumeRole(form) }
+		} else {
+			req.handle = func() response { return s.getCallerIdentity(scope.Region, scope.AccessKeyID) }
+		}
 		return req, nil
 	}
-	return request{op: action, proto: ec2Proto{}}, &wireError{ec2Error(http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %q is not valid for this web service.", action))}
+	if !contains(ec2Ops(), action) {
+		return request{op: action, proto: ec2Proto{}}, &wireError{ec2Error(http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %q is not valid for this web service.", action))}
+	}
+	req := request{op: action, proto: ec2Proto{}, resource: "*"}
+	if scopeErr != nil {
+		return req, &wireError{ec2Error(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials: "+scopeErr.Error())}
+	}
+	if v := form.Get("Version"); v != "2016-11-15" {
+		return req, &wireError{ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Unsupported Version %q", v))}
+	}
+	handle, err := s.ec2Handler(action, scope.Region, form)
+	if err != nil {
+		code, msg, _ := strings.Cut(err.Error(), ": ")
+		return req, &wireError{ec2Error(http.StatusBadRequest, code, msg)}
+	}
+	if form.Get("DryRun") == "true" {
+		return req, &wireError{ec2Error(http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")}
+	}
+	req.handle = handle
+	return req, nil
 }
 
-func (s *Server) visibleTo(img *Image) bool { return img.Public || img.OwnerID == s.account }
+func (s *Server) visibleTo(img *Image) bool {
+	return img.Public || img.OwnerID == s.account || contains(img.LaunchUsers, s.account)
+}
 
 func (s *Server) ownerMatches(img *Image, owners []string) bool {
 	if len(owners) == 0 {
@@ -298,6 +314,7 @@ func (s *Server) describeImages(region string, in DescribeImagesInput) response 
 	}
 	var out []*Image
 	for _, img := range picked {
+		s.observeImage(rd, img)
 		if !s.visibleTo(img) || !s.ownerMatches(img, in.Owners) {
 			continue
 		}
@@ -357,28 +374,30 @@ type xmlBDM struct {
 }
 
 type xmlImage struct {
-	ImageID            string    `xml:"imageId"`
-	ImageLocation      string    `xml:"imageLocation"`
-	ImageState         string    `xml:"imageState"`
-	ImageOwnerID       string    `xml:"imageOwnerId"`
-	CreationDate       string    `xml:"creationDate"`
-	IsPublic           bool      `xml:"isPublic"`
-	Architecture       string    `xml:"architecture"`
-	ImageType          string    `xml:"imageType"`
-	ImageOwnerAlias    string    `xml:"imageOwnerAlias,omitempty"`
-	Name               string    `xml:"name"`
-	Description        string    `xml:"description,omitempty"`
-	RootDeviceType     string    `xml:"rootDeviceType"`
-	RootDeviceName     string    `xml:"rootDeviceName,omitempty"`
-	BlockDeviceMapping []xmlBDM  `xml:"blockDeviceMapping>item"`
-	VirtualizationType string    `xml:"virtualizationType"`
-	TagSet             *[]xmlTag `xml:"tagSet>item,omitempty"`
-	Hypervisor         string    `xml:"hypervisor"`
-	EnaSupport         bool      `xml:"enaSupport"`
-	SriovNetSupport    string    `xml:"sriovNetSupport"`
-	PlatformDetails    string    `xml:"platformDetails"`
-	UsageOperation     string    `xml:"usageOperation"`
-	DeprecationTime    string    `xml:"deprecationTime,omitempty"`
+	ImageID            string          `xml:"imageId"`
+	ImageLocation      string          `xml:"imageLocation"`
+	ImageState         string          `xml:"imageState"`
+	ImageOwnerID       string          `xml:"imageOwnerId"`
+	CreationDate       string          `xml:"creationDate"`
+	IsPublic           bool            `xml:"isPublic"`
+	Architecture       string          `xml:"architecture"`
+	ImageType          string          `xml:"imageType"`
+	ImageOwnerAlias    string          `xml:"imageOwnerAlias,omitempty"`
+	Name               string          `xml:"name"`
+	Description        string          `xml:"description,omitempty"`
+	RootDeviceType     string          `xml:"rootDeviceType"`
+	RootDeviceName     string          `xml:"rootDeviceName,omitempty"`
+	BlockDeviceMapping []xmlBDM        `xml:"blockDeviceMapping>item"`
+	VirtualizationType string          `xml:"virtualizationType"`
+	TagSet             *[]xmlTag       `xml:"tagSet>item,omitempty"`
+	Hypervisor         string          `xml:"hypervisor"`
+	EnaSupport         bool            `xml:"enaSupport"`
+	SriovNetSupport    string          `xml:"sriovNetSupport"`
+	PlatformDetails    string          `xml:"platformDetails"`
+	UsageOperation     string          `xml:"usageOperation"`
+	DeprecationTime    string          `xml:"deprecationTime,omitempty"`
+	StateReason        *xmlStateReason `xml:"stateReason,omitempty"`
+	SourceInstanceID   string          `xml:"sourceInstanceId,omitempty"`
 }
 
 type xmlDescribeImages struct {
@@ -414,12 +433,21 @@ func renderDescribeImages(images []*Image, next string) response {
 			UsageOperation:     "RunInstances",
 			DeprecationTime:    img.DeprecationTime,
 		}
-		if img.RootDeviceName != "" {
-			x.BlockDeviceMapping = []xmlBDM{{DeviceName: img.RootDeviceName, EBS: xmlEBS{
-				SnapshotID: "snap-" + strings.TrimPrefix(img.ID, "ami-"), VolumeSize: 75,
-				DeleteOnTermination: true, VolumeType: "gp3",
-			}}}
+		if img.RootDeviceName != "" || len(img.BlockDevices) > 0 {
+			for _, bd := range imageBlockDevices(img) {
+				if bd.NoDevice || bd.SnapshotID == "" {
+					continue
+				}
+				x.BlockDeviceMapping = append(x.BlockDeviceMapping, xmlBDM{DeviceName: bd.DeviceName, EBS: xmlEBS{
+					SnapshotID: bd.SnapshotID, VolumeSize: bd.VolumeSize, DeleteOnTermination: bd.DeleteOnTermination,
+					VolumeType: orDefault(bd.VolumeType, "gp3"), Encrypted: bd.Encrypted,
+				}})
+			}
 		}
+		if img.StateReasonCode != "" {
+			x.StateReason = &xmlStateReason{Code: img.StateReasonCode, Message: img.StateReasonMessage}
+		}
+		x.SourceInstanceID = img.SourceInstanceID
 		if len(img.Tags) > 0 {
 			keys := make([]string, 0, len(img.Tags))
 			for k := range img.Tags {

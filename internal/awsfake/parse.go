@@ -64,23 +64,31 @@ type Fault struct {
 	Malformed bool
 	// Latency is added before every answer (faults included).
 	Latency time.Duration
+	// InsufficientCapacity answers the next N RunInstances calls with EC2's
+	// InsufficientInstanceCapacity error.
+	InsufficientCapacity int
+	// StuckPending makes the instances of the next N RunInstances calls
+	// stay pending forever (their hosts are never booted).
+	StuckPending int
 }
 
 // ParseFault parses a fault spec of the form
 //
 //	OP[@REGION]=KIND[:ARG][,KIND[:ARG]...]
 //
-// where OP is GetParameter, GetParametersByPath, DescribeImages, AssumeRole or
-// "*", and KIND is throttle:N, 500:N, latency:DURATION, denied or malformed.
-// Example: "DescribeImages@us-west-2=throttle:2,latency:50ms".
+// where OP is one of the operations the fake serves (OpNames) or "*", and
+// KIND is throttle:N, 500:N, latency:DURATION, denied, malformed, or, for
+// RunInstances only, capacity:N (InsufficientInstanceCapacity) and
+// stuck-pending:N. Examples: "DescribeImages@us-west-2=throttle:2,latency:50ms",
+// "RunInstances=capacity:1".
 func ParseFault(spec string) (op, region string, f Fault, err error) {
 	lhs, rhs, ok := strings.Cut(spec, "=")
 	if !ok {
 		return "", "", Fault{}, fmt.Errorf("fault %q: want OP[@REGION]=KIND[:ARG],...", spec)
 	}
 	op, region, _ = strings.Cut(strings.TrimSpace(lhs), "@")
-	if !knownOps[op] {
-		return "", "", Fault{}, fmt.Errorf("fault %q: unknown operation %q (want one of %s)", spec, op, strings.Join(opNames(), ", "))
+	if !isKnownOp(op) {
+		return "", "", Fault{}, fmt.Errorf("fault %q: unknown operation %q (want one of %s)", spec, op, strings.Join(OpNames(), ", "))
 	}
 	if strings.Contains(lhs, "@") && region == "" {
 		return "", "", Fault{}, fmt.Errorf("fault %q: empty region after @", spec)
@@ -119,8 +127,21 @@ func ParseFault(spec string) (op, region string, f Fault, err error) {
 			f.AccessDenied = true
 		case "malformed":
 			f.Malformed = true
+		case "capacity", "stuck-pending":
+			if op != OpRunInstances {
+				return "", "", Fault{}, fmt.Errorf("fault %q: %s applies to RunInstances only (write RunInstances=%s:N)", spec, kind, kind)
+			}
+			n, cerr := count()
+			if cerr != nil {
+				return "", "", Fault{}, cerr
+			}
+			if kind == "capacity" {
+				f.InsufficientCapacity = n
+			} else {
+				f.StuckPending = n
+			}
 		default:
-			return "", "", Fault{}, fmt.Errorf("fault %q: unknown kind %q (want throttle:N, 500:N, latency:D, denied, malformed)", spec, kind)
+			return "", "", Fault{}, fmt.Errorf("fault %q: unknown kind %q (want throttle:N, 500:N, latency:D, denied, malformed, capacity:N, stuck-pending:N)", spec, kind)
 		}
 	}
 	return op, region, f, nil
@@ -132,17 +153,61 @@ const (
 	OpGetParametersByPath = "GetParametersByPath"
 	OpDescribeImages      = "DescribeImages"
 	OpAssumeRole          = "AssumeRole"
+	OpGetCallerIdentity   = "GetCallerIdentity"
+
+	OpRunInstances                  = "RunInstances"
+	OpDescribeInstances             = "DescribeInstances"
+	OpStopInstances                 = "StopInstances"
+	OpTerminateInstances            = "TerminateInstances"
+	OpCreateKeyPair                 = "CreateKeyPair"
+	OpDeleteKeyPair                 = "DeleteKeyPair"
+	OpDescribeKeyPairs              = "DescribeKeyPairs"
+	OpCreateSecurityGroup           = "CreateSecurityGroup"
+	OpAuthorizeSecurityGroupIngress = "AuthorizeSecurityGroupIngress"
+	OpDescribeSecurityGroups        = "DescribeSecurityGroups"
+	OpDeleteSecurityGroup           = "DeleteSecurityGroup"
+	OpDescribeVpcs                  = "DescribeVpcs"
+	OpDescribeSubnets               = "DescribeSubnets"
+	OpDescribeRegions               = "DescribeRegions"
+	OpDescribeInstanceTypeOfferings = "DescribeInstanceTypeOfferings"
+	OpCreateTags                    = "CreateTags"
+	OpDescribeTags                  = "DescribeTags"
+	OpCreateImage                   = "CreateImage"
+	OpCopyImage                     = "CopyImage"
+	OpDeregisterImage               = "DeregisterImage"
+	OpModifyImageAttribute          = "ModifyImageAttribute"
+	OpEnableImageDeprecation        = "EnableImageDeprecation"
+	OpDescribeSnapshots             = "DescribeSnapshots"
+	OpDeleteSnapshot                = "DeleteSnapshot"
+	OpModifySnapshotAttribute       = "ModifySnapshotAttribute"
+	OpDescribeVolumes               = "DescribeVolumes"
+	OpDeleteVolume                  = "DeleteVolume"
+
 	// OpAny matches every operation in fault injection.
 	OpAny = "*"
 )
 
-var knownOps = map[string]bool{
-	OpGetParameter: true, OpGetParametersByPath: true, OpDescribeImages: true, OpAssumeRole: true, OpAny: true,
+// ec2Ops lists the EC2 actions the fake answers, in the README's order.
+func ec2Ops() []string {
+	return []string{
+		OpDescribeImages, OpDescribeRegions, OpDescribeVpcs, OpDescribeSubnets,
+		OpDescribeInstanceTypeOfferings, OpCreateKeyPair, OpDescribeKeyPairs, OpDeleteKeyPair,
+		OpCreateSecurityGroup, OpAuthorizeSecurityGroupIngress, OpDescribeSecurityGroups, OpDeleteSecurityGroup,
+		OpRunInstances, OpDescribeInstances, OpStopInstances,
+		OpTerminateInstances, OpCreateTags, OpDescribeTags, OpCreateImage, OpCopyImage,
+		OpDeregisterImage, OpModifyImageAttribute, OpEnableImageDeprecation, OpDescribeSnapshots,
+		OpDeleteSnapshot, OpModifySnapshotAttribute, OpDescribeVolumes, OpDeleteVolume,
+	}
 }
 
-func opNames() []string {
-	return []string{OpGetParameter, OpGetParametersByPath, OpDescribeImages, OpAssumeRole, OpAny}
+// OpNames lists every operation a fault may name, OpAny last.
+func OpNames() []string {
+	out := []string{OpGetParameter, OpGetParametersByPath, OpAssumeRole, OpGetCallerIdentity}
+	out = append(out, ec2Ops()...)
+	return append(out, OpAny)
 }
+
+func isKnownOp(op string) bool { return contains(OpNames(), op) }
 
 // matchWildcard implements the EC2 filter glob: '*' matches any run of
 // characters, '?' exactly one, and everything else literally (case-sensitive).

@@ -1,12 +1,19 @@
-// Package awsfake is a local stand-in for the parts of AWS the dlami data
-// source talks to: SSM Parameter Store (JSON 1.1 over X-Amz-Target), EC2
-// DescribeImages (query API with XML answers) and STS AssumeRole. It speaks
-// the real wire protocols, so the real aws-sdk-go-v2 clients serialise, sign,
-// retry and parse against it, and it injects faults per operation and region.
+// Package awsfake is a local stand-in for the parts of AWS that the dlami
+// data source and the amazon-ebs builder talk to: SSM Parameter Store (JSON
+// 1.1 over X-Amz-Target), a stateful EC2 (query API with XML answers: images,
+// instances, key pairs, security groups, snapshots, volumes, the default
+// network) and STS (AssumeRole, GetCallerIdentity). It speaks the real wire
+// protocols, so the real aws-sdk-go-v2 clients serialise, sign, retry and
+// parse against it, and it injects faults per operation and region. The
+// hosts behind instances come from a Machines backend (see machines.go);
+// without one, instances exist only as EC2 state. A control API under
+// /_fake/ (control.go) publishes DLAMI builds, deprecates images, lists the
+// state and installs faults.
 package awsfake
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +50,18 @@ type Image struct {
 	VirtualizationType string            `json:"virtualization_type,omitempty"` // default "hvm"
 	Public             bool              `json:"public,omitempty"`
 	Tags               map[string]string `json:"tags,omitempty"`
+	// Layers are the root filesystem layers a simulated host boots from,
+	// lowest first; empty means the base DLAMI root filesystem.
+	Layers []string `json:"layers,omitempty"`
+	// BlockDevices are the image's block device mappings; when empty and
+	// RootDeviceName is set, DescribeImages reports one invented root snapshot.
+	BlockDevices       []BlockDevice `json:"block_devices,omitempty"`
+	LaunchUsers        []string      `json:"launch_users,omitempty"` // accounts granted launch permission
+	SourceInstanceID   string        `json:"source_instance_id,omitempty"`
+	SourceImageID      string        `json:"source_image_id,omitempty"` // CopyImage's source
+	SourceRegion       string        `json:"source_region,omitempty"`
+	StateReasonCode    string        `json:"state_reason_code,omitempty"`
+	StateReasonMessage string        `json:"state_reason_message,omitempty"`
 }
 
 // Parameter is one SSM parameter.
@@ -77,11 +96,6 @@ func (s *Server) AssumeRoleCalls() []AssumeRoleCall {
 
 type faultKey struct{ op, region string }
 
-type regionData struct {
-	images map[string]*Image
-	params map[string]*Parameter
-}
-
 // Server is the fake endpoint. The zero value is not usable; call New.
 type Server struct {
 	mu      sync.Mutex
@@ -92,16 +106,112 @@ type Server struct {
 	assumed []AssumeRoleCall
 	observe func(Call)
 	now     func() time.Time
+	logw    io.Writer
+
+	// EC2 state shared by all regions.
+	idSeq           uint64
+	instanceSeq     uint64
+	addresses       map[string]string // loopback address -> instance id
+	addrBusy        func(addr string) bool
+	machines        Machines
+	transitionPolls int
+	bgCtx           context.Context
+	bgCancel        context.CancelFunc
+	bgWG            sync.WaitGroup
+	closed          bool
 }
+
+// DefaultTransitionPolls is how many DescribeInstances/DescribeImages/
+// DescribeSnapshots answers show a transitional state (pending, stopping,
+// shutting-down) after the work behind it is done, before the next state.
+const DefaultTransitionPolls = 1
 
 // New returns an empty fake whose caller account is DefaultAccount.
 func New() *Server {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		account: DefaultAccount,
-		regions: map[string]*regionData{},
-		faults:  map[faultKey]*Fault{},
-		now:     time.Now,
+		account:         DefaultAccount,
+		regions:         map[string]*regionData{},
+		faults:          map[faultKey]*Fault{},
+		now:             time.Now,
+		addresses:       map[string]string{},
+		addrBusy:        sshListening,
+		transitionPolls: DefaultTransitionPolls,
+		bgCtx:           ctx,
+		bgCancel:        cancel,
 	}
+}
+
+// SetMachines installs the backend that boots the hosts behind instances.
+// Call it before serving; nil means instances exist only as EC2 state.
+func (s *Server) SetMachines(m Machines) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.machines = m
+}
+
+// SetTransitionPolls sets how many Describe answers show a transitional
+// state after its work is done (0: the next answer already shows the next
+// state). Negative values count as 0.
+func (s *Server) SetTransitionPolls(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.transitionPolls = max(n, 0)
+}
+
+// SetLog sends the fake's own diagnostics (failed machine calls) to w.
+func (s *Server) SetLog(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logw = w
+}
+
+func (s *Server) logf(format string, args ...any) {
+	s.mu.Lock()
+	w := s.logw
+	s.mu.Unlock()
+	if w != nil {
+		fmt.Fprintf(w, "awsfake: "+format+"\n", args...)
+	}
+}
+
+// Close stops the background machine calls, terminates every instance that
+// is not terminated yet and closes the Machines backend. The HTTP server
+// should be shut down first. Close is safe to call more than once.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	m := s.machines
+	s.mu.Unlock()
+	s.bgCancel()
+	waited := make(chan struct{})
+	go func() { s.bgWG.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		return fmt.Errorf("closing the fake: machine calls still running: %w", ctx.Err())
+	}
+	s.mu.Lock()
+	for _, rd := range s.regions {
+		for _, r := range rd.instances {
+			if r.State != StateTerminated {
+				s.finishTerminate(rd, r)
+				r.StateTransitionReason = "the fake AWS endpoint shut down"
+			}
+		}
+	}
+	s.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	if err := m.Close(ctx); err != nil {
+		return fmt.Errorf("closing the machines: %w", err)
+	}
+	return nil
 }
 
 // SetAccount sets the account id the fake answers as "self".
@@ -121,7 +231,7 @@ func (s *Server) SetNow(now func() time.Time) {
 func (s *Server) region(r string) *regionData {
 	rd := s.regions[r]
 	if rd == nil {
-		rd = &regionData{images: map[string]*Image{}, params: map[string]*Parameter{}}
+		rd = newRegionData(r, s.account)
 		s.regions[r] = rd
 	}
 	return rd
@@ -131,14 +241,18 @@ func (s *Server) region(r string) *regionData {
 func (s *Server) PutImage(region string, img Image) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := img
-	if c.Tags != nil {
-		c.Tags = make(map[string]string, len(img.Tags))
-		for k, v := range img.Tags {
-			c.Tags[k] = v
-		}
-	}
+	c := cloneImage(img)
 	s.region(region).images[img.ID] = &c
+}
+
+// cloneImage copies img so the caller's maps and slices stay its own.
+func cloneImage(img Image) Image {
+	c := img
+	c.Tags = copyTags(img.Tags)
+	c.Layers = append([]string(nil), img.Layers...)
+	c.BlockDevices = append([]BlockDevice(nil), img.BlockDevices...)
+	c.LaunchUsers = append([]string(nil), img.LaunchUsers...)
+	return c
 }
 
 // UpdateImage changes an existing image in place; it reports whether the
@@ -273,8 +387,27 @@ const (
 	maxCalls = 100_000
 )
 
-// ServeHTTP answers SSM, EC2 and STS requests.
+// takeRunFault consumes one unit of a RunInstances-only fault counter
+// (InsufficientCapacity or StuckPending) for region, the region-specific
+// fault first. RunInstances consumes them itself because their answers need
+// the request (the instance type) or shape the launch. It runs under s.mu.
+func (s *Server) takeRunFault(region string, counter func(*Fault) *int) bool {
+	for _, k := range []faultKey{{OpRunInstances, region}, {OpRunInstances, ""}} {
+		if f := s.faults[k]; f != nil && *counter(f) > 0 {
+			*counter(f)--
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP answers SSM, EC2 and STS requests, and the control API under
+// /_fake/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, controlPrefix) {
+		s.serveControl(w, r)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(body) > maxBody {
 		http.Error(w, "request body unreadable or over 1 MiB", http.StatusRequestEntityTooLarge)
@@ -395,17 +528,13 @@ type protocol interface {
 	malformed() response
 }
 
-var reqSeq struct {
-	sync.Mutex
-	n uint64
-}
-
+// requestID returns a random UUID-shaped request id, as AWS sends.
 func requestID() string {
-	reqSeq.Lock()
-	reqSeq.n++
-	n := reqSeq.n
-	reqSeq.Unlock()
-	return fmt.Sprintf("7b1f3c2a-%04x-4e5d-9a6b-%012x", n>>48&0xffff, n&0xffffffffffff)
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 func partition(region string) string {

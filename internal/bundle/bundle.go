@@ -20,9 +20,24 @@ type Command struct {
 	Name string
 	// Shell is run by /bin/sh; stderr is folded into stdout.
 	Shell string
-	// TimeoutSeconds bounds the command with coreutils timeout; 0 means 30.
+	// TimeoutSeconds bounds the command with coreutils timeout; 0 means DefaultTimeoutSeconds.
 	TimeoutSeconds int
 }
+
+// DefaultTimeoutSeconds bounds a command whose TimeoutSeconds is 0.
+const DefaultTimeoutSeconds = 30
+
+// Timeout is the number of seconds c may run.
+func Timeout(c Command) int {
+	if c.TimeoutSeconds <= 0 {
+		return DefaultTimeoutSeconds
+	}
+	return c.TimeoutSeconds
+}
+
+// TimedOut reports whether an exit status is coreutils timeout's: 124 when the command was
+// stopped by its TERM, 137 (128+KILL) when it had to be killed.
+func TimedOut(exitCode int) bool { return exitCode == 124 || exitCode == 137 }
 
 // Section is what one command printed and how it exited.
 type Section struct {
@@ -67,10 +82,7 @@ func Script(cmds []Command) (string, error) {
 			return "", fmt.Errorf("bundle: command name %q used twice", c.Name)
 		}
 		seen[c.Name] = true
-		t := c.TimeoutSeconds
-		if t <= 0 {
-			t = 30
-		}
+		t := Timeout(c)
 		fmt.Fprintf(&b, "echo '%s BEGIN %s'; t0=$(date +%%s%%N)\n", marker, c.Name)
 		fmt.Fprintf(&b, "timeout -k 2 %d sh -c %s 2>&1 </dev/null\n", t, Quote(c.Shell))
 		fmt.Fprintf(&b, "rc=$?; t1=$(date +%%s%%N); echo; echo \"%s END %s $rc $(( (t1 - t0) / 1000000 ))\"\n", marker, c.Name)
@@ -123,7 +135,7 @@ func Parse(out string, want []Command) (map[string]Section, error) {
 					// which only costs the timing.
 					cur.DurationMS, _ = strconv.ParseInt(f[3], 10, 64)
 				}
-				cur.TimedOut = rc == 124 || rc == 137
+				cur.TimedOut = TimedOut(rc)
 				// Script prints an empty line before END so output without a trailing newline
 				// still ends its line; take that, and the output's own final newline, off.
 				out := strings.TrimSuffix(body.String(), "\n")

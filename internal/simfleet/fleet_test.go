@@ -1,0 +1,186 @@
+package simfleet
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+)
+
+// needRoot skips outside CI and fails with CI=true: a missing prerequisite never passes.
+func needRoot(t *testing.T, what string) {
+	t.Helper()
+	missing(t, "needs root for %s; run the tests as root (sudo)", what)
+}
+
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("precondition (CI=true): "+format, args...)
+	}
+	t.Skipf("precondition: "+format+" (with CI=true this fails)", args...)
+}
+
+// fakeSimhost is a directory with executable boot, teardown and build-rootfs that do
+// nothing: enough for New and for the checks that come before any script runs.
+func fakeSimhost(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, s := range []string{"boot", "teardown", "build-rootfs"} {
+		if err := os.WriteFile(filepath.Join(dir, s), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func publicKeyLine(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " packer_temp"
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	sim := fakeSimhost(t)
+	noTeardown := t.TempDir()
+	if err := os.WriteFile(filepath.Join(noTeardown, "boot"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"no simhost", Options{StateRoot: t.TempDir()}, "Options.SimhostDir is empty"},
+		{"simhost without scripts", Options{SimhostDir: noTeardown, StateRoot: t.TempDir()}, "no executable teardown"},
+		{"no state root", Options{SimhostDir: sim}, "Options.StateRoot is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	root := filepath.Join(t.TempDir(), "fleet")
+	f, err := New(Options{SimhostDir: sim, StateRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"instances", "layers"} {
+		if st, err := os.Stat(filepath.Join(root, d)); err != nil || !st.IsDir() {
+			t.Errorf("%s/%s not created: %v", root, d, err)
+		}
+	}
+	if err := f.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("Close left the state root it emptied: %v", err)
+	}
+}
+
+func TestStartRejectsBadSpecs(t *testing.T) {
+	f, err := New(Options{SimhostDir: fakeSimhost(t), StateRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := awsfake.MachineSpec{InstanceID: "i-0123456789abcdef0", InstanceType: "p6-b200.48xlarge", Address: "127.0.0.2", AuthorizedKey: publicKeyLine(t)}
+	key := publicKeyLine(t)
+	tests := []struct {
+		name   string
+		mutate func(*awsfake.MachineSpec)
+		want   string
+	}{
+		{"instance ID", func(m *awsfake.MachineSpec) { m.InstanceID = "../../etc" }, "MachineSpec.InstanceID"},
+		{"empty instance type", func(m *awsfake.MachineSpec) { m.InstanceType = "" }, "MachineSpec.InstanceType"},
+		{"instance type with a slash", func(m *awsfake.MachineSpec) { m.InstanceType = "p5/48xlarge" }, "MachineSpec.InstanceType"},
+		{"routable address", func(m *awsfake.MachineSpec) { m.Address = "10.0.0.7" }, "MachineSpec.Address"},
+		{"IPv6 loopback", func(m *awsfake.MachineSpec) { m.Address = "::1" }, "MachineSpec.Address"},
+		{"no address", func(m *awsfake.MachineSpec) { m.Address = "" }, "MachineSpec.Address"},
+		{"key", func(m *awsfake.MachineSpec) { m.AuthorizedKey = "ssh-ed25519 not-base64" }, "MachineSpec.AuthorizedKey"},
+		{"two keys", func(m *awsfake.MachineSpec) { m.AuthorizedKey = key + "\n" + key }, "more than one line"},
+		{"foreign layer", func(m *awsfake.MachineSpec) { m.Layers = []string{"/"} }, "not a layer this fleet captured"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := good
+			tt.mutate(&m)
+			err := f.Start(context.Background(), m)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(f.StateRoot(), "instances")); len(entries) != 0 {
+				t.Errorf("a rejected launch left %d entries under instances/", len(entries))
+			}
+		})
+	}
+}
+
+func TestOperationsOnUnknownInstances(t *testing.T) {
+	f, err := New(Options{SimhostDir: fakeSimhost(t), StateRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := f.Stop(ctx, "i-0123456789abcdef0"); err == nil || !strings.Contains(err.Error(), `no simulated instance "i-0123456789abcdef0"`) {
+		t.Errorf("Stop: err = %v", err)
+	}
+	if _, err := f.Snapshot(ctx, "i-0123456789abcdef0"); err == nil || !strings.Contains(err.Error(), "no simulated instance") {
+		t.Errorf("Snapshot: err = %v", err)
+	}
+	if err := f.Terminate(ctx, "i-0123456789abcdef0"); err != nil {
+		t.Errorf("Terminate of an unknown instance must be a no-op (idempotent), got %v", err)
+	}
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = f.Start(ctx, awsfake.MachineSpec{InstanceID: "i-0123456789abcdef0", InstanceType: "p5.48xlarge", Address: "127.0.0.2"})
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Start after Close: err = %v", err)
+	}
+}
+
+func TestLaunchEnvDropsInheritedLaunchSettings(t *testing.T) {
+	t.Setenv("DLAMI_SIM_LAYERS", "/etc")
+	t.Setenv("DLAMI_SIM_PORT", "2222")
+	t.Setenv("DLAMI_SIM_MIRROR", "http://mirror.example")
+	env := launchEnv([]string{"DLAMI_SIM_PORT=22"})
+	joined := "\n" + strings.Join(env, "\n") + "\n"
+	if strings.Contains(joined, "\nDLAMI_SIM_LAYERS=") || strings.Contains(joined, "\nDLAMI_SIM_PORT=2222\n") {
+		t.Errorf("inherited launch settings leak into a host: %q", env)
+	}
+	if !strings.Contains(joined, "\nDLAMI_SIM_PORT=22\n") || !strings.Contains(joined, "\nDLAMI_SIM_MIRROR=http://mirror.example\n") {
+		t.Errorf("launchEnv lost the fleet's own settings or the mirror: %q", env)
+	}
+}
+
+func TestLocateSimhost(t *testing.T) {
+	want, err := filepath.Abs("../../test/simhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{".", "testdata", "../../test/e2e"} {
+		got, err := LocateSimhost(from)
+		if err != nil || got != want {
+			t.Errorf("LocateSimhost(%q) = %q, %v; want %q", from, got, err, want)
+		}
+	}
+	if _, err := LocateSimhost(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no test/simhost/boot") {
+		t.Errorf("outside a checkout: err = %v", err)
+	}
+}

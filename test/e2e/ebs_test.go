@@ -1,0 +1,349 @@
+package e2e
+
+// The user's path end to end: the real Packer, the real amazon plugin (amazon-ebs), the dlami
+// data source and provisioner, against cmd/dlami-fake-aws --simhost whose EC2 instances are
+// simulated DLAMI hosts. Templates are in ebs/; they differ from a user's only by endpoints.
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+)
+
+// TestAmazonEBS runs the amazon-ebs scenarios. On one fake with simulated hosts, in order:
+// the golden bake (with its ami_regions copy), a team image baked on that golden AMI, drift
+// that fails a bake, the scheduled rebake loop, and Packer killed mid-bake, whose instance the
+// fake's SIGTERM must still clean up (nothing mounted or running afterwards). Beside them, on a
+// fake without hosts (its builds mostly wait on SDK retries), launches that meet
+// InsufficientInstanceCapacity. One fake with hosts at a time: each allocates 127.0.0.2 first.
+func TestAmazonEBS(t *testing.T) {
+	e := ebsPrereqs(t)
+	ebsDir, err := filepath.Abs("ebs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("scenarios", func(t *testing.T) {
+		t.Run("capacity", func(t *testing.T) {
+			t.Parallel()
+			capacityScenario(t, e, ebsDir)
+		})
+		t.Run("hosts", func(t *testing.T) {
+			t.Parallel()
+			hostScenarios(t, e, ebsDir)
+		})
+	})
+}
+
+// hostScenarios: golden, golden on golden, drift, the rebake loop and Packer killed, on one
+// fake with simulated hosts.
+func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
+	fake := e.startFake(t, "ebs-fake", true)
+	var golden awsfake.Image
+
+	t.Run("golden", func(t *testing.T) {
+		out := outDir(t, "ebs-golden")
+		r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+			"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "golden.pkr.hcl")
+		t.Logf("golden bake (amazon-ebs, Slurm layer, ami_regions copy): %s", r.took.Round(time.Second))
+		if r.code != 0 {
+			t.Fatalf("packer build exited %d (output in %s):\n%s", r.code, out, tail(filepath.Join(out, "packer.out"), 60))
+		}
+		s := fake.state(t)
+		assertCleanedUp(t, s, ebsRegion)
+		imgs := ownImages(s, ebsRegion)
+		if len(imgs) != 1 {
+			t.Fatalf("%d images owned by %s in %s, want the golden AMI only: %+v", len(imgs), s.Account, ebsRegion, imgs)
+		}
+		golden = imgs[0]
+		wantSource := seedDLAMI(ebsRegion, latestSeedBuild())
+		for k, want := range map[string]string{
+			"dlami:family": "golden-slurm-p6-b200-48xlarge", "dlami:source_ami": wantSource, "dlami:build": latestSeedBuild(),
+		} {
+			if got := golden.Tags[k]; got != want {
+				t.Errorf("golden AMI tag %s = %q, want %q", k, got, want)
+			}
+		}
+		if golden.State != "available" || !strings.HasPrefix(golden.Name, "golden-slurm-p6-b200-48xlarge-") {
+			t.Errorf("golden AMI %s is %q named %q", golden.ID, golden.State, golden.Name)
+		}
+		if !strings.Contains(r.ui, ebsRegion+": "+golden.ID) {
+			t.Errorf("Packer's artifact does not name %s:\n%s", golden.ID, grepLines(r.ui, "ami-"))
+		}
+		// The image is what an instance launched from it boots: its top layer holds the bake.
+		if len(golden.Layers) != 1 {
+			t.Fatalf("golden AMI has layers %q, want one (the bake's disk over the base DLAMI)", golden.Layers)
+		}
+		var bom struct {
+			BuildName    string            `json:"build_name"`
+			InstanceType string            `json:"instance_type"`
+			Components   map[string]string `json:"components"`
+		}
+		if err := json.Unmarshal(readLayerFile(t, golden, "etc/dlami-bake/manifest.json"), &bom); err != nil {
+			t.Fatalf("bill of materials in the image: %v", err)
+		}
+		if bom.InstanceType != "p6-b200.48xlarge" || bom.Components["kernel"] != "7.0.0-1014-aws" {
+			t.Errorf("bill of materials = %+v, want p6-b200.48xlarge (the launch's type) and kernel 7.0.0-1014-aws", bom)
+		}
+		// The image's dpkg database says what the Slurm layer installed (its files are behind
+		// update-alternatives symlinks that only resolve inside the host).
+		status := string(readLayerFile(t, golden, "var/lib/dpkg/status"))
+		for _, pkg := range []string{"slurmd", "munge"} {
+			if !strings.Contains(status, "Package: "+pkg+"\nStatus: install ok installed\n") {
+				t.Errorf("the image's dpkg database does not have %s installed: the Slurm layer is not in the image", pkg)
+			}
+		}
+		rep := readReport(t, out)
+		if rep.Result != "pass" || len(rep.FailedChecks) != 0 {
+			t.Errorf("report: result %q, failed %v; want pass", rep.Result, rep.FailedChecks)
+		}
+
+		// ami_regions: the copy exists in the other region with the same tags and its own snapshot.
+		copies := ownImages(s, ebsCopyRegion)
+		if len(copies) != 1 {
+			t.Fatalf("%d images in %s, want the ami_regions copy", len(copies), ebsCopyRegion)
+		}
+		cp := copies[0]
+		if cp.State != "available" || cp.Name != golden.Name || cp.SourceImageID != golden.ID || cp.SourceRegion != ebsRegion {
+			t.Errorf("copy %s: state %q name %q source %s@%s; want available %q from %s@%s",
+				cp.ID, cp.State, cp.Name, cp.SourceImageID, cp.SourceRegion, golden.Name, golden.ID, ebsRegion)
+		}
+		for k, v := range golden.Tags {
+			if cp.Tags[k] != v {
+				t.Errorf("copy tag %s = %q, want %q", k, cp.Tags[k], v)
+			}
+		}
+		if snapshotOf(cp) == "" || snapshotOf(cp) == snapshotOf(golden) {
+			t.Errorf("copy snapshot %q, golden snapshot %q: want a snapshot of its own", snapshotOf(cp), snapshotOf(golden))
+		}
+		if !strings.Contains(r.ui, ebsCopyRegion+": "+cp.ID) {
+			t.Errorf("Packer's artifact does not name the copy %s", cp.ID)
+		}
+		assertCleanedUp(t, s, ebsCopyRegion)
+		assertNoInstanceState(t, fake)
+	})
+
+	t.Run("golden-on-golden", func(t *testing.T) {
+		if golden.ID == "" {
+			t.Fatal("needs the golden AMI of the golden subtest, which did not produce one")
+		}
+		out := outDir(t, "ebs-golden-on-golden")
+		r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+			"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "team.pkr.hcl")
+		t.Logf("golden on golden (team image on the golden AMI): %s", r.took.Round(time.Second))
+		if r.code != 0 {
+			t.Fatalf("packer build exited %d (output in %s):\n%s", r.code, out, tail(filepath.Join(out, "packer.out"), 60))
+		}
+		if !strings.Contains(r.ui, "GOLDEN-LAYER-PRESENT") {
+			t.Error("the team's instance did not boot the golden image (slurmd missing)")
+		}
+		// Its own baseline: the one the golden bake left in the image must not be reused.
+		if !strings.Contains(r.ui, "dlami: recorded the baseline") || strings.Contains(r.ui, "comparing against the baseline recorded at") {
+			t.Errorf("the team bake did not take its own baseline (it reused the one in the golden image):\n%s",
+				grepLines(r.ui, "baseline"))
+		}
+		s := fake.state(t)
+		assertCleanedUp(t, s, ebsRegion)
+		var team *awsfake.Image
+		for _, img := range ownImages(s, ebsRegion) {
+			if strings.HasPrefix(img.Name, "team-ml-") {
+				team = &img
+			}
+		}
+		if team == nil {
+			t.Fatal("no team-ml-* AMI registered")
+		}
+		if team.Tags["team:base"] != golden.ID || team.Tags["dlami:source_ami"] != golden.Tags["dlami:source_ami"] {
+			t.Errorf("team AMI tags %v, want team:base=%s and the golden's dlami:source_ami", team.Tags, golden.ID)
+		}
+		if len(team.Layers) != 2 || team.Layers[0] != golden.Layers[0] {
+			t.Errorf("team AMI layers %q, want the golden's %q plus its own", team.Layers, golden.Layers)
+		}
+		if rep := readReport(t, out); rep.Result != "pass" {
+			t.Errorf("team report result %q, failed %v", rep.Result, rep.FailedChecks)
+		}
+		assertNoInstanceState(t, fake)
+	})
+
+	t.Run("drift", func(t *testing.T) {
+		exp, err := readExpectation(filepath.Join("scenarios", "unhold-dist-upgrade", "expect.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(ownImages(fake.state(t), ebsRegion))
+		out := outDir(t, "ebs-drift")
+		r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+			"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "drift.pkr.hcl")
+		t.Logf("drift under amazon-ebs: %s", r.took.Round(time.Second))
+		// The same verdict as the null-builder scenario unhold-dist-upgrade.
+		for _, p := range compare(exp, r.out) {
+			t.Errorf("as scenario unhold-dist-upgrade expects: %s", p)
+		}
+		s := fake.state(t)
+		if after := len(ownImages(s, ebsRegion)); after != before {
+			t.Errorf("a failed bake registered an AMI: %d own images before, %d after", before, after)
+		}
+		if strings.Contains(r.ui, "Creating AMI") || strings.Contains(r.ui, "AMIs were created") {
+			t.Errorf("a failed bake went on to create an AMI:\n%s", grepLines(r.ui, "AMI"))
+		}
+		assertCleanedUp(t, s, ebsRegion)
+		assertNoInstanceState(t, fake)
+		if _, err := os.Stat(filepath.Join(out, "dlami-report.json")); err != nil {
+			t.Errorf("the report of the failed bake is not on disk: %v", err)
+		}
+	})
+
+	t.Run("rebake-loop", func(t *testing.T) { rebakeLoop(t, e, fake) })
+
+	// Last: it ends with the fake's SIGTERM.
+	t.Run("packer-killed", func(t *testing.T) { packerKilled(t, e, fake, ebsDir) })
+}
+
+// capacityScenario: InsufficientInstanceCapacity (HTTP 500, as EC2 answers it) on the first
+// RunInstances is absorbed by the retries of the amazon plugin's AWS SDK (v2, standard retryer,
+// max_retries = 10 attempts); when it persists the build fails after those 10 attempts (about
+// 1-2 min of backoff) with EC2's message, which says what to do. Nothing is left behind.
+func capacityScenario(t *testing.T, e ebsEnv, ebsDir string) {
+	fake := e.startFake(t, "ebs-capacity-fake", false)
+	launch := func(t *testing.T, name string) packerResult {
+		out := outDir(t, name)
+		return e.build(t, ebsDir, out, fake.packerEnv(e), nil, "-var", "aws_endpoint="+fake.endpoint, "launch.pkr.hcl")
+	}
+	t.Run("first try only", func(t *testing.T) {
+		okBefore, failedBefore := fake.calls(t, ebsRegion, "RunInstances")
+		fake.control(t, "POST", "/_fake/fault?spec=RunInstances@"+ebsRegion+"=capacity:1")
+		r := launch(t, "ebs-capacity-once")
+		t.Logf("launch with one InsufficientInstanceCapacity: %s", r.took.Round(time.Second))
+		ok, failed := fake.calls(t, ebsRegion, "RunInstances")
+		if failed-failedBefore != 1 || ok-okBefore != 1 {
+			t.Errorf("RunInstances answered %d times with an error and %d times OK, want 1 and 1 (the SDK retries a 500)",
+				failed-failedBefore, ok-okBefore)
+		}
+		if r.code != 0 {
+			t.Errorf("a single InsufficientInstanceCapacity failed the build (exit %d):\n%s", r.code, tail(filepath.Join(r.out, "packer.out"), 30))
+		}
+		assertCleanedUp(t, fake.state(t), ebsRegion)
+	})
+	t.Run("persistent", func(t *testing.T) {
+		_, failedBefore := fake.calls(t, ebsRegion, "RunInstances")
+		fake.control(t, "POST", "/_fake/fault?spec=RunInstances@"+ebsRegion+"=capacity:100")
+		defer fake.control(t, "DELETE", "/_fake/fault")
+		r := launch(t, "ebs-capacity-persistent")
+		t.Logf("launch with persistent InsufficientInstanceCapacity: failed after %s", r.took.Round(time.Second))
+		_, failed := fake.calls(t, ebsRegion, "RunInstances")
+		t.Logf("amazon plugin v1.8.0: %d RunInstances attempts before giving up", failed-failedBefore)
+		if failed-failedBefore != 10 {
+			t.Errorf("RunInstances attempts = %d, want 10 (max_retries, whose amazon plugin default is 10, is the SDK's attempt budget)", failed-failedBefore)
+		}
+		if r.code == 0 {
+			t.Fatal("the build passed although every RunInstances failed")
+		}
+		for _, want := range []string{
+			"Error launching source instance: operation error EC2: RunInstances, exceeded maximum number of attempts, 10",
+			"api error InsufficientInstanceCapacity: We currently do not have sufficient p5.48xlarge capacity",
+			"by not specifying an Availability Zone in your request or choosing",
+		} {
+			if !strings.Contains(r.ui, want) {
+				t.Errorf("Packer's output lacks %q:\n%s", want, tail(filepath.Join(r.out, "packer.out"), 20))
+			}
+		}
+		assertCleanedUp(t, fake.state(t), ebsRegion)
+	})
+}
+
+// packerKilled kills Packer (SIGKILL, with its plugins) while an instance is held by a
+// provisioner, so amazon-ebs's cleanup never runs: the instance is still running when the fake
+// gets SIGTERM, and the fake must still terminate it and leave nothing mounted or running.
+func packerKilled(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
+	out := outDir(t, "ebs-killed")
+	start := time.Now()
+	r := e.build(t, ebsDir, out, fake.packerEnv(e), func(cmd *exec.Cmd) {
+		deadline := time.Now().Add(5 * time.Minute)
+		for time.Now().Before(deadline) {
+			if b, _ := os.ReadFile(filepath.Join(out, "packer.log")); strings.Contains(string(b), "HOST-REACHED p5.48xlarge") {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("the hold template never reached its host in 5 min (output in %s)", out)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}, "-var", "aws_endpoint="+fake.endpoint, "hold.pkr.hcl")
+	if !r.killed {
+		t.Fatalf("packer was not killed (exit %d):\n%s", r.code, tail(filepath.Join(out, "packer.out"), 30))
+	}
+	s := fake.state(t)
+	running := 0
+	for _, in := range s.Regions[ebsRegion].Instances {
+		if in.State == "running" {
+			running++
+		}
+	}
+	if running != 1 || len(mustReadDir(t, filepath.Join(fake.stateRoot, "instances"))) != 1 {
+		t.Fatalf("%d running instances after Packer was killed, want the held one (so the SIGTERM path has work to do)", running)
+	}
+	fake.stop(t)
+	t.Logf("Packer killed mid-bake, fake SIGTERM cleaned up: %s", time.Since(start).Round(time.Second))
+}
+
+// assertNoInstanceState checks that no instance's disk is left in the fleet's state root:
+// every instance the scenario launched was terminated and its host torn down.
+func assertNoInstanceState(t *testing.T, fake *fakeAWS) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(fake.stateRoot, "instances"))
+	if err != nil {
+		t.Fatalf("reading the fleet's instances: %v", err)
+	}
+	for _, e := range entries {
+		t.Errorf("instance state %s left in the fleet after its build", e.Name())
+	}
+	assertNothingLeft(t, filepath.Join(fake.stateRoot, "instances"))
+}
+
+func snapshotOf(img awsfake.Image) string {
+	for _, bd := range img.BlockDevices {
+		if bd.SnapshotID != "" {
+			return bd.SnapshotID
+		}
+	}
+	return ""
+}
+
+func readReport(t *testing.T, dir string) report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
+	if err != nil {
+		t.Fatalf("no report: %v", err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("dlami-report.json: %v", err)
+	}
+	return r
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func mustReadDir(t *testing.T, dir string) []os.DirEntry {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
