@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Installed is what the file records.
@@ -89,7 +91,7 @@ func Parse(text string) (Installed, error) {
 		if first == "" {
 			return Installed{}, errors.New("efa_installed_packages: empty")
 		}
-		return Installed{}, fmt.Errorf("efa_installed_packages: no \"# EFA installer version:\" line (first line %q)", bound(first))
+		return Installed{}, fmt.Errorf("efa_installed_packages: no \"# EFA installer version:\" line (first line %q)", textcut.Head(first, 160))
 	}
 	return in, nil
 }
@@ -175,12 +177,4 @@ func looksLikeVersion(s string) bool {
 		s = s[1:]
 	}
 	return s != "" && s[0] >= '0' && s[0] <= '9'
-}
-
-func bound(s string) string {
-	const max = 160
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
 }

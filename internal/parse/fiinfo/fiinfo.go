@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Entry is one provider block of fi_info's listing.
@@ -64,7 +66,7 @@ func Parse(text string) ([]Entry, error) {
 		if first == "" {
 			return nil, errors.New("fi_info: empty output")
 		}
-		return nil, fmt.Errorf("fi_info: no provider listed: %q", bound(first))
+		return nil, fmt.Errorf("fi_info: no provider listed: %q", textcut.Head(first, 160))
 	}
 	return entries, nil
 }
@@ -141,15 +143,7 @@ func ParseVersion(text string) (Version, error) {
 		}
 	}
 	if v.Libfabric == "" {
-		return Version{}, fmt.Errorf("fi_info --version: no \"libfabric:\" line in %q", bound(strings.TrimSpace(text)))
+		return Version{}, fmt.Errorf("fi_info --version: no \"libfabric:\" line in %q", textcut.Head(strings.TrimSpace(text), 160))
 	}
 	return v, nil
-}
-
-func bound(s string) string {
-	const max = 160
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Module is one loaded module.
@@ -42,18 +44,18 @@ func Parse(text string) (Set, error) {
 				header = true
 				continue
 			}
-			return nil, fmt.Errorf("lsmod: no \"Module Size Used by\" header; first line %q", bound(line))
+			return nil, fmt.Errorf("lsmod: no \"Module Size Used by\" header; first line %q", textcut.Head(line, 160))
 		}
 		if len(f) < 3 {
-			return nil, fmt.Errorf("lsmod: line %d: want name, size, use count; got %q", n+1, bound(line))
+			return nil, fmt.Errorf("lsmod: line %d: want name, size, use count; got %q", n+1, textcut.Head(line, 160))
 		}
 		size, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil || size < 0 {
-			return nil, fmt.Errorf("lsmod: line %d: size %q is not a number", n+1, bound(f[1]))
+			return nil, fmt.Errorf("lsmod: line %d: size %q is not a number", n+1, textcut.Head(f[1], 160))
 		}
 		used, err := strconv.Atoi(f[2])
 		if err != nil {
-			return nil, fmt.Errorf("lsmod: line %d: use count %q is not a number", n+1, bound(f[2]))
+			return nil, fmt.Errorf("lsmod: line %d: use count %q is not a number", n+1, textcut.Head(f[2], 160))
 		}
 		m := Module{Name: f[0], Size: size, UsedBy: used}
 		if len(f) > 3 {
@@ -72,11 +74,3 @@ func Parse(text string) (Set, error) {
 }
 
 func normalize(name string) string { return strings.ReplaceAll(name, "-", "_") }
-
-func bound(s string) string {
-	const max = 160
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
-}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Field reads `modinfo -F <field> <module>`: exactly one non-empty value. Empty output (the
@@ -23,9 +25,9 @@ func Field(text string) (string, error) {
 	case len(vals) == 0:
 		return "", errors.New("modinfo: empty output (module has no such field)")
 	case strings.Contains(vals[0], "modinfo: ERROR") || strings.Contains(vals[0], "not found"):
-		return "", fmt.Errorf("modinfo: %s", bound(vals[0]))
+		return "", fmt.Errorf("modinfo: %s", textcut.Head(vals[0], 160))
 	case len(vals) > 1:
-		return "", fmt.Errorf("modinfo: want one value, got %d lines: %q", len(vals), bound(strings.Join(vals, " | ")))
+		return "", fmt.Errorf("modinfo: want one value, got %d lines: %q", len(vals), textcut.Head(strings.Join(vals, " | "), 160))
 	}
 	return vals[0], nil
 }
@@ -58,12 +60,12 @@ func Parse(text string) (Info, error) {
 			continue
 		}
 		if strings.HasPrefix(line, "modinfo: ") {
-			return nil, fmt.Errorf("modinfo: %s", bound(strings.TrimSpace(strings.TrimPrefix(line, "modinfo: "))))
+			return nil, fmt.Errorf("modinfo: %s", textcut.Head(strings.TrimSpace(strings.TrimPrefix(line, "modinfo: ")), 160))
 		}
 		key, val, ok := strings.Cut(line, ":")
 		key = strings.TrimSpace(key)
 		if !ok || key == "" || strings.ContainsAny(key, " \t") {
-			return nil, fmt.Errorf("modinfo: line %d is not \"key: value\": %q", n+1, bound(line))
+			return nil, fmt.Errorf("modinfo: line %d is not \"key: value\": %q", n+1, textcut.Head(line, 160))
 		}
 		info[key] = append(info[key], strings.TrimSpace(val))
 		last = key
@@ -72,12 +74,4 @@ func Parse(text string) (Info, error) {
 		return nil, errors.New("modinfo: empty output")
 	}
 	return info, nil
-}
-
-func bound(s string) string {
-	const max = 160
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
 }

@@ -50,3 +50,30 @@ func benchmarkParse(b *testing.B, size int) {
 // with the log: compare their B/op.
 func BenchmarkParse1MB(b *testing.B)  { benchmarkParse(b, 1<<20) }
 func BenchmarkParse10MB(b *testing.B) { benchmarkParse(b, 10<<20) }
+
+// benchmarkStream feeds the log in 4 KiB writes, as a remote command's output arrives, with a
+// row callback like the provisioner's.
+func benchmarkStream(b *testing.B, size int) {
+	s := []byte(benchLog(size))
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rows := 0
+		st := NewStream(func(Row) { rows++ })
+		for p := s; len(p) > 0; {
+			n := min(4096, len(p))
+			if _, err := st.Write(p[:n]); err != nil {
+				b.Fatal(err)
+			}
+			p = p[n:]
+		}
+		if r := st.Result(); r.OutOfBounds == nil || rows != 28 {
+			b.Fatalf("rows=%d", rows)
+		}
+	}
+}
+
+// BenchmarkStream1MB and BenchmarkStream10MB: compare their B/op as for Parse.
+func BenchmarkStream1MB(b *testing.B)  { benchmarkStream(b, 1<<20) }
+func BenchmarkStream10MB(b *testing.B) { benchmarkStream(b, 10<<20) }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // GPU is one GPU as nvidia-smi reports it.
@@ -47,18 +49,18 @@ func ParseCSV(text string) ([]GPU, error) {
 			continue // header
 		}
 		if len(f) != 3 && len(f) != 4 {
-			return nil, fmt.Errorf("nvidia-smi: line %d: want index, name, driver_version, pci.bus_id; got %q", n+1, bound(line))
+			return nil, fmt.Errorf("nvidia-smi: line %d: want index, name, driver_version, pci.bus_id; got %q", n+1, textcut.Head(line, 120))
 		}
 		idx, err := strconv.Atoi(f[0])
 		if err != nil || idx < 0 {
-			return nil, fmt.Errorf("nvidia-smi: line %d: index %q is not a number: %q", n+1, bound(f[0]), bound(line))
+			return nil, fmt.Errorf("nvidia-smi: line %d: index %q is not a number: %q", n+1, textcut.Head(f[0], 120), textcut.Head(line, 120))
 		}
 		g := GPU{Index: idx, Name: f[1], DriverVersion: f[2]}
 		if len(f) == 4 {
 			g.BusID = f[3]
 		}
 		if g.Name == "" || g.DriverVersion == "" {
-			return nil, fmt.Errorf("nvidia-smi: line %d: empty name or driver version: %q", n+1, bound(line))
+			return nil, fmt.Errorf("nvidia-smi: line %d: empty name or driver version: %q", n+1, textcut.Head(line, 120))
 		}
 		gpus = append(gpus, g)
 	}
@@ -91,7 +93,7 @@ func ParseTable(text string) ([]GPU, error) {
 		}
 		idx, err := strconv.Atoi(r[1])
 		if err != nil {
-			return nil, fmt.Errorf("nvidia-smi: GPU index %q: %w", bound(r[1]), err)
+			return nil, fmt.Errorf("nvidia-smi: GPU index %q: %w", textcut.Head(r[1], 120), err)
 		}
 		gpus = append(gpus, GPU{Index: idx, Name: strings.TrimSpace(r[2]), DriverVersion: driver, BusID: r[4]})
 	}
@@ -108,12 +110,4 @@ func CUDAVersion(text string) string {
 		return m[1]
 	}
 	return ""
-}
-
-func bound(s string) string {
-	const max = 120
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
 }

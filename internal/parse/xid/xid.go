@@ -12,6 +12,10 @@
 //
 // Only the line that carries "Xid (...)" is an event; the NVRM continuation lines that follow
 // (crash dump notes, GSP RPC history tables) are context, not further events.
+//
+// Classification follows NVIDIA's published Xid Catalog: catalog/xid-catalog.tsv is the
+// transcription (source URL and date in its header), catalog_gen.go the table generated from it
+// (go generate), and actionFor the one place its resolution buckets become Actions.
 package xid
 
 import (
@@ -19,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 )
+
+//go:generate go run ./catalog/gen -in catalog/xid-catalog.tsv -out catalog_gen.go
 
 // Event is one Xid or SXid report.
 type Event struct {
@@ -112,60 +118,108 @@ const (
 
 // Severity classifies an Xid: what it is about and what to do.
 type Severity struct {
+	// Name is NVIDIA's description of the Xid ("GPU has fallen off the bus"), or for a code
+	// NVIDIA lists as unused, its mnemonic with a note saying so.
 	Name string
-	// Class is one of application, memory, nvlink, bus, firmware, driver, timeout, recovery,
-	// nvswitch, unknown.
+	// Class is ours, not NVIDIA's: one of application, driver, engine, display, memory, nvlink,
+	// bus, firmware, power, timeout, security, recovery, test, nvswitch (SXid), unknown (an Xid
+	// the catalog does not list).
 	Class  string
 	Action Action
+	// Mnemonic is the catalog's name for the Xid ("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS").
+	Mnemonic string
+	// Resolution is NVIDIA's immediate-action resolution bucket ("RESET_GPU", "RESTART_BM"), or
+	// NONE_PUBLISHED where the catalog gives none. Action is derived from it by actionFor.
+	Resolution string
+	// Investigation is NVIDIA's investigatory-action bucket ("CONTACT_SUPPORT",
+	// "WORKFLOW_XID_31"), for when the Xid recurs; empty where the catalog gives none.
+	Investigation string
 }
 
-// table is the Xid catalog this tool judges by. Sources:
-//   - NVIDIA "Xid Errors" catalog (docs.nvidia.com/deploy/xid-errors), names and actions;
-//   - host-layer.md (from the EKS troubleshooting notes): 31 illegal memory access = application
-//     bug; 48, 63, 64, 92 ECC / row remap; 74 NVLink; 79 fallen off the bus = retire the
-//     instance; 61 PMU;
-//   - awsome-distributed-training gpu-cluster-healthcheck's r590 classification (anchors.md B),
-//     for the reset/retire split.
-//
-// The 144-150 range is the NVLink error range NVIDIA added for Blackwell-generation drivers;
-// the per-number names were not verified here, so they share one generic name.
-var table = map[int]Severity{
-	8:   {"GPU stopped processing", "driver", ActionResetGPU},
-	13:  {"graphics engine exception", "application", ActionRestartApp},
-	31:  {"GPU memory page fault (illegal memory access)", "application", ActionRestartApp},
-	32:  {"invalid or corrupted push buffer stream", "driver", ActionInvestigate},
-	38:  {"driver firmware error", "firmware", ActionResetGPU},
-	43:  {"GPU stopped processing (channel reset)", "application", ActionRestartApp},
-	45:  {"preemptive cleanup after earlier errors", "application", ActionMonitor},
-	48:  {"double-bit ECC error", "memory", ActionResetGPU},
-	61:  {"internal micro-controller (PMU) breakpoint/warning", "firmware", ActionResetGPU},
-	62:  {"internal micro-controller (PMU) halt", "firmware", ActionResetGPU},
-	63:  {"ECC page retirement / row remap recorded (reset to apply)", "memory", ActionResetGPU},
-	64:  {"ECC page retirement / row remap recording failure", "memory", ActionRetire},
-	68:  {"video decoder (NVDEC) exception", "application", ActionInvestigate},
-	69:  {"graphics engine class error", "application", ActionRestartApp},
-	74:  {"NVLink error", "nvlink", ActionResetGPU},
-	79:  {"GPU has fallen off the bus", "bus", ActionRetire},
-	92:  {"high single-bit ECC error rate", "memory", ActionMonitor},
-	94:  {"contained ECC error", "memory", ActionRestartApp},
-	95:  {"uncontained ECC error", "memory", ActionResetGPU},
-	109: {"context switch timeout", "timeout", ActionRestartApp},
-	119: {"GSP RPC timeout", "firmware", ActionResetGPU},
-	120: {"GSP error", "firmware", ActionResetGPU},
-	121: {"C2C link corrected error", "nvlink", ActionMonitor},
-	140: {"unrecovered ECC error", "memory", ActionResetGPU},
-	143: {"GPU initialization failure", "driver", ActionResetGPU},
-	154: {"GPU recovery action changed", "recovery", ActionInvestigate},
+// catalogEntry is one row of NVIDIA's Xid Catalog; catalogLookup (catalog_gen.go, generated
+// from catalog/xid-catalog.tsv) holds them all.
+type catalogEntry struct {
+	mnemonic, description, immediate, investigatory, class string
 }
 
-func init() {
-	for n := 144; n <= 150; n++ {
-		table[n] = Severity{"NVLink error (Blackwell-generation range)", "nvlink", ActionResetGPU}
+// name is what the report calls the Xid. NVIDIA's description "Unused" says nothing about
+// what happened, so an unused code is named by its mnemonic instead.
+func (c catalogEntry) name() string {
+	if c.description == "Unused" {
+		return c.mnemonic + " (listed by NVIDIA as unused on current GPUs)"
 	}
+	return c.description
 }
 
-// Classify returns the severity of e. Xid 154 takes its action from the message ("... to 0x1
-// (GPU Reset Required)"); an SXid is fatal or not as its message says (Fabric Manager guide).
+// actionFor maps NVIDIA's immediate-action resolution bucket to what this tool tells the
+// operator of a bake host: an EC2 instance that is thrown away after the bake, where the
+// tenant can reboot or stop/start but not touch the hardware. This is the only place buckets
+// become actions. ok is false for a bucket this table does not know; the action is then
+// "investigate", so a catalog revision with a new bucket fails closed until it is mapped here.
+func actionFor(bucket string) (action Action, ok bool) {
+	switch bucket {
+	case "RESTART_APP":
+		return ActionRestartApp, true
+	case "IGNORE":
+		// NVIDIA: no action required. The host check still fails on the Xid unless the user
+		// ignores it; the advice is only to watch for repeats.
+		return ActionMonitor, true
+	case "RESET_GPU":
+		return ActionResetGPU, true
+	case "RESTART_VM":
+		// On EC2 the VM is the instance: rebooting it restarts the VM.
+		return ActionResetGPU, true
+	case "RESTART_BM":
+		// An EC2 reboot keeps the instance on the same physical host; only a stop/start onto
+		// other hardware restarts "bare metal", and for a bake that means abandoning this
+		// instance.
+		return ActionRetire, true
+	case "CHECK_MECHANICALS":
+		// Seating and power cables are the cloud provider's; the tenant can only move off
+		// the host.
+		return ActionRetire, true
+	case "WORKFLOW_XID_48":
+		// Both branches of NVIDIA's workflow (solo: RESET_GPU; with Xid 63/64:
+		// DRAIN_AND_RESET) reset the GPU.
+		return ActionResetGPU, true
+	case "WORKFLOW_NVLINK_ERR":
+		// Xid 74: NVIDIA's trigger text says a GPU reset or node reboot is needed to clear it.
+		return ActionResetGPU, true
+	case "WORKFLOW_NVLINK5_ERR":
+		// Xids 144-150 need the intrInfo/errorStatus registers decoded against NVIDIA's
+		// decode sheet, which this package does not do; RESET_GPU is the most severe immediate
+		// action that sheet gives, so it is assumed.
+		return ActionResetGPU, true
+	case "CHECK_UVM":
+		// "If UVM/vGPU is being utilized, RESET_GPU; otherwise IGNORE": CUDA on a DLAMI uses
+		// the nvidia-uvm module, so the reset branch applies.
+		return ActionResetGPU, true
+	case "WORKFLOW_XID_45":
+		// Solo: restart Fabric Manager; with other Xids: follow those. One event cannot tell
+		// which, so a person has to look.
+		return ActionInvestigate, true
+	case "XID_154":
+		// The action is in the message; Classify reads it. Without a readable one, investigate.
+		return ActionInvestigate, true
+	case "CONTACT_SUPPORT", "UPDATE_SWFW":
+		// Support case, or the image's driver/firmware stack needs changing: nothing a reboot
+		// fixes.
+		return ActionInvestigate, true
+	case catalogNoBucket:
+		// NVIDIA lists the Xid but gives no bucket: nothing to judge by.
+		return ActionInvestigate, true
+	}
+	return ActionInvestigate, false
+}
+
+// catalogNoBucket marks a catalog row whose immediate-action cell NVIDIA left empty (the data
+// file's NONE_PUBLISHED).
+const catalogNoBucket = "NONE_PUBLISHED"
+
+// Classify returns the severity of e from NVIDIA's Xid Catalog. An Xid the catalog does not
+// list is "unlisted Xid" / unknown / investigate: never assumed harmless. Xid 154 takes its
+// action from the message ("... to 0x1 (GPU Reset Required)"); an SXid is fatal or not as its
+// message says (Fabric Manager guide).
 func Classify(e Event) Severity {
 	if e.SXid {
 		s := Severity{Name: "NVSwitch error", Class: "nvswitch", Action: ActionInvestigate}
@@ -178,18 +232,47 @@ func Classify(e Event) Severity {
 		}
 		return s
 	}
-	s, ok := table[e.Xid]
+	entry, ok := catalogLookup(e.Xid)
 	if !ok {
 		return Severity{Name: "unlisted Xid", Class: "unknown", Action: ActionInvestigate}
 	}
+	action, _ := actionFor(entry.immediate) // an unmapped bucket already yields investigate
+	s := Severity{
+		Name:          entry.name(),
+		Class:         entry.class,
+		Action:        action,
+		Mnemonic:      entry.mnemonic,
+		Resolution:    entry.immediate,
+		Investigation: entry.investigatory,
+	}
 	if e.Xid == 154 {
-		msg := strings.ToLower(e.Message)
-		switch {
-		case strings.Contains(msg, "node reboot required"), strings.Contains(msg, "gpu reset required"):
-			s.Action = ActionResetGPU
-		case strings.Contains(msg, "(none)"):
-			s.Action = ActionMonitor
-		}
+		s.Action = recoveryAction(e.Message)
 	}
 	return s
+}
+
+// recoveryState finds the "0x1 (GPU Reset Required)" states an Xid 154 message names.
+var recoveryState = regexp.MustCompile(`0x[0-9A-Fa-f]+ \(([^)]*)\)`)
+
+// recoveryAction reads an Xid 154 message ("GPU recovery action changed from 0x0 (None) to 0x1
+// (GPU Reset Required)"). NVIDIA lists the states None, Drain P2P, Drain and Reset, GPU Reset
+// Required and Node Reboot Required. Every state named counts, "from" as much as "to": a reset
+// that was required earlier in the boot still says the GPU failed. Only a message whose every
+// state is None is "monitor"; an unknown state, Drain P2P, or no readable state is "investigate".
+func recoveryAction(message string) Action {
+	states := recoveryState.FindAllStringSubmatch(message, -1)
+	if len(states) == 0 {
+		return ActionInvestigate
+	}
+	action := ActionMonitor
+	for _, m := range states {
+		switch strings.ToLower(strings.TrimSpace(m[1])) {
+		case "none":
+		case "gpu reset required", "node reboot required", "drain and reset":
+			return ActionResetGPU
+		default:
+			action = ActionInvestigate
+		}
+	}
+	return action
 }

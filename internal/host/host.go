@@ -1,0 +1,88 @@
+// Package host is the typed API between a bake and the machine it bakes: what the provisioner
+// (and the post-processor) may ask of a host. Package remote implements it over Packer's SSH
+// communicator; tests implement it with in-memory hosts. Callers never build shell lines.
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+)
+
+// ErrDisconnected reports that the connection dropped before a command's exit status came
+// back (a reboot, a network blip).
+var ErrDisconnected = errors.New("connection to the host dropped")
+
+// Host is everything a bake asks of the build host. Its methods say what to do, never how.
+type Host interface {
+	Runner
+	Files
+	Packages
+	Power
+}
+
+// Runner runs commands.
+type Runner interface {
+	// Query runs read-only commands in one round trip, as the login user, and returns each
+	// one's section by name. Because they are read-only it may run them again after a dropped
+	// connection. A missing section is an error, never a partial map.
+	Query(ctx context.Context, cmds []bundle.Command) (map[string]bundle.Section, error)
+	// Run runs a long job (a layer, the NCCL test) in its own process group, streaming its
+	// output, and returns its exit status. It returns an error wrapping ErrDisconnected when
+	// the connection dropped before the status came back, and ctx's error when ctx ended first
+	// (the job may still be running: call Kill).
+	Run(ctx context.Context, j Job) (int, error)
+	// Kill stops a job's whole process group (TERM, then KILL), over a new session. A job that
+	// already ended is not an error.
+	Kill(ctx context.Context, j Job) error
+}
+
+// Files moves files.
+type Files interface {
+	// MakeDir creates dir and its parents, owned by the login user, mode 0700.
+	MakeDir(ctx context.Context, dir string) error
+	// Upload writes data to dst as the login user.
+	Upload(ctx context.Context, dst string, data io.Reader) error
+	// Install puts data at the absolute path dst as root, creating parent directories.
+	Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error
+	// ReadFile returns path's contents, read as root. When path does not exist the error
+	// wraps fs.ErrNotExist; any other error means the file could not be read.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// RemoveAll removes path and everything under it as root; a missing path is not an error.
+	RemoveAll(ctx context.Context, path string) error
+}
+
+// Packages changes the package manager's state.
+type Packages interface {
+	// Hold puts packages on apt hold.
+	Hold(ctx context.Context, pkgs []string) error
+}
+
+// Power is about boots.
+type Power interface {
+	// BootID returns the host's boot id (/proc/sys/kernel/random/boot_id), which changes at
+	// every boot.
+	BootID(ctx context.Context) (string, error)
+	// Reboot asks the host to reboot and returns once it answers again under a new boot id,
+	// or when ctx ends.
+	Reboot(ctx context.Context) error
+	// Reconnect waits until the host answers again after a dropped connection, or ctx ends.
+	Reconnect(ctx context.Context) error
+}
+
+// Job is a long-running remote command.
+type Job struct {
+	// Name is shown in messages ("layer \"slurm\"", "nccl").
+	Name string
+	// Script is the remote path of an uploaded script; it runs with /bin/sh.
+	Script string
+	// AsRoot runs the script through sudo.
+	AsRoot bool
+	// PIDFile is the remote path where the job records its process group id, for Kill.
+	PIDFile string
+	// Output receives stdout and stderr together; nil discards them.
+	Output io.Writer
+}

@@ -1,0 +1,189 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+)
+
+// localComm is a Packer communicator that runs command lines on this machine with /bin/sh,
+// as sshd would on the host: the SSH type's shell lines are exercised for real (sh, setsid,
+// kill, cat, install), with a sudo shim in front because the test runs without sudo.
+type localComm struct{ path string }
+
+func newLocalComm(t *testing.T) localComm {
+	dir := t.TempDir()
+	shim := "#!/bin/sh\n[ \"$1\" = -n ] && shift\nexec \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "sudo"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return localComm{path: dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+func (c localComm) Start(ctx context.Context, rc *packersdk.RemoteCmd) error {
+	cmd := exec.Command("/bin/sh", "-c", rc.Command)
+	cmd.Env = []string{"PATH=" + c.path, "HOME=/tmp"}
+	cmd.Stdout, cmd.Stderr = orDiscard(rc.Stdout), orDiscard(rc.Stderr)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		rc.SetExited(code)
+	}()
+	return nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func (localComm) Upload(dst string, r io.Reader, _ *os.FileInfo) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o600)
+}
+func (localComm) UploadDir(string, string, []string) error { return errors.New("not used") }
+func (localComm) Download(string, io.Writer) error           { return errors.New("not used") }
+func (localComm) DownloadDir(string, string, []string) error { return errors.New("not used") }
+
+func TestSSHFiles(t *testing.T) {
+	s := SSH{C: newLocalComm(t), TempDir: t.TempDir()}
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	if _, err := s.ReadFile(ctx, filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := s.ReadFile(ctx, dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a directory must be unreadable, not absent: %v", err)
+	}
+	dst := filepath.Join(dir, "nested", "it's a file.json")
+	if err := s.Install(ctx, []byte("{\"a\": 1}\n"), dst, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadFile(ctx, dst)
+	if err != nil || string(got) != "{\"a\": 1}\n" {
+		t.Fatalf("read back %q %v", got, err)
+	}
+	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %o", st.Mode().Perm())
+	}
+	if ents, _ := os.ReadDir(s.TempDir); len(ents) != 0 {
+		t.Errorf("staged files left behind: %v", ents)
+	}
+	if err := s.MakeDir(ctx, filepath.Join(dir, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveAll(ctx, filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+		t.Error("RemoveAll left the directory")
+	}
+	if id, err := s.BootID(ctx); err != nil || len(id) != 36 {
+		t.Errorf("boot id %q %v", id, err)
+	}
+}
+
+func TestSSHQuery(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	cmds := []bundle.Command{{Name: "a", Shell: "echo one"}, {Name: "b", Shell: "echo two >&2; exit 3"}}
+	got, err := s.Query(context.Background(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"].Output != "one" || got["b"].Output != "two" || got["b"].ExitCode != 3 {
+		t.Errorf("sections %+v", got)
+	}
+}
+
+// A job runs as the leader of its own process group, so Kill stops everything it started,
+// even after the caller stopped waiting for it.
+func TestSSHJobAndKill(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("echo started\nsleep 300 &\nsleep 300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := host.Job{Name: "long job", Script: script, PIDFile: filepath.Join(dir, "pid"), Output: io.Discard}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := s.Run(ctx, j); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run: %v", err)
+	}
+	pidText, err := os.ReadFile(j.PIDFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pgid, 0); err != nil {
+		t.Fatalf("the job's group is not running before Kill: %v", err)
+	}
+	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer kcancel()
+	if err := s.Kill(kctx, j); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still running after Kill", pgid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Killing a job that already ended, or never started, is not an error.
+	if err := s.Kill(kctx, j); err != nil {
+		t.Errorf("second kill: %v", err)
+	}
+	if err := s.Kill(kctx, host.Job{Name: "never", PIDFile: filepath.Join(dir, "none")}); err != nil {
+		t.Errorf("kill without pid file: %v", err)
+	}
+}
+
+func TestSSHJobExitStatus(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("echo out; echo err >&2; exit 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out Buffer
+	code, err := s.Run(context.Background(), host.Job{Name: "j", Script: script, AsRoot: true, PIDFile: filepath.Join(dir, "pid"), Output: &out})
+	if err != nil || code != 7 || !strings.Contains(out.String(), "out") || !strings.Contains(out.String(), "err") {
+		t.Errorf("code %d err %v out %q", code, err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pid")); err != nil {
+		t.Errorf("no pid file: %v", err)
+	}
+	_ = fmt.Sprint()
+}
