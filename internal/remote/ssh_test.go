@@ -68,7 +68,7 @@ func (localComm) Upload(dst string, r io.Reader, _ *os.FileInfo) error {
 	}
 	return os.WriteFile(dst, b, 0o600)
 }
-func (localComm) UploadDir(string, string, []string) error { return errors.New("not used") }
+func (localComm) UploadDir(string, string, []string) error   { return errors.New("not used") }
 func (localComm) Download(string, io.Writer) error           { return errors.New("not used") }
 func (localComm) DownloadDir(string, string, []string) error { return errors.New("not used") }
 

@@ -40,14 +40,14 @@ type junitProperty struct {
 }
 
 type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
+	Name       string          `xml:"name,attr"`
+	Classname  string          `xml:"classname,attr"`
+	Time       string          `xml:"time,attr"`
 	Properties []junitProperty `xml:"properties>property,omitempty"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-	SystemOut *junitText    `xml:"system-out,omitempty"`
+	Failure    *junitMessage   `xml:"failure,omitempty"`
+	Error      *junitMessage   `xml:"error,omitempty"`
+	Skipped    *junitMessage   `xml:"skipped,omitempty"`
+	SystemOut  *junitText      `xml:"system-out,omitempty"`
 }
 
 type junitMessage struct {

@@ -18,9 +18,9 @@ import (
 const maxEvidenceRunes = 4000
 
 var statusIcon = map[result.Status]string{
-	result.Pass: "✅ pass",
-	result.Fail: "❌ fail",
-	result.Warn: "⚠️ warn",
+	result.Pass:  "✅ pass",
+	result.Fail:  "❌ fail",
+	result.Warn:  "⚠️ warn",
 	result.Skip:  "⏭️ skip",
 	result.Error: "💥 error",
 }

@@ -84,7 +84,9 @@ type GuardConfig struct {
 	Exclude []string `mapstructure:"exclude"`
 }
 
-func (g GuardConfig) policy() guard.Policy { return guard.Policy{Include: g.Include, Exclude: g.Exclude} }
+func (g GuardConfig) policy() guard.Policy {
+	return guard.Policy{Include: g.Include, Exclude: g.Exclude}
+}
 
 // Validate reports every bad pattern, in order.
 func (g GuardConfig) Validate() []error { return g.policy().Validate() }
