@@ -84,6 +84,9 @@ type Bake struct {
 	// reboot is set once a layer's reboot (asked for or not) was seen: the kernel log is
 	// then a new boot's, and the xid check says so.
 	reboot *rebootMark
+	// firstBoot is a verification of a launched image (Verify), not a bake: it has the
+	// first-boot checks and no guard checks, and writes no bill of materials.
+	firstBoot bool
 }
 
 // verdictError is a bake that ended because the host was judged and found wrong (drift, a
@@ -223,7 +226,11 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		if ended == report.ResultCancelled {
 			why = "the bake was cancelled at " + b.rep.Stage
 		}
-		for _, id := range result.IDs {
+		ids := result.IDs
+		if b.firstBoot {
+			ids = append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...)
+		}
+		for _, id := range ids {
 			if _, ok := b.checks[id]; !ok {
 				b.record(skipped(why, id)...)
 			}

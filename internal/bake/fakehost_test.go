@@ -49,6 +49,8 @@ type fakeHost struct {
 	reboots     int
 	held        [][]string
 	killed      []string
+	// settle is what the first-boot settle command prints.
+	settle fakeSection
 }
 
 type fakePkg struct {
@@ -82,6 +84,7 @@ func newFakeHost(t *testing.T) *fakeHost {
 		layerHook: map[int]func(context.Context, *fakeHost) (int, error){},
 	}
 	h.newBoot()
+	h.settle = fakeSection{out: "status: done"}
 	nccl, err := os.ReadFile("testdata/nccl-p6b200-1node-ok.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +197,8 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 			s = h.guardSection(c.Name)
 		case c.Name == checks.HostSectionBootID:
 			s = fakeSection{out: h.bootID}
+		case c.Name == checks.HostSectionSettle:
+			s = h.settle
 		case c.Name == checks.HostSectionDmesg:
 			s = h.hostOut[c.Name]
 			s.out += h.dmesgSoFar()

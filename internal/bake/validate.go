@@ -70,6 +70,9 @@ func (b *Bake) validate(ctx context.Context) error {
 	if all := b.ordered(); result.Failed(all) {
 		return verdict("validation failed: %s", failedIDs(all))
 	}
+	if b.firstBoot {
+		return nil
+	}
 	return b.writeBOM(ctx)
 }
 

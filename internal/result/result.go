@@ -45,6 +45,9 @@ const (
 	NCCLCorrectness = "nccl-correctness"
 	NCCLBusBW       = "nccl-busbw"
 	NCCLTransport   = "nccl-transport"
+	// The first boot of an instance launched from the baked AMI (post-processor).
+	FirstBootKernel   = "first-boot-kernel"
+	FirstBootPackages = "first-boot-packages"
 )
 
 // Prefixes of the IDs of results that are not checks: each layer is a result entry
@@ -61,8 +64,10 @@ var (
 	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
 	HostIDs  = []string{GPU, NvidiaDriver, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
 	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
-	// IDs is every check in report order.
+	// IDs is every check of a bake, in report order.
 	IDs = append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...)
+	// FirstBootIDs are the checks of a first boot, before the host suite and the NCCL test.
+	FirstBootIDs = []string{FirstBootKernel, FirstBootPackages}
 )
 
 // Check is the judged outcome of one check.
