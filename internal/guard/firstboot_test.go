@@ -32,7 +32,9 @@ func TestJudgeFirstBoot(t *testing.T) {
 			setPkg(s, "linux-aws", "ii ", "7.0.0.1015.15")
 			s.NextBootKernel = k15
 		}, result.Fail, result.Fail, "linux-aws: 7.0.0.1014.14 → 7.0.0.1015.15"},
-		{"GRUB default points at another kernel", func(s *Snapshot) { s.NextBootKernel, s.NextBootSource = k15, `grub.cfg default "gnulinux-advanced>gnulinux-7.0.0-1015-aws-advanced"` }, result.Fail, result.Pass, "next boot would run 7.0.0-1015-aws"},
+		{"GRUB default points at another kernel", func(s *Snapshot) {
+			s.NextBootKernel, s.NextBootSource = k15, `grub.cfg default "gnulinux-advanced>gnulinux-7.0.0-1015-aws-advanced"`
+		}, result.Fail, result.Pass, "next boot would run 7.0.0-1015-aws"},
 		{"rebooted into another kernel", func(s *Snapshot) { s.RunningKernel = k15 }, result.Fail, result.Pass, "runs 7.0.0-1015-aws"},
 		{"userspace moved", func(s *Snapshot) { setPkg(s, "libnvidia-compute-595", "ii ", "595.99.01-1") }, result.Pass, result.Fail, "libnvidia-compute-595"},
 		{"hold lifted", func(s *Snapshot) { setPkg(s, "linux-aws", "ii ", "7.0.0.1014.14") }, result.Pass, result.Fail, "linux-aws: held → not held"},
