@@ -246,6 +246,9 @@ type NCCLFigures struct {
 	OutOfBounds    *int64   `json:"out_of_bounds"`
 	Network        string   `json:"network"`
 	Provider       string   `json:"provider"`
+	// DataTransport says what moved the data on this node ("NVLS + P2P/CUMEM (NVLink or
+	// PCIe peer-to-peer)", "SHM", "NET/Socket"); "" when the log does not say.
+	DataTransport string `json:"data_transport"`
 	NICs           *int     `json:"nics"`
 	ExitCode       int      `json:"exit_code"`
 	TimedOut       bool     `json:"timed_out"`
@@ -401,6 +404,7 @@ func ncclFigures(res nccltests.Result, run ncclRun, exitCode int, timedOut bool)
 	if n := res.Transport.Networks; len(n) > 0 {
 		f.Network = n[0]
 	}
+	f.DataTransport = res.Transport.DataTransport()
 	if p := res.Transport.Providers; len(p) > 0 {
 		f.Provider = p[0].Name
 		f.NICs = p[0].NICs
@@ -621,6 +625,9 @@ func ncclTransportActual(tr nccltests.Transport) string {
 	}
 	if tr.NCCLNetIB {
 		parts = append(parts, "NCCL_NET=IB")
+	}
+	if d := tr.DataTransport(); d != "" {
+		parts = append(parts, "data over "+d)
 	}
 	return strings.Join(parts, ", ")
 }

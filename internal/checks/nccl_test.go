@@ -411,7 +411,7 @@ func TestJudgeNCCLFigures(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"avg_busbw_gbps", "binary", "busbw_gbps", "busbw_placement", "exit_code", "largest_size_bytes",
+	want := []string{"avg_busbw_gbps", "binary", "busbw_gbps", "busbw_placement", "data_transport", "exit_code", "largest_size_bytes",
 		"nccl_version", "network", "nics", "out_of_bounds", "provider", "timed_out"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("json keys = %q, want %q", keys, want)

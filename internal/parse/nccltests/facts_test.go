@@ -205,7 +205,7 @@ func TestFactRulesWellFormed(t *testing.T) {
 		case len(r.lit) == 0 && !r.warnOnly:
 			t.Errorf("rule %d (%s): an empty literal would match every line", i, r.fact)
 		case r.how != matchPrefix && len(r.lit) < minIndexedLiteral:
-			t.Errorf("rule %d (%s): literal %q is shorter than %d bytes, the literal index would never find it", i, r.fact, r.lit, minIndexedLiteral)
+			t.Errorf("rule %d (%s): literal %q is shorter than %d bytes, the rule index would never find it", i, r.fact, r.lit, minIndexedLiteral)
 		case r.how == matchRegexp && r.re == nil:
 			t.Errorf("rule %d (%s): a regexp rule without a regexp", i, r.fact)
 		case r.how != matchRegexp && r.re != nil:
@@ -214,27 +214,35 @@ func TestFactRulesWellFormed(t *testing.T) {
 	}
 }
 
-// literalIndexAgrees checks that the one-pass literal index finds, for every contains and
-// regexp rule, the first occurrence bytes.Index finds.
-func literalIndexAgrees(t *testing.T, msg []byte) {
+// ruleIndexAgrees checks that the rule index proposes every rule that matches msg, and for the
+// contains rules exactly those, at the first occurrence bytes.Index finds.
+func ruleIndexAgrees(t *testing.T, msg []byte) {
 	t.Helper()
-	var after [maxRules]int32
-	factIndex.scan(msg, factRules, &after)
-	for i, r := range factRules {
-		if r.how == matchPrefix {
-			continue
-		}
-		want := int32(0)
-		if k := bytes.Index(msg, r.lit); k >= 0 {
-			want = int32(k+len(r.lit)) + 1
-		}
-		if after[i] != want {
-			t.Fatalf("rule %d (%q) in %q: index says %d, bytes.Index says %d", i, r.lit, msg, after[i], want)
+	for _, tag := range []lineTag{tagNone, tagInfo, tagWarn} {
+		var after [maxRules]int32
+		set := factIndex.candidates(msg, tag, factRules, &after)
+		for i, r := range factRules {
+			proposed := set&(1<<i) != 0
+			_, matches := r.match(msg)
+			matches = matches && (!r.warnOnly || tag == tagWarn)
+			if matches && !proposed {
+				t.Fatalf("rule %d (%s, %q) matches %q (tag %d) but the index did not propose it", i, r.fact, r.lit, msg, tag)
+			}
+			if r.how != matchContains {
+				continue
+			}
+			want := int32(0)
+			if k := bytes.Index(msg, r.lit); k >= 0 {
+				want = int32(k+len(r.lit)) + 1
+			}
+			if after[i] != want || proposed != matches {
+				t.Fatalf("rule %d (%q) in %q: index says %d (proposed %v), bytes.Index says %d", i, r.lit, msg, after[i], proposed, want)
+			}
 		}
 	}
 }
 
-func TestLiteralIndexAgreesWithMatch(t *testing.T) {
+func TestRuleIndexAgreesWithMatch(t *testing.T) {
 	msgs := [][]byte{nil, []byte("NCCL_NE"), []byte("NCCL_NET"), []byte("xNCCL_NETx NCCL_NET=IB"),
 		[]byte("Test Test NCCL failure Test timeout"), []byte("MPI_ABORTMPI_ABORT"),
 		[]byte("Ring 00 : 7 -> 8 [send] via NET/Socket/0 NET/Socket")}
@@ -248,17 +256,17 @@ func TestLiteralIndexAgreesWithMatch(t *testing.T) {
 		}
 	}
 	for _, m := range msgs {
-		literalIndexAgrees(t, m)
+		ruleIndexAgrees(t, m)
 	}
 }
 
-// FuzzLiteralIndex checks the literal index against bytes.Index on any message.
-func FuzzLiteralIndex(f *testing.F) {
+// FuzzRuleIndex checks the rule index against rule.match on any message.
+func FuzzRuleIndex(f *testing.F) {
 	for _, tc := range factCases {
 		f.Add(tc.msg)
 	}
 	f.Fuzz(func(t *testing.T, msg string) {
-		literalIndexAgrees(t, []byte(msg))
+		ruleIndexAgrees(t, []byte(msg))
 	})
 }
 

@@ -2,6 +2,7 @@ package nccltests
 
 import (
 	"bytes"
+	"math/bits"
 	"regexp"
 )
 
@@ -76,7 +77,7 @@ func (r *rule) match(msg []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// facts applies every rule to a line that is not part of the result table.
+// facts applies every rule to a line that is not part of the result table, in table order.
 func (p *parser) facts(text []byte) {
 	// The line lives in the parser, not on the stack: the rules' set functions are called
 	// through a table, so a local would escape and cost an allocation per line.
@@ -84,26 +85,18 @@ func (p *parser) facts(text []byte) {
 	l := &p.fl
 	l.tag, l.msg = splitTag(text)
 	var after [maxRules]int32
-	factIndex.scan(l.msg, factRules, &after)
-	for i := range factRules {
+	for matched := factIndex.candidates(l.msg, l.tag, factRules, &after); matched != 0; matched &= matched - 1 {
+		i := bits.TrailingZeros64(matched)
 		r := &factRules[i]
-		if r.warnOnly && l.tag != tagWarn {
-			continue
-		}
-		var rest []byte
-		ok := false
-		switch {
-		case r.how == matchPrefix:
-			rest, ok = r.match(l.msg)
-		case after[i] == 0:
-			// The literal is not in the message, so neither is a match.
-		case r.how == matchContains:
-			rest, ok = l.msg[after[i]-1:], true
+		switch r.how {
+		case matchContains:
+			r.set(p, l, l.msg[after[i]-1:])
 		default:
-			rest, ok = r.match(l.msg)
-		}
-		if ok {
-			r.set(p, l, rest)
+			// A prefix rule's first byte matched, a regexp rule's literal is in the message:
+			// the full match decides.
+			if rest, ok := r.match(l.msg); ok {
+				r.set(p, l, rest)
+			}
 		}
 	}
 	if l.failure {
@@ -112,24 +105,31 @@ func (p *parser) facts(text []byte) {
 	p.fl = factLine{} // do not keep the caller's bytes after the line
 }
 
-// maxRules bounds the table, so facts can keep the per-line match offsets in an array.
+// maxRules bounds the table, so one bit per rule fits a uint64 and the per-line match offsets
+// an array.
 const maxRules = 64
 
-// literalIndex finds the literals of all contains and regexp rules in one pass over a message,
-// with the Wu-Manber multi-pattern search: a table of how far the window may jump for each
-// 3-byte block lets the scan skip most positions, and only where a literal may start are the
-// literals with that first byte compared. Its answers are those of rule.match
-// (TestLiteralIndexAgreesWithMatch), only faster: most lines are NCCL INFO chatter that holds
-// none of the literals.
-type literalIndex struct {
-	// window is the length of the shortest literal; the scan looks at windows of that size.
+// ruleIndex tells, for a message, which rules can match, without trying each rule in turn: most
+// lines are NCCL INFO chatter that no rule is about. Prefix rules are looked up by the first
+// byte of the message. The literals of the contains and regexp rules are found in one pass with
+// the Wu-Manber multi-pattern search: a table of how far the window may jump for each 3-byte
+// block lets the scan skip most positions, and only where a literal may start are the literals
+// with that first byte compared. Its answers are those of rule.match
+// (TestRuleIndexAgreesWithMatch).
+type ruleIndex struct {
+	// anyLine are the rules with an empty prefix (they match every message of their tag);
+	// warnOnly are the rules limited to NCCL WARN lines.
+	anyLine, warnOnly uint64
+	// prefixByFirst[c] are the prefix rules whose literal starts with c.
+	prefixByFirst [256]uint64
+	// window is the length of the shortest scanned literal; the scan looks at windows of it.
 	window int
 	// shift[h] is how far the window can move when its last block hashes to h; 0 means a
 	// literal may end its window here.
 	shift [shiftTableSize]uint8
-	// rules are the indexed rules sorted by the first byte of their literal; byFirst[c] is the
-	// range of them whose literal starts with c.
-	rules   []uint8
+	// scanned are the scanned rules sorted by the first byte of their literal; byFirst[c] is
+	// the range of them whose literal starts with c.
+	scanned []uint8
 	byFirst [256]struct{ lo, hi uint8 }
 }
 
@@ -137,21 +137,30 @@ const (
 	blockBytes     = 3
 	shiftTableBits = 13
 	shiftTableSize = 1 << shiftTableBits
-	// minIndexedLiteral is the shortest literal the index holds; TestFactRulesWellFormed keeps
-	// shorter ones out of the non-prefix rules.
+	// minIndexedLiteral is the shortest literal of a contains or regexp rule the index can
+	// scan for; TestFactRulesWellFormed keeps shorter ones out of the table.
 	minIndexedLiteral = 6
 )
 
 // factIndex is built once from factRules and never written afterwards.
-var factIndex = newLiteralIndex(factRules)
+var factIndex = newRuleIndex(factRules)
 
-func newLiteralIndex(rules []rule) *literalIndex {
-	x := &literalIndex{window: 255}
-	indexed := func(i int, r rule) bool {
+func newRuleIndex(rules []rule) *ruleIndex {
+	x := &ruleIndex{window: 255}
+	scanned := func(i int, r rule) bool {
 		return r.how != matchPrefix && len(r.lit) >= minIndexedLiteral && i < maxRules
 	}
-	for i, r := range rules {
-		if indexed(i, r) {
+	for i, r := range rules[:min(len(rules), maxRules)] {
+		bit := uint64(1) << i
+		if r.warnOnly {
+			x.warnOnly |= bit
+		}
+		switch {
+		case r.how == matchPrefix && len(r.lit) == 0:
+			x.anyLine |= bit
+		case r.how == matchPrefix:
+			x.prefixByFirst[r.lit[0]] |= bit
+		case scanned(i, r):
 			x.window = min(x.window, len(r.lit))
 		}
 	}
@@ -159,33 +168,30 @@ func newLiteralIndex(rules []rule) *literalIndex {
 		x.shift[h] = uint8(x.window - blockBytes + 1)
 	}
 	for c := 0; c < 256; c++ {
-		lo := len(x.rules)
+		lo := len(x.scanned)
 		for i, r := range rules {
-			if !indexed(i, r) || int(r.lit[0]) != c {
+			if !scanned(i, r) || int(r.lit[0]) != c {
 				continue
 			}
-			x.rules = append(x.rules, uint8(i))
+			x.scanned = append(x.scanned, uint8(i))
 			for end := blockBytes - 1; end < x.window; end++ {
 				h := blockHash(r.lit[end+1-blockBytes:])
 				x.shift[h] = min(x.shift[h], uint8(x.window-1-end))
 			}
 		}
-		x.byFirst[c] = struct{ lo, hi uint8 }{uint8(lo), uint8(len(x.rules))}
+		x.byFirst[c] = struct{ lo, hi uint8 }{uint8(lo), uint8(len(x.scanned))}
 	}
 	return x
 }
 
-// blockHash hashes the first blockBytes bytes of b to shiftTableBits bits (multiplicative
-// hashing: the top bits of the product mix all three bytes).
-func blockHash(b []byte) uint32 {
-	return (uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])) * 2654435761 >> (32 - shiftTableBits)
-}
-
-// scan sets after[i] to 1 + the offset just past the first occurrence of rule i's literal in
-// msg, for the indexed rules; 0 means the literal is not there.
-func (x *literalIndex) scan(msg []byte, rules []rule, after *[maxRules]int32) {
-	if len(x.rules) == 0 {
-		return
+// candidates returns one bit per rule that may match msg (a line with tag): every empty-prefix
+// rule, the prefix rules whose first byte is msg's, and the contains and regexp rules whose
+// literal is in msg, for which after[i] is set to 1 + the offset just past its first
+// occurrence. WARN-only rules are left out of other lines.
+func (x *ruleIndex) candidates(msg []byte, tag lineTag, rules []rule, after *[maxRules]int32) uint64 {
+	set := x.anyLine
+	if len(msg) > 0 {
+		set |= x.prefixByFirst[msg[0]]
 	}
 	for end := x.window - 1; end < len(msg); {
 		if sh := x.shift[blockHash(msg[end+1-blockBytes:])]; sh > 0 {
@@ -194,13 +200,25 @@ func (x *literalIndex) scan(msg []byte, rules []rule, after *[maxRules]int32) {
 		}
 		start := end + 1 - x.window
 		span := x.byFirst[msg[start]]
-		for _, ri := range x.rules[span.lo:span.hi] {
+		for _, ri := range x.scanned[span.lo:span.hi] {
 			if lit := rules[ri].lit; after[ri] == 0 && bytes.HasPrefix(msg[start:], lit) {
 				after[ri] = int32(start+len(lit)) + 1
+				set |= 1 << ri
 			}
 		}
 		end++
 	}
+	if tag != tagWarn {
+		set &^= x.warnOnly
+	}
+	return set
+}
+
+// blockHash hashes the first blockBytes bytes of b to shiftTableBits bits (multiplicative
+// hashing: the top bits of the product mix all three bytes).
+func blockHash(b []byte) uint32 {
+	_ = b[2] // one bounds check instead of three
+	return (uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])) * 2654435761 >> (32 - shiftTableBits)
 }
 
 var bNCCLSpace = []byte("NCCL ")
