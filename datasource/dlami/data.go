@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,AssumeRoleConfig,GoldenConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,GoldenConfig
 //go:generate packer-sdc struct-markdown
 
 // Package dlami is the `dlami` data source: it resolves the AWS Deep
@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 )
 
@@ -69,49 +69,15 @@ type Config struct {
 	// Rebake lookup: the newest AMI already baked from this family.
 	Golden *GoldenConfig `mapstructure:"golden"`
 
-	// AWS access, as in the amazon plugin.
+	// AWS access, with the amazon plugin's names: an `amazon-ebs` access
+	// block pasted here works unchanged.
+	awsaccess.AccessConfig `mapstructure:",squash"`
 
-	// AWS access key; with secret_key. Default: the SDK credential chain.
-	AccessKey string `mapstructure:"access_key"`
-	// AWS secret key.
-	SecretKey string `mapstructure:"secret_key"`
-	// AWS session token for temporary static credentials.
-	Token string `mapstructure:"token"`
-	// Named profile from the shared config/credentials files.
-	Profile string `mapstructure:"profile"`
-	// Path of the shared credentials file (default ~/.aws/credentials).
-	SharedCredentialsFile string `mapstructure:"shared_credentials_file"`
-	// Role to assume before calling SSM and EC2.
-	AssumeRole AssumeRoleConfig `mapstructure:"assume_role"`
-	// Retries of a throttled or failed call (with exponential backoff);
-	// 0 keeps the SDK default of 2 retries.
-	MaxRetries int `mapstructure:"max_retries"`
-	// Do not use the EC2 instance metadata service for credentials or region.
-	SkipMetadataAPICheck bool `mapstructure:"skip_metadata_api_check"`
-	// Accept region names that do not look like AWS regions (local endpoints).
-	SkipRegionValidation bool `mapstructure:"skip_region_validation"`
-	// SSM endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_SSM.
-	SSMEndpoint string `mapstructure:"ssm_endpoint"`
-	// EC2 endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_EC2.
-	EC2Endpoint string `mapstructure:"ec2_endpoint"`
-	// STS endpoint URL for assume_role. Default: the SDK's (regional STS).
-	STSEndpoint string `mapstructure:"sts_endpoint"`
-	// Deadline of each AWS call, retries included. Default "30s".
+	// Deadline of each AWS call, retries included. Default "30s". A
+	// throttled call is retried with jittered backoff until this deadline.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Deadline of the whole lookup, all regions. Default "5m".
 	ExecuteTimeout time.Duration `mapstructure:"execute_timeout"`
-}
-
-// AssumeRoleConfig is the `assume_role` block.
-type AssumeRoleConfig struct {
-	// ARN of the role to assume.
-	RoleARN string `mapstructure:"role_arn"`
-	// Session name; default set by the SDK.
-	SessionName string `mapstructure:"session_name"`
-	// External id the role's trust policy requires.
-	ExternalID string `mapstructure:"external_id"`
-	// Session duration, e.g. "1h"; default 15m.
-	Duration time.Duration `mapstructure:"duration"`
 }
 
 // GoldenConfig is the `golden` block: how to find AMIs already baked from
@@ -158,7 +124,8 @@ type DatasourceOutput struct {
 	Region string `mapstructure:"region"`
 	// AMI id per resolved region.
 	AMIs map[string]string `mapstructure:"amis"`
-	// Warnings, e.g. a deprecated image accepted by allow_deprecated.
+	// Warnings: a deprecated image accepted by allow_deprecated, deprecated
+	// argument names in the configuration.
 	Warnings []string `mapstructure:"warnings"`
 	// Newest golden AMI in `region`; "" when none was found or no golden block is set.
 	GoldenAMIID string `mapstructure:"golden_ami_id"`
@@ -179,6 +146,19 @@ type DatasourceOutput struct {
 // Datasource implements packer.Datasource.
 type Datasource struct {
 	config Config
+	// deprecations are the warnings about deprecated argument names found
+	// by Configure; Execute adds them to the warnings output.
+	deprecations []string
+	// logf receives warnings; nil means log.Printf (tests capture them).
+	logf func(format string, args ...any)
+}
+
+func (d *Datasource) warnf(format string, args ...any) {
+	if d.logf != nil {
+		d.logf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
 }
 
 // ConfigSpec returns the HCL spec of Config.
@@ -191,12 +171,9 @@ func (d *Datasource) OutputSpec() hcldec.ObjectSpec {
 
 // unknown reports whether Packer passed a value it cannot know yet (packer
 // validate without -evaluate-datasources); such fields are not validated.
-func unknown(s string) bool {
-	return s == "<unknown>" || s == hcl2helper.UnknownVariableValue
-}
+func unknown(s string) bool { return awsaccess.Unknown(s) }
 
 var (
-	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
 	flavorRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
 	accountR = regexp.MustCompile(`^\d{12}$`)
 )
@@ -205,11 +182,12 @@ var ownerAliases = map[string]bool{"amazon": true, "self": true, "aws-marketplac
 
 // Configure decodes and validates the configuration. It does no network I/O.
 func (d *Datasource) Configure(raws ...interface{}) error {
+	d.deprecations = nil
 	if err := config.Decode(&d.config, nil, raws...); err != nil {
 		return fmt.Errorf("dlami: %w", err)
 	}
 	c := &d.config
-	packersdk.LogSecretFilter.Set(c.AccessKey, c.SecretKey, c.Token)
+	packersdk.LogSecretFilter.Set(c.Secrets()...)
 	var errs *packersdk.MultiError
 	add := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
 
@@ -262,11 +240,8 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	}
 
 	checkRegion := func(field, r string) {
-		if unknown(r) || c.SkipRegionValidation {
-			return
-		}
-		if !regionRE.MatchString(r) {
-			add("%s %q: not an AWS region name like \"us-east-1\" (set skip_region_validation = true for unusual endpoints)", field, r)
+		if err := c.CheckRegion(field, r); err != nil {
+			add("%s", err)
 		}
 	}
 	if c.Region != "" {
@@ -300,31 +275,15 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 				add("golden.tags: empty tag key")
 			}
 		}
-		if g.SourceAMITag == "" {
-			g.SourceAMITag = "dlami:source_ami"
-		}
 	}
 
-	if (c.AccessKey == "") != (c.SecretKey == "") {
-		add("access_key and secret_key must be set together (or neither, to use the default credential chain)")
+	accessErrs, deprecations := c.AccessConfig.Prepare()
+	for _, e := range accessErrs {
+		add("%s", e)
 	}
-	if ar := c.AssumeRole; ar.RoleARN == "" {
-		if ar.SessionName != "" || ar.ExternalID != "" || ar.Duration != 0 {
-			add("assume_role: role_arn is required when session_name, external_id or duration is set")
-		}
-	} else if !unknown(ar.RoleARN) && !strings.HasPrefix(ar.RoleARN, "arn:") {
-		add("assume_role.role_arn %q: must be a role ARN (arn:aws:iam::<account>:role/<name>)", ar.RoleARN)
-	}
-	if c.MaxRetries < 0 {
-		add("max_retries = %d: must be 0 (SDK default) or more", c.MaxRetries)
-	}
-	for field, v := range map[string]string{"ssm_endpoint": c.SSMEndpoint, "ec2_endpoint": c.EC2Endpoint, "sts_endpoint": c.STSEndpoint} {
-		if v == "" || unknown(v) {
-			continue
-		}
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s %q: must be an http(s) URL such as https://ssm.us-east-1.amazonaws.com", field, v)
-		}
+	for _, w := range deprecations {
+		d.warnf("[WARN] dlami: %s", w)
+		d.deprecations = append(d.deprecations, w)
 	}
 	if c.Timeout < 0 {
 		add("timeout %s: must be positive", c.Timeout)
@@ -354,22 +313,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (c *Config) awsOptions() dlamiresolve.AWSOptions {
-	o := dlamiresolve.AWSOptions{
-		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Token: c.Token,
-		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile,
-		MaxRetries: c.MaxRetries, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
-		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.EC2Endpoint, STSEndpoint: c.STSEndpoint,
-		Region: c.primaryRegion(),
-	}
-	if c.AssumeRole.RoleARN != "" {
-		o.AssumeRole = &dlamiresolve.AssumeRole{
-			RoleARN: c.AssumeRole.RoleARN, SessionName: c.AssumeRole.SessionName,
-			ExternalID: c.AssumeRole.ExternalID, Duration: c.AssumeRole.Duration,
-		}
-	}
-	return o
-}
+func (c *Config) awsOptions() dlamiresolve.AWSOptions { return c.Options(c.primaryRegion()) }
 
 func (c *Config) primaryRegion() string {
 	if c.Region != "" {
@@ -418,7 +362,17 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 	if primary == "" {
 		return nil, errors.New("dlami: no region: set region (or regions), or AWS_REGION / AWS_DEFAULT_REGION, or a region in the AWS profile")
 	}
-	r := &dlamiresolve.Resolver{Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout, AssumeRoleARN: c.AssumeRole.RoleARN}
+	if !c.SkipCredentialValidation {
+		id, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, primary, c.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("dlami: %w", err)
+		}
+		log.Printf("[INFO] dlami: AWS credentials valid: %s (account %s)", id.ARN, id.Account)
+	}
+	r := &dlamiresolve.Resolver{
+		Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout,
+		AssumeRoleARN: c.AssumeRole.RoleARN, Retry: opts.Retry,
+	}
 	regions := append([]string{primary}, c.Regions...)
 	results, err := r.ResolveAll(ctx, regions, c.query())
 	if err != nil {
@@ -432,7 +386,7 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 		Architecture: img.Architecture, RootDeviceName: img.RootDeviceName,
 		ParameterName: res.ParameterName, ParameterVersion: int(res.ParameterVersion),
 		ParameterLastModified: res.ParameterLastModified, Region: primary,
-		AMIs: map[string]string{}, Warnings: []string{}, GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
+		AMIs: map[string]string{}, Warnings: append([]string{}, d.deprecations...), GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
 	}
 	regionsSorted := make([]string, 0, len(results))
 	for region := range results {

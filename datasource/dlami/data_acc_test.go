@@ -263,6 +263,8 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 		}
 	})
 
+	throttledSSMScenario(t, p, fake, vars, seedID("us-east-1"))
+
 	t.Run("packer build fails with the IAM hint", func(t *testing.T) {
 		fake.SetFault(awsfake.OpGetParameter, "eu-west-1", awsfake.Fault{AccessDenied: true})
 		defer fake.ClearFaults()
@@ -275,6 +277,60 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("packer build output lacks %q:\n%s", want, out)
 			}
+		}
+	})
+}
+
+// throttledSSMScenario is the throttled-ssm scenario: SSM's public
+// parameters are rate-limited per account, and a CI matrix of regions and
+// instance types meets ThrottlingException in bursts. A burst must be
+// absorbed; a throttle that outlasts `timeout` must fail with the message
+// that says what to do.
+func throttledSSMScenario(t *testing.T, p *packerRun, fake *awsfake.Server, vars []string, wantAMI string) {
+	const region = "us-east-1"
+	t.Run("throttled-ssm: six ThrottlingExceptions in a row are absorbed", func(t *testing.T) {
+		fake.SetFault(awsfake.OpGetParameter, region, awsfake.Fault{Throttle: 6})
+		defer fake.ClearFaults()
+		before := fake.CallCount(awsfake.OpGetParameter, region)
+		logged := *p
+		logged.env = append(append([]string(nil), p.env...), "PACKER_LOG=1")
+		args := append(append([]string{"build", "-color=false", "-only=e2e.null.e2e"}, vars...), "template.pkr.hcl")
+		out, err := logged.run(t, "", args...)
+		if err != nil {
+			t.Fatalf("packer build under 6 throttles: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "DLAMI_AMI_ID="+wantAMI) {
+			t.Errorf("packer build output lacks DLAMI_AMI_ID=%s:\n%s", wantAMI, out)
+		}
+		if n := fake.CallCount(awsfake.OpGetParameter, region) - before; n != 7 {
+			t.Errorf("GetParameter calls in %s = %d, want 7 (6 throttled + 1)", region, n)
+		}
+		if !strings.Contains(out, "[INFO] dlami: ssm GetParameter us-east-1: 6 throttled retries, ") {
+			t.Errorf("the Packer log lacks the retry count line")
+		}
+	})
+	t.Run("throttled-ssm: a permanent throttle fails at the short timeout with the message", func(t *testing.T) {
+		fake.SetFault(awsfake.OpGetParameter, region, awsfake.Fault{Throttle: 1_000_000})
+		defer fake.ClearFaults()
+		args := append(append([]string{"build", "-color=false", "-only=e2e.null.e2e"}, vars...), "-var", "timeout=3s", "template.pkr.hcl")
+		start := time.Now()
+		out, err := p.run(t, "", args...)
+		if err == nil {
+			t.Fatalf("packer build succeeded under a permanent throttle:\n%s", out)
+		}
+		for _, want := range []string{
+			"1 of 2 regions failed (us-east-1)",
+			"us-east-1: ssm:GetParameter was still throttled by AWS (ThrottlingException: Rate exceeded) at the per-call timeout of 3s",
+			"throttled retries", "SSM request rate limit in us-east-1 is exhausted",
+			"raise timeout (and execute_timeout)", "spread the CI matrix", "or pin build",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("packer build output lacks %q:\n%s", want, out)
+			}
+		}
+		// Throttles are retried until the deadline, not given up early.
+		if took := time.Since(start); took < 3*time.Second || took > time.Minute {
+			t.Errorf("the throttled build took %s; want the 3s timeout to end it", took)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package dlami
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,10 @@ func TestConfigure(t *testing.T) {
 		hcl     string
 		raw     map[string]interface{} // used instead of hcl when set
 		wantErr []string
-		check   func(t *testing.T, c *Config)
+		// wantWarn are the deprecation warnings Configure must log; every
+		// other case must log none.
+		wantWarn []string
+		check    func(t *testing.T, c *Config)
 	}{
 		{
 			name: "empty block gets defaults",
@@ -72,12 +76,22 @@ allow_deprecated = true
 max_retries = 5
 timeout = "10s"
 ssm_endpoint = "http://127.0.0.1:9999"
-ec2_endpoint = "https://ec2.us-west-2.amazonaws.com"
+custom_endpoint_ec2 = "https://ec2.us-west-2.amazonaws.com"
+sts_endpoint = "https://sts.us-west-2.amazonaws.com"
+skip_credential_validation = true
+profile = "bake"
+mfa_code = "123456"
 assume_role {
   role_arn = "arn:aws:iam::123456789012:role/bake"
   session_name = "packer"
   external_id = "x"
-  duration = "1h"
+  duration_seconds = 3600
+  policy = <<POLICY
+{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": "*"}]}
+POLICY
+  policy_arns = ["arn:aws:iam::aws:policy/ReadOnlyAccess"]
+  tags = { team = "ml-infra", pipeline = "rebake" }
+  transitive_tag_keys = ["team"]
 }
 golden {
   name_prefix = "ml-golden-"
@@ -87,8 +101,14 @@ golden {
 				if c.Architecture != "arm64" || c.Build != "20261002" || len(c.Regions) != 2 || c.Timeout != 10*time.Second || c.MaxRetries != 5 {
 					t.Errorf("config %+v", c)
 				}
-				if c.AssumeRole.RoleARN == "" || c.AssumeRole.Duration != time.Hour {
-					t.Errorf("assume_role %+v", c.AssumeRole)
+				if !c.SkipCredentialValidation || c.MFACode != "123456" || c.CustomEndpointEC2 != "https://ec2.us-west-2.amazonaws.com" || c.STSEndpoint == "" {
+					t.Errorf("access config %+v", c)
+				}
+				ar := c.AssumeRole
+				if ar.RoleARN == "" || ar.DurationSeconds != 3600 || ar.SessionName != "packer" || ar.ExternalID != "x" ||
+					!strings.Contains(ar.Policy, `"ssm:GetParameter"`) || len(ar.PolicyARNs) != 1 || ar.Tags["pipeline"] != "rebake" ||
+					len(ar.TransitiveTagKeys) != 1 || ar.TransitiveTagKeys[0] != "team" {
+					t.Errorf("assume_role %+v", ar)
 				}
 				if c.Golden == nil || c.Golden.NamePrefix != "ml-golden-" || c.Golden.Tags["dlami:family"] != "base" || c.Golden.SourceAMITag != "dlami:source_ami" {
 					t.Errorf("golden %+v", c.Golden)
@@ -126,6 +146,84 @@ golden {
 		{name: "golden bad owner", hcl: "golden {\n name_prefix = \"x\"\n owners = [\"me\"]\n}", wantErr: []string{`golden.owners[0] "me"`}},
 		{name: "access key without secret", hcl: `access_key = "AKIA"`, wantErr: []string{"access_key and secret_key must be set together"}},
 		{name: "assume_role without arn", hcl: "assume_role {\n external_id = \"x\"\n}", wantErr: []string{"assume_role: role_arn is required"}},
+		{name: "assume_role tags without arn", hcl: "assume_role {\n tags = { a = \"b\" }\n}", wantErr: []string{"assume_role: role_arn is required"}},
+		{
+			name:     "deprecated ec2_endpoint still works, with a warning",
+			hcl:      `ec2_endpoint = "http://127.0.0.1:4566"`,
+			wantWarn: []string{"ec2_endpoint is deprecated: rename it to custom_endpoint_ec2"},
+			check: func(t *testing.T, c *Config) {
+				if c.CustomEndpointEC2 != "http://127.0.0.1:4566" {
+					t.Errorf("custom_endpoint_ec2 = %q", c.CustomEndpointEC2)
+				}
+			},
+		},
+		{
+			name:     "ec2_endpoint and custom_endpoint_ec2 agreeing",
+			hcl:      "ec2_endpoint = \"http://127.0.0.1:4566\"\ncustom_endpoint_ec2 = \"http://127.0.0.1:4566\"",
+			wantWarn: []string{"ec2_endpoint is deprecated"},
+		},
+		{
+			name:     "ec2_endpoint and custom_endpoint_ec2 disagreeing",
+			hcl:      "ec2_endpoint = \"http://127.0.0.1:4566\"\ncustom_endpoint_ec2 = \"http://127.0.0.1:9999\"",
+			wantErr:  []string{`ec2_endpoint = "http://127.0.0.1:4566" and custom_endpoint_ec2 = "http://127.0.0.1:9999" disagree`, "keep custom_endpoint_ec2 only"},
+			wantWarn: []string{"ec2_endpoint is deprecated"},
+		},
+		{name: "bad custom_endpoint_ec2", hcl: `custom_endpoint_ec2 = "ec2.local"`, wantErr: []string{`custom_endpoint_ec2 "ec2.local": must be an http(s) URL`}},
+		{name: "bad deprecated ec2_endpoint is named by its replacement", hcl: `ec2_endpoint = "ec2.local"`, wantErr: []string{`custom_endpoint_ec2 "ec2.local"`}, wantWarn: []string{"ec2_endpoint is deprecated"}},
+		{
+			name:     "deprecated assume_role.duration still works, with a warning",
+			hcl:      "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration = \"1h\"\n}",
+			wantWarn: []string{"assume_role.duration is deprecated: rename it to assume_role.duration_seconds"},
+			check: func(t *testing.T, c *Config) {
+				if c.AssumeRole.DurationSeconds != 3600 {
+					t.Errorf("duration_seconds = %d", c.AssumeRole.DurationSeconds)
+				}
+			},
+		},
+		{
+			name:     "duration and duration_seconds agreeing",
+			hcl:      "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration = \"30m\"\n duration_seconds = 1800\n}",
+			wantWarn: []string{"assume_role.duration is deprecated"},
+		},
+		{
+			name:     "duration and duration_seconds disagreeing",
+			hcl:      "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration = \"1h\"\n duration_seconds = 900\n}",
+			wantErr:  []string{"assume_role.duration = 1h0m0s and assume_role.duration_seconds = 900 disagree", "keep duration_seconds only"},
+			wantWarn: []string{"assume_role.duration is deprecated"},
+		},
+		{
+			name:     "duration in fractions of a second",
+			hcl:      "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration = \"1h0.5s\"\n}",
+			wantErr:  []string{"assume_role.duration = 1h0m0.5s: STS takes whole seconds"},
+			wantWarn: []string{"assume_role.duration is deprecated"},
+		},
+		{
+			name:    "duration_seconds below STS's minimum",
+			hcl:     "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration_seconds = 60\n}",
+			wantErr: []string{"assume_role.duration_seconds = 60 seconds: STS accepts 900 to 43200"},
+		},
+		{
+			name:     "deprecated duration out of range is named as written",
+			hcl:      "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n duration = \"24h\"\n}",
+			wantErr:  []string{"assume_role.duration = 86400 seconds: STS accepts 900 to 43200"},
+			wantWarn: []string{"assume_role.duration is deprecated"},
+		},
+		{
+			name:    "policy that is not JSON",
+			hcl:     "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n policy = \"Allow everything\"\n}",
+			wantErr: []string{"assume_role.policy: not valid JSON"},
+		},
+		{
+			name:    "policy_arns entry that is not an ARN",
+			hcl:     "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n policy_arns = [\"ReadOnlyAccess\"]\n}",
+			wantErr: []string{`assume_role.policy_arns[0] "ReadOnlyAccess": must be a managed policy ARN`},
+		},
+		{
+			name:    "transitive tag key without its tag",
+			hcl:     "assume_role {\n role_arn = \"arn:aws:iam::123456789012:role/bake\"\n tags = { team = \"ml\" }\n transitive_tag_keys = [\"owner\"]\n}",
+			wantErr: []string{`assume_role.transitive_tag_keys[0] "owner": not a key of assume_role.tags`},
+		},
+		{name: "mfa_code not six digits", hcl: `mfa_code = "12345"`, wantErr: []string{"mfa_code: must be the 6-digit code"}},
 		{name: "assume_role bad arn", hcl: "assume_role {\n role_arn = \"bake\"\n}", wantErr: []string{`assume_role.role_arn "bake"`}},
 		{name: "negative max_retries", hcl: `max_retries = -1`, wantErr: []string{"max_retries = -1"}},
 		{name: "bad endpoint", hcl: `ssm_endpoint = "localhost:4566"`, wantErr: []string{`ssm_endpoint "localhost:4566": must be an http(s) URL`}},
@@ -146,12 +244,21 @@ golden {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &Datasource{}
+			var warnings []string
+			d := &Datasource{logf: func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }}
 			var err error
 			if tc.raw != nil {
 				err = d.Configure(tc.raw)
 			} else {
 				err = d.Configure(decodeHCL(t, d, tc.hcl))
+			}
+			if len(warnings) != len(tc.wantWarn) || len(d.deprecations) != len(tc.wantWarn) {
+				t.Errorf("logged %q, kept %q; want %d warnings %q", warnings, d.deprecations, len(tc.wantWarn), tc.wantWarn)
+			}
+			for i, w := range tc.wantWarn {
+				if i < len(warnings) && (!strings.HasPrefix(warnings[i], "[WARN] dlami: ") || !strings.Contains(warnings[i], w)) {
+					t.Errorf("warning %q is not a [WARN] line containing %q", warnings[i], w)
+				}
 			}
 			if len(tc.wantErr) > 0 {
 				if err == nil {
@@ -178,7 +285,8 @@ func TestSpecs(t *testing.T) {
 	d := &Datasource{}
 	for _, k := range []string{"architecture", "os", "flavor", "parameter_name", "build", "region", "regions", "owners", "allow_deprecated",
 		"golden", "access_key", "secret_key", "token", "profile", "shared_credentials_file", "assume_role", "max_retries",
-		"skip_metadata_api_check", "ssm_endpoint", "ec2_endpoint", "sts_endpoint", "timeout"} {
+		"skip_metadata_api_check", "ssm_endpoint", "ec2_endpoint", "sts_endpoint", "timeout",
+		"custom_endpoint_ec2", "mfa_code", "skip_credential_validation", "execute_timeout", "skip_region_validation"} {
 		if _, ok := d.ConfigSpec()[k]; !ok {
 			t.Errorf("ConfigSpec lacks %q", k)
 		}
@@ -210,8 +318,10 @@ func configureHCL(t *testing.T, src string) *Datasource {
 	return d
 }
 
+// endpointHCL points every client at the fake, with the amazon plugin's
+// names; credentials are validated (the default) against its STS.
 func endpointHCL(url string) string {
-	return "ssm_endpoint = \"" + url + "\"\nec2_endpoint = \"" + url + "\"\naccess_key = \"AKIAFAKE\"\nsecret_key = \"fake\"\n"
+	return fmt.Sprintf("ssm_endpoint = %q\ncustom_endpoint_ec2 = %q\nsts_endpoint = %q\naccess_key = \"AKIAFAKE\"\nsecret_key = \"fake\"\n", url, url, url)
 }
 
 func TestExecute(t *testing.T) {
@@ -236,6 +346,9 @@ golden {
 	v, err := d.Execute()
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
+	}
+	if calls := f.Calls(); len(calls) == 0 || calls[0].Op != awsfake.OpGetCallerIdentity || f.CallCount(awsfake.OpGetCallerIdentity, "") != 1 {
+		t.Errorf("want one sts:GetCallerIdentity before any lookup, calls = %+v", calls)
 	}
 	get := func(k string) cty.Value { return v.GetAttr(k) }
 	if got := get("ami_id").AsString(); got != id("us-east-1", "20261002") {
@@ -344,4 +457,120 @@ func TestExecuteWarningsAndFailures(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// The amazon plugin's access settings, as pasted from an amazon-ebs block.
+func TestExecuteAccessSettings(t *testing.T) {
+	const region = "us-east-1"
+	latest := awsfake.SeedAMIID(region, awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", "20261002"))
+	tests := []struct {
+		name  string
+		hcl   func(url string) string
+		fault func(f *awsfake.Server)
+		// wantErr, when set, are substrings of the error; otherwise Execute
+		// must resolve the AMI.
+		wantErr []string
+		check   func(t *testing.T, f *awsfake.Server, v cty.Value)
+	}{
+		{
+			name: "credentials are validated once, before the lookup",
+			hcl:  func(url string) string { return endpointHCL(url) + "regions = [\"us-east-1\", \"eu-west-1\"]\n" },
+			check: func(t *testing.T, f *awsfake.Server, _ cty.Value) {
+				if n := f.CallCount(awsfake.OpGetCallerIdentity, ""); n != 1 {
+					t.Errorf("GetCallerIdentity calls = %d, want 1 for 2 regions", n)
+				}
+			},
+		},
+		{
+			name: "skip_credential_validation = true skips sts:GetCallerIdentity",
+			hcl:  func(url string) string { return endpointHCL(url) + "skip_credential_validation = true\n" },
+			check: func(t *testing.T, f *awsfake.Server, _ cty.Value) {
+				if n := f.CallCount(awsfake.OpGetCallerIdentity, ""); n != 0 {
+					t.Errorf("GetCallerIdentity calls = %d, want 0", n)
+				}
+			},
+		},
+		{
+			name: "failed validation names the setting and stops before the lookup",
+			hcl:  endpointHCL,
+			fault: func(f *awsfake.Server) {
+				f.SetFault(awsfake.OpGetCallerIdentity, "", awsfake.Fault{AccessDenied: true})
+			},
+			wantErr: []string{"dlami: us-east-1: validating AWS credentials (skip_credential_validation = false) with sts:GetCallerIdentity failed", "set skip_credential_validation = true only for AWS-compatible endpoints without STS"},
+			check: func(t *testing.T, f *awsfake.Server, _ cty.Value) {
+				if n := f.CallCount(awsfake.OpGetParameter, "") + f.CallCount(awsfake.OpDescribeImages, ""); n != 0 {
+					t.Errorf("%d lookup calls after failed validation", n)
+				}
+			},
+		},
+		{
+			name: "deprecated ec2_endpoint works and says so in the warnings output",
+			hcl: func(url string) string {
+				return fmt.Sprintf("ssm_endpoint = %q\nec2_endpoint = %q\nsts_endpoint = %q\naccess_key = \"AKIAFAKE\"\nsecret_key = \"fake\"\n", url, url, url)
+			},
+			check: func(t *testing.T, _ *awsfake.Server, v cty.Value) {
+				w := v.GetAttr("warnings").AsValueSlice()
+				if len(w) != 1 || !strings.Contains(w[0].AsString(), "ec2_endpoint is deprecated: rename it to custom_endpoint_ec2") {
+					t.Errorf("warnings = %v", w)
+				}
+			},
+		},
+		{
+			name: "assume_role with the amazon plugin's arguments",
+			hcl: func(url string) string {
+				return endpointHCL(url) + `
+assume_role {
+  role_arn            = "arn:aws:iam::123456789012:role/packer-dlami-read"
+  session_name        = "rebake"
+  external_id         = "ext-7"
+  duration_seconds    = 3600
+  policy_arns         = ["arn:aws:iam::aws:policy/ReadOnlyAccess"]
+  tags                = { team = "ml-infra" }
+  transitive_tag_keys = ["team"]
+}
+`
+			},
+			check: func(t *testing.T, f *awsfake.Server, _ cty.Value) {
+				calls := f.AssumeRoleCalls()
+				if len(calls) != 1 || calls[0].RoleARN != "arn:aws:iam::123456789012:role/packer-dlami-read" || calls[0].SessionName != "rebake" || calls[0].ExternalID != "ext-7" {
+					t.Errorf("AssumeRole calls = %+v", calls)
+				}
+				for _, c := range f.Calls() {
+					if c.Op != awsfake.OpAssumeRole && c.AccessKeyID != awsfake.AssumedAccessKeyID {
+						t.Errorf("%s signed with %s, want the assumed role's key", c.Op, c.AccessKeyID)
+					}
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, url := startFake(t, region, "eu-west-1")
+			if tc.fault != nil {
+				tc.fault(f)
+			}
+			d := configureHCL(t, tc.hcl(url)+"region = \"us-east-1\"\n")
+			v, err := d.Execute()
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("Execute succeeded, want an error with %q", tc.wantErr)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Execute: %v", err)
+				}
+				if got := v.GetAttr("ami_id").AsString(); got != latest {
+					t.Errorf("ami_id = %s, want %s", got, latest)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, f, v)
+			}
+		})
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 )
 
 // AWSOptions are the access settings, named after the amazon plugin's.
@@ -24,11 +27,14 @@ type AWSOptions struct {
 	Profile                     string
 	SharedCredentialsFile       string
 	AssumeRole                  *AssumeRole
-	// MaxRetries is how many times a failed call is retried; 0 keeps the
-	// SDK default (2 retries, 3 attempts).
-	MaxRetries int
-	// RetryMaxBackoff caps the wait between retries; 0 keeps the SDK's 20s.
-	RetryMaxBackoff time.Duration
+	// MFACode answers the MFA prompt of a profile whose shared config
+	// assumes a role with mfa_serial set (the amazon plugin's mfa_code).
+	MFACode string
+	// Retry is how calls are retried. SSM and EC2 calls get it through
+	// Resolver.Retry (throttles until the deadline); the STS calls of
+	// role assumption use the SDK's standard retryer with its MaxRetries
+	// and MaxBackoff.
+	Retry RetryPolicy
 	// SkipMetadataAPICheck keeps the credential chain off the EC2 instance
 	// metadata service.
 	SkipMetadataAPICheck bool
@@ -43,10 +49,42 @@ type AWSOptions struct {
 	HTTPClient aws.HTTPClient
 }
 
-// AssumeRole is the role to assume before calling SSM and EC2.
+// AssumeRole is the role to assume before calling SSM and EC2; every field
+// goes into the STS AssumeRole request.
 type AssumeRole struct {
 	RoleARN, SessionName, ExternalID string
-	Duration                         time.Duration
+	// Duration of the session; 0 keeps the SDK's 15 minutes.
+	Duration time.Duration
+	// Policy is an inline session policy (JSON); PolicyARNs are managed ones.
+	Policy     string
+	PolicyARNs []string
+	// Tags are session tags; TransitiveTagKeys pass on to chained sessions.
+	Tags              map[string]string
+	TransitiveTagKeys []string
+}
+
+// options applies the role's settings to the SDK's AssumeRole provider.
+func (ar AssumeRole) options(ao *stscreds.AssumeRoleOptions) {
+	if ar.SessionName != "" {
+		ao.RoleSessionName = ar.SessionName
+	}
+	if ar.ExternalID != "" {
+		ao.ExternalID = aws.String(ar.ExternalID)
+	}
+	if ar.Duration > 0 {
+		ao.Duration = ar.Duration
+	}
+	if ar.Policy != "" {
+		ao.Policy = aws.String(ar.Policy)
+	}
+	for _, arn := range ar.PolicyARNs {
+		ao.PolicyARNs = append(ao.PolicyARNs, ststypes.PolicyDescriptorType{Arn: aws.String(arn)})
+	}
+	// Sorted so the request is the same from run to run.
+	for _, k := range slices.Sorted(maps.Keys(ar.Tags)) {
+		ao.Tags = append(ao.Tags, ststypes.Tag{Key: aws.String(k), Value: aws.String(ar.Tags[k])})
+	}
+	ao.TransitiveTagKeys = append([]string(nil), ar.TransitiveTagKeys...)
 }
 
 // LoadAWSConfig builds the shared AWS configuration: default credential
@@ -57,8 +95,8 @@ func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
 	if (o.AccessKey == "") != (o.SecretKey == "") {
 		return aws.Config{}, errors.New("access_key and secret_key must be set together")
 	}
-	if o.MaxRetries < 0 {
-		return aws.Config{}, fmt.Errorf("max_retries = %d: must be 0 (SDK default) or more", o.MaxRetries)
+	if o.Retry.MaxRetries < 0 {
+		return aws.Config{}, fmt.Errorf("max_retries = %d: must be 0 (SDK default) or more", o.Retry.MaxRetries)
 	}
 	var opts []func(*config.LoadOptions) error
 	opts = append(opts, config.WithAppID("packer-plugin-dlami"))
@@ -80,8 +118,22 @@ func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
 	if o.HTTPClient != nil {
 		opts = append(opts, config.WithHTTPClient(o.HTTPClient))
 	}
-	if o.MaxRetries > 0 || o.RetryMaxBackoff > 0 {
-		maxRetries, maxBackoff := o.MaxRetries, o.RetryMaxBackoff
+	// These apply only to a role the profile's shared config assumes: the
+	// amazon plugin answers its MFA prompt with mfa_code, and sts_endpoint
+	// must reach that AssumeRole call too.
+	if o.MFACode != "" || o.STSEndpoint != "" {
+		code, endpoint := o.MFACode, o.STSEndpoint
+		opts = append(opts, config.WithAssumeRoleCredentialOptions(func(ao *stscreds.AssumeRoleOptions) {
+			if code != "" {
+				ao.TokenProvider = func() (string, error) { return code, nil }
+			}
+			if endpoint != "" && ao.Client != nil {
+				ao.Client = stsAtEndpoint{client: ao.Client, endpoint: endpoint}
+			}
+		}))
+	}
+	if o.Retry.MaxRetries > 0 || o.Retry.MaxBackoff > 0 {
+		maxRetries, maxBackoff := o.Retry.MaxRetries, o.Retry.MaxBackoff
 		opts = append(opts, config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(so *retry.StandardOptions) {
 				if maxRetries > 0 {
@@ -96,30 +148,103 @@ func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
+		var mfa config.AssumeRoleTokenProviderNotSetError
+		if errors.As(err, &mfa) {
+			return aws.Config{}, fmt.Errorf("loading AWS configuration: the profile assumes a role with MFA (mfa_serial): set mfa_code to the code your MFA device shows now (pass it with -var): %w", err)
+		}
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
 	}
 	if o.AssumeRole != nil && o.AssumeRole.RoleARN != "" {
 		ar := *o.AssumeRole
-		stsClient := sts.NewFromConfig(cfg, func(so *sts.Options) {
-			if o.STSEndpoint != "" {
-				so.BaseEndpoint = aws.String(o.STSEndpoint)
-			}
-		})
-		prov := stscreds.NewAssumeRoleProvider(stsClient, ar.RoleARN, func(ao *stscreds.AssumeRoleOptions) {
-			if ar.SessionName != "" {
-				ao.RoleSessionName = ar.SessionName
-			}
-			if ar.ExternalID != "" {
-				ao.ExternalID = aws.String(ar.ExternalID)
-			}
-			if ar.Duration > 0 {
-				ao.Duration = ar.Duration
-			}
-		})
+		prov := stscreds.NewAssumeRoleProvider(newSTSClient(cfg, o), ar.RoleARN, ar.options)
 		// One cache for every region: the role is assumed once, not per region.
 		cfg.Credentials = aws.NewCredentialsCache(prov)
 	}
 	return cfg, nil
+}
+
+func newSTSClient(cfg aws.Config, o AWSOptions) *sts.Client {
+	return sts.NewFromConfig(cfg, func(so *sts.Options) {
+		if o.STSEndpoint != "" {
+			so.BaseEndpoint = aws.String(o.STSEndpoint)
+		}
+	})
+}
+
+// stsAtEndpoint sends the AssumeRole calls of the SDK's shared-config role
+// provider to sts_endpoint; the SDK builds that client itself and offers
+// no other hook for its endpoint.
+type stsAtEndpoint struct {
+	client   stscreds.AssumeRoleAPIClient
+	endpoint string
+}
+
+func (s stsAtEndpoint) AssumeRole(ctx context.Context, in *sts.AssumeRoleInput, optFns ...func(*sts.Options)) (*sts.AssumeRoleOutput, error) {
+	optFns = append(optFns, func(so *sts.Options) { so.BaseEndpoint = aws.String(s.endpoint) })
+	return s.client.AssumeRole(ctx, in, optFns...)
+}
+
+// CallerIdentity is who the credentials belong to.
+type CallerIdentity struct {
+	Account, ARN string
+}
+
+// ValidateCredentials asks STS GetCallerIdentity who the credentials are,
+// as the amazon plugin does unless skip_credential_validation is set, so
+// that bad, expired or unassumable credentials fail once, up front, with a
+// message about credentials rather than as N regions of failed lookups.
+// GetCallerIdentity needs no IAM permission.
+func ValidateCredentials(ctx context.Context, cfg aws.Config, o AWSOptions, region string, timeout time.Duration) (CallerIdentity, error) {
+	if region != "" {
+		cfg = cfg.Copy()
+		cfg.Region = region
+	}
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rt := newCallRetryer(o.Retry)
+	out, err := newSTSClient(cfg, o).GetCallerIdentity(cctx, &sts.GetCallerIdentityInput{}, func(so *sts.Options) { so.Retryer = rt })
+	if err != nil {
+		err = credentialValidationError(err, cfg.Region, o, timeout)
+		if st := rt.done(); st.Retries() > 0 {
+			err = &retriedError{err: err, stats: st}
+		}
+		return CallerIdentity{}, err
+	}
+	id := CallerIdentity{Account: aws.ToString(out.Account), ARN: aws.ToString(out.Arn)}
+	if id.Account == "" || id.ARN == "" {
+		return CallerIdentity{}, fmt.Errorf("%s: sts:GetCallerIdentity answered without an account or ARN (is sts_endpoint an STS endpoint?); fix sts_endpoint, or set skip_credential_validation = true for endpoints without STS", cfg.Region)
+	}
+	return id, nil
+}
+
+const skipValidationHint = "set skip_credential_validation = true only for AWS-compatible endpoints without STS"
+
+func credentialValidationError(err error, region string, o AWSOptions, timeout time.Duration) error {
+	if isCreds, assume := credentialsFailure(err); assume {
+		role := "the assume_role.role_arn"
+		if o.AssumeRole != nil {
+			role = o.AssumeRole.RoleARN
+		}
+		if deniedCodes[apiCode(err)] {
+			return &AccessDeniedError{Region: region, Action: "sts:AssumeRole", Resource: role, Err: err}
+		}
+		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): assuming role %s failed: %w", region, role, err)
+	} else if isCreds {
+		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): no usable AWS credentials: set access_key and secret_key, profile (and shared_credentials_file), or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an instance role is available: %w", region, err)
+	}
+	switch code := apiCode(err); code {
+	case "InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClientException", "AuthFailure", "IncompleteSignature":
+		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): STS rejected them (%s): check access_key/secret_key/token, profile or the AWS_* environment: %w", region, code, err)
+	case "ExpiredToken", "ExpiredTokenException", "RequestExpired":
+		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): they have expired (%s): refresh them (aws sso login, a new session token): %w", region, code, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): sts:GetCallerIdentity did not answer within %s: check sts_endpoint and the network, or %s: %w", region, timeout, skipValidationHint, err)
+	}
+	return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false) with sts:GetCallerIdentity failed: check the credentials and sts_endpoint, or %s: %w", region, skipValidationHint, err)
 }
 
 // NewClientFactory returns a ClientFactory that makes SSM and EC2 clients

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 )
@@ -144,9 +146,18 @@ func credentialsFailure(err error) (isCreds, assumeRole bool) {
 }
 
 // callError turns an SDK error from one call into an error that names the
-// region, the IAM action and what to do.
-func (r *Resolver) callError(err error, region, action, resource string) error {
-	timeout := r.callTimeout()
+// region, the IAM action and what to do; when the call was retried, the
+// message says how often.
+func (r *Resolver) callError(err error, call *awsCall, st RetryStats, action, resource string) error {
+	e := r.describeCallError(err, call, st, action, resource)
+	if st.Retries() > 0 && !errors.As(e, new(*ThrottledError)) {
+		return &retriedError{err: e, stats: st}
+	}
+	return e
+}
+
+func (r *Resolver) describeCallError(err error, call *awsCall, st RetryStats, action, resource string) error {
+	region, timeout := call.region, r.callTimeout()
 	if isCreds, assume := credentialsFailure(err); assume {
 		role := r.AssumeRoleARN
 		if role == "" {
@@ -162,16 +173,29 @@ func (r *Resolver) callError(err error, region, action, resource string) error {
 	if deniedCodes[apiCode(err)] {
 		return &AccessDeniedError{Region: region, Action: action, Resource: resource, Err: err}
 	}
+	// A call that was throttled and then ran out of time, however the
+	// SDK's loop ended (no room for another backoff, or the deadline cut a
+	// backoff or an attempt short), failed because of the rate limit.
+	if st.LastThrottle != nil && (st.ThrottledAtDeadline || IsThrottle(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*aws.RequestCanceledError))) {
+		cause := err
+		if st.ThrottledAtDeadline {
+			// The SDK joined the throttle with the retryer's reason to stop,
+			// which the message already says in words.
+			cause = st.LastThrottle
+		}
+		return &ThrottledError{Region: region, Action: action, Limit: call.limit, Timeout: timeout, Stats: st, Err: cause}
+	}
 	var maxErr *retry.MaxAttemptsError
 	if errors.As(err, &maxErr) {
-		kind := "failed"
-		if isThrottle(err) {
-			kind = "was throttled"
-		}
-		return fmt.Errorf("%s: %s %s on all %d attempts (retried with backoff; raise max_retries or try later): %w",
-			region, action, kind, maxErr.Attempt, err)
+		return fmt.Errorf("%s: %s failed on all %d attempts (retried with backoff; raise max_retries or try later): %w",
+			region, action, maxErr.Attempt, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
+		if call.limit == "execute_timeout" {
+			return fmt.Errorf("%s: %s did not answer before the execute_timeout deadline of the whole lookup (raise execute_timeout, or check the endpoint and network): %w",
+				region, action, err)
+		}
 		return fmt.Errorf("%s: %s did not answer within %s (raise timeout, or check the endpoint and network): %w",
 			region, action, timeout, err)
 	}
@@ -185,10 +209,39 @@ func (r *Resolver) callError(err error, region, action, resource string) error {
 	return fmt.Errorf("%s: %s: %w", region, action, err)
 }
 
-func isThrottle(err error) bool {
-	switch apiCode(err) {
-	case "ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException":
-		return true
-	}
-	return false
+// ThrottledError is a call that AWS kept throttling until its deadline.
+type ThrottledError struct {
+	Region, Action string
+	// Limit is the setting whose deadline ended the retries: "timeout" or
+	// "execute_timeout"; Timeout is the per-call timeout.
+	Limit   string
+	Timeout time.Duration
+	Stats   RetryStats
+	Err     error
 }
+
+func (e *ThrottledError) Error() string {
+	deadline := fmt.Sprintf("the per-call timeout of %s", e.Timeout)
+	if e.Limit == "execute_timeout" {
+		deadline = "the execute_timeout deadline of the whole lookup"
+	}
+	service, fixes := "EC2", "raise timeout (and execute_timeout), or spread the CI matrix (fewer regions and instance types at a time, or staggered start times)"
+	if strings.HasPrefix(e.Action, "ssm:") {
+		service = "SSM"
+		fixes = "raise timeout (and execute_timeout), spread the CI matrix (fewer regions and instance types at a time, or staggered start times), or pin build (a pinned build is found with ec2:DescribeImages, without SSM)"
+	}
+	return fmt.Sprintf("%s: %s was still throttled by AWS (%s) at %s (%s). The account's %s request rate limit in %s is exhausted (every job and region of a CI matrix shares it): %s: %v",
+		e.Region, e.Action, apiMessage(e.Stats.LastThrottle), deadline, e.Stats, service, e.Region, fixes, e.Err)
+}
+
+func (e *ThrottledError) Unwrap() error { return e.Err }
+
+// retriedError adds the retry count to the failure of a retried call.
+type retriedError struct {
+	err   error
+	stats RetryStats
+}
+
+func (e *retriedError) Error() string { return fmt.Sprintf("%v (after %s)", e.err, e.stats) }
+
+func (e *retriedError) Unwrap() error { return e.err }

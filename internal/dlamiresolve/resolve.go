@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 )
 
 // SSMAPI is the part of the SSM client the resolver uses.
@@ -106,6 +108,8 @@ type Resolver struct {
 	Logf func(format string, args ...any)
 	// AssumeRoleARN names the assumed role in credential errors, if any.
 	AssumeRoleARN string
+	// Retry is how each SSM and EC2 call is retried; see RetryPolicy.
+	Retry RetryPolicy
 }
 
 // DefaultCallTimeout is the per-operation deadline when none is set.
@@ -116,6 +120,41 @@ func (r *Resolver) callTimeout() time.Duration {
 		return r.CallTimeout
 	}
 	return DefaultCallTimeout
+}
+
+// awsCall is one AWS operation about to be sent: its deadline-bound
+// context and the retryer made for it alone.
+type awsCall struct {
+	region, service, op string // for the log: "us-east-1", "ssm", "GetParameter"
+	ctx                 context.Context
+	retryer             *callRetryer
+	// limit names the setting whose deadline bounds the call: "timeout",
+	// or "execute_timeout" when less of the whole lookup is left.
+	limit string
+}
+
+// startCall bounds one operation by the per-call deadline and gives it its
+// own retryer. Call finish when the operation returns.
+func (r *Resolver) startCall(ctx context.Context, region, service, op string) (*awsCall, context.CancelFunc) {
+	c := &awsCall{region: region, service: service, op: op, retryer: newCallRetryer(r.Retry), limit: "timeout"}
+	if d, ok := ctx.Deadline(); ok && d.Before(r.Retry.now().Add(r.callTimeout())) {
+		c.limit = "execute_timeout"
+	}
+	var cancel context.CancelFunc
+	c.ctx, cancel = context.WithTimeout(ctx, r.callTimeout())
+	return c, cancel
+}
+
+func (c *awsCall) ssmRetryer(o *ssm.Options) { o.Retryer = c.retryer }
+func (c *awsCall) ec2Retryer(o *ec2.Options) { o.Retryer = c.retryer }
+
+// finish logs the call's retries, if any, and returns its statistics.
+func (r *Resolver) finish(c *awsCall) RetryStats {
+	st := c.retryer.done()
+	if st.Retries() > 0 {
+		r.logf("[INFO] dlami: %s %s %s: %s", c.service, c.op, c.region, st)
+	}
+	return st
 }
 
 func (r *Resolver) now() time.Time {
@@ -152,7 +191,7 @@ func (q Query) withDefaults() Query {
 			g.Owners = []string{"self"}
 		}
 		if g.SourceAMITag == "" {
-			g.SourceAMITag = "dlami:source_ami"
+			g.SourceAMITag = amitags.SourceAMI
 		}
 		q.Golden = &g
 	}
@@ -315,14 +354,15 @@ func imageOf(img ec2types.Image) Image {
 }
 
 func (r *Resolver) getParameter(ctx context.Context, region string, c SSMAPI, name, arch string) (*ssmParameter, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	call, cancel := r.startCall(ctx, region, "ssm", "GetParameter")
 	defer cancel()
-	out, err := c.GetParameter(cctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	out, err := c.GetParameter(call.ctx, &ssm.GetParameterInput{Name: aws.String(name)}, call.ssmRetryer)
+	st := r.finish(call)
 	if err != nil {
 		if apiCode(err) == "ParameterNotFound" {
 			return nil, r.notFound(ctx, region, c, name, arch)
 		}
-		return nil, r.callError(err, region, "ssm:GetParameter", parameterARN(region, name))
+		return nil, r.callError(err, call, st, "ssm:GetParameter", parameterARN(region, name))
 	}
 	if out.Parameter == nil {
 		return nil, fmt.Errorf("%s: ssm:GetParameter %s returned no parameter", region, name)
@@ -373,13 +413,14 @@ func (r *Resolver) notFound(ctx context.Context, region string, c SSMAPI, name, 
 	types := map[string]bool{}
 	var token *string
 	for page := 0; page < 100; page++ {
-		cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		out, err := c.GetParametersByPath(cctx, &ssm.GetParametersByPathInput{
+		call, cancel := r.startCall(ctx, region, "ssm", "GetParametersByPath")
+		out, err := c.GetParametersByPath(call.ctx, &ssm.GetParametersByPathInput{
 			Path: aws.String(root), Recursive: aws.Bool(true), MaxResults: aws.Int32(10), NextToken: token,
-		})
+		}, call.ssmRetryer)
 		cancel()
+		st := r.finish(call)
 		if err != nil {
-			e.ListErr = r.callError(err, region, "ssm:GetParametersByPath", parameterARN(region, root))
+			e.ListErr = r.callError(err, call, st, "ssm:GetParametersByPath", parameterARN(region, root))
 			return e
 		}
 		for _, p := range out.Parameters {
@@ -407,16 +448,17 @@ func (r *Resolver) notFound(ctx context.Context, region string, c SSMAPI, name, 
 }
 
 func (r *Resolver) describeByID(ctx context.Context, region string, c EC2API, id, param string) (ec2types.Image, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	call, cancel := r.startCall(ctx, region, "ec2", "DescribeImages")
 	defer cancel()
 	// By id, EC2 returns deprecated images too; the deprecation check below
 	// then decides with a clear message instead of an empty answer.
-	out, err := c.DescribeImages(cctx, &ec2.DescribeImagesInput{ImageIds: []string{id}, IncludeDeprecated: aws.Bool(true)})
+	out, err := c.DescribeImages(call.ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}, IncludeDeprecated: aws.Bool(true)}, call.ec2Retryer)
+	st := r.finish(call)
 	if err != nil {
 		if strings.HasPrefix(apiCode(err), "InvalidAMIID") {
 			return ec2types.Image{}, fmt.Errorf("%s: SSM parameter %s points at %s, which EC2 does not know in this region (deregistered, or not shared with this account): %w", region, param, id, err)
 		}
-		return ec2types.Image{}, r.callError(err, region, "ec2:DescribeImages", "*")
+		return ec2types.Image{}, r.callError(err, call, st, "ec2:DescribeImages", "*")
 	}
 	var found []ec2types.Image
 	for _, img := range out.Images {
@@ -501,13 +543,14 @@ func (r *Resolver) describeAll(ctx context.Context, region string, c EC2API, own
 	var all []ec2types.Image
 	var token *string
 	for page := 0; page < 100; page++ {
-		cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		out, err := c.DescribeImages(cctx, &ec2.DescribeImagesInput{
+		call, cancel := r.startCall(ctx, region, "ec2", "DescribeImages")
+		out, err := c.DescribeImages(call.ctx, &ec2.DescribeImagesInput{
 			Owners: owners, Filters: filters, IncludeDeprecated: aws.Bool(true), MaxResults: aws.Int32(1000), NextToken: token,
-		})
+		}, call.ec2Retryer)
 		cancel()
+		st := r.finish(call)
 		if err != nil {
-			return nil, r.callError(err, region, "ec2:DescribeImages", "*")
+			return nil, r.callError(err, call, st, "ec2:DescribeImages", "*")
 		}
 		all = append(all, out.Images...)
 		token = out.NextToken
@@ -585,13 +628,14 @@ func (r *Resolver) verifyOwner(ctx context.Context, region string, c EC2API, own
 		}
 	}
 	if len(serverSide) > 0 {
-		cctx, cancel := context.WithTimeout(ctx, r.callTimeout())
+		call, cancel := r.startCall(ctx, region, "ec2", "DescribeImages")
 		defer cancel()
-		out, err := c.DescribeImages(cctx, &ec2.DescribeImagesInput{
+		out, err := c.DescribeImages(call.ctx, &ec2.DescribeImagesInput{
 			ImageIds: []string{aws.ToString(img.ImageId)}, Owners: serverSide, IncludeDeprecated: aws.Bool(true),
-		})
+		}, call.ec2Retryer)
+		st := r.finish(call)
 		if err != nil && !strings.HasPrefix(apiCode(err), "InvalidAMIID") {
-			return r.callError(err, region, "ec2:DescribeImages", "*")
+			return r.callError(err, call, st, "ec2:DescribeImages", "*")
 		}
 		if err == nil && len(out.Images) > 0 {
 			return nil

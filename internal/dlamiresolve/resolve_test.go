@@ -28,6 +28,8 @@ func isolateAWSEnv(t testing.TB) {
 		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
 		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_SSM": "", "AWS_ENDPOINT_URL_EC2": "", "AWS_ENDPOINT_URL_STS": "",
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "",
+		// A CA bundle would make the SDK reject the recording HTTP clients.
+		"AWS_CA_BUNDLE": "",
 	} {
 		t.Setenv(k, v)
 	}
@@ -49,7 +51,7 @@ func newEnv(t testing.TB, regions ...string) *env {
 	return &env{fake: fake, url: srv.URL, opts: AWSOptions{
 		AccessKey: "AKIAFAKESTATIC000001", SecretKey: "fake-secret", Region: "us-east-1",
 		SSMEndpoint: srv.URL, EC2Endpoint: srv.URL, STSEndpoint: srv.URL,
-		RetryMaxBackoff: 2 * time.Millisecond, SkipMetadataAPICheck: true,
+		Retry: RetryPolicy{MaxBackoff: 2 * time.Millisecond}, SkipMetadataAPICheck: true,
 	}}
 }
 
@@ -59,7 +61,7 @@ func (e *env) resolver(t testing.TB) *Resolver {
 	if err != nil {
 		t.Fatalf("LoadAWSConfig: %v", err)
 	}
-	return &Resolver{Clients: NewClientFactory(cfg, e.opts), Now: func() time.Time { return fixedNow }, Logf: t.Logf, CallTimeout: 5 * time.Second}
+	return &Resolver{Clients: NewClientFactory(cfg, e.opts), Now: func() time.Time { return fixedNow }, Logf: t.Logf, CallTimeout: 5 * time.Second, Retry: e.opts.Retry}
 }
 
 func seedID(region, arch, title, osTitle, build string) string {
@@ -307,7 +309,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:    "persistent 500 gives up naming region and attempts",
 			setup:   func(f *awsfake.Server) { f.SetFault(awsfake.OpGetParameter, "", awsfake.Fault{ServerError: 100}) },
-			opts:    func(o *AWSOptions) { o.MaxRetries = 2 },
+			opts:    func(o *AWSOptions) { o.Retry.MaxRetries = 2 },
 			wantErr: []string{"us-east-1: ssm:GetParameter failed on all 3 attempts", "InternalServerError"},
 			check: func(t *testing.T, _ *Result, f *awsfake.Server) {
 				if n := f.CallCount(awsfake.OpGetParameter, r); n != 3 {
@@ -316,10 +318,16 @@ func TestResolve(t *testing.T) {
 			},
 		},
 		{
-			name:    "persistent throttling gives up",
-			setup:   func(f *awsfake.Server) { f.SetFault(awsfake.OpDescribeImages, "", awsfake.Fault{Throttle: 100}) },
-			opts:    func(o *AWSOptions) { o.MaxRetries = 1 },
-			wantErr: []string{"us-east-1: ec2:DescribeImages was throttled on all 2 attempts", "RequestLimitExceeded"},
+			name:  "persistent EC2 throttling fails at the call deadline, not after max_retries",
+			setup: func(f *awsfake.Server) { f.SetFault(awsfake.OpDescribeImages, "", awsfake.Fault{Throttle: 1_000_000}) },
+			opts:  func(o *AWSOptions) { o.Retry.MaxRetries = 1 },
+			wantErr: []string{"us-east-1: ec2:DescribeImages was still throttled by AWS (RequestLimitExceeded", "at the per-call timeout of 200ms",
+				"EC2 request rate limit in us-east-1", "raise timeout", "spread the CI matrix"},
+			check: func(t *testing.T, _ *Result, f *awsfake.Server) {
+				if n := f.CallCount(awsfake.OpDescribeImages, r); n <= 2 {
+					t.Errorf("DescribeImages calls = %d: throttles were held to max_retries", n)
+				}
+			},
 		},
 		{
 			name:    "SSM access denied names action and ARN",
@@ -561,6 +569,21 @@ func TestEndpointEnvAndOverride(t *testing.T) {
 			t.Errorf("calls = %+v", e.fake.Calls())
 		}
 	})
+	t.Run("AWS_ENDPOINT_URL_STS is honoured by the credential check", func(t *testing.T) {
+		e := newEnv(t, r)
+		t.Setenv("AWS_ENDPOINT_URL_STS", e.url)
+		e.opts.STSEndpoint = ""
+		cfg, err := LoadAWSConfig(context.Background(), e.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ValidateCredentials(context.Background(), cfg, e.opts, r, time.Second); err != nil {
+			t.Fatalf("ValidateCredentials: %v", err)
+		}
+		if e.fake.CallCount(awsfake.OpGetCallerIdentity, r) != 1 {
+			t.Errorf("calls = %+v", e.fake.Calls())
+		}
+	})
 	t.Run("explicit endpoints win over the environment", func(t *testing.T) {
 		e := newEnv(t, r)
 		t.Setenv("AWS_ENDPOINT_URL_SSM", "http://127.0.0.1:1")
@@ -574,7 +597,7 @@ func TestEndpointEnvAndOverride(t *testing.T) {
 
 func TestLoadAWSConfigRejects(t *testing.T) {
 	isolateAWSEnv(t)
-	for _, o := range []AWSOptions{{AccessKey: "AKIA"}, {SecretKey: "s"}, {MaxRetries: -1}} {
+	for _, o := range []AWSOptions{{AccessKey: "AKIA"}, {SecretKey: "s"}, {Retry: RetryPolicy{MaxRetries: -1}}} {
 		if _, err := LoadAWSConfig(context.Background(), o); err == nil {
 			t.Errorf("LoadAWSConfig(%+v) succeeded", o)
 		}

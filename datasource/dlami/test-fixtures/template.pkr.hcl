@@ -17,14 +17,22 @@ variable "region" {
   default = "us-east-1"
 }
 
+variable "timeout" {
+  type        = string
+  default     = "20s"
+  description = "Per-call deadline; the throttled-ssm scenario shortens it."
+}
+
 data "dlami" "base" {
   architecture = var.architecture
   region       = var.region
   regions      = ["eu-west-1"]
-  ssm_endpoint = var.aws_endpoint
-  ec2_endpoint = var.aws_endpoint
-  max_retries  = 1
-  timeout      = "20s"
+  # The amazon plugin's access names, as pasted from an amazon-ebs block.
+  ssm_endpoint        = var.aws_endpoint
+  custom_endpoint_ec2 = var.aws_endpoint
+  sts_endpoint        = var.aws_endpoint
+  max_retries         = 1
+  timeout             = var.timeout
 
   golden {
     name_prefix = "ml-golden-"

@@ -1,0 +1,247 @@
+package dlamiresolve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+)
+
+// stsRecorder is an HTTP client that keeps the form of every STS request
+// it sends, so a test can see each AssumeRole argument on the wire (the
+// fake records only the role, session name and external id).
+type stsRecorder struct {
+	mu    sync.Mutex
+	forms []url.Values
+	hosts []string
+}
+
+func (r *stsRecorder) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Version") == "2011-06-15" {
+			r.mu.Lock()
+			r.forms = append(r.forms, form)
+			r.hosts = append(r.hosts, req.URL.Host)
+			r.mu.Unlock()
+		}
+	}
+	return http.DefaultClient.Do(req)
+}
+
+func (r *stsRecorder) action(name string) (forms []url.Values, hosts []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, f := range r.forms {
+		if f.Get("Action") == name {
+			forms = append(forms, f)
+			hosts = append(hosts, r.hosts[i])
+		}
+	}
+	return forms, hosts
+}
+
+func TestAssumeRoleSendsEveryArgument(t *testing.T) {
+	const r = "us-east-1"
+	e := newEnv(t, r)
+	rec := &stsRecorder{}
+	e.opts.HTTPClient = rec
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ssm:GetParameter","Resource":"*"}]}`
+	e.opts.AssumeRole = &AssumeRole{
+		RoleARN: "arn:aws:iam::123456789012:role/packer-bake", SessionName: "packer-ci", ExternalID: "ext-42",
+		Duration: 2 * time.Hour, Policy: policy,
+		PolicyARNs:        []string{"arn:aws:iam::aws:policy/ReadOnlyAccess", "arn:aws:iam::123456789012:policy/dlami"},
+		Tags:              map[string]string{"team": "ml-infra", "pipeline": "rebake"},
+		TransitiveTagKeys: []string{"team"},
+	}
+	if _, err := e.resolver(t).Resolve(context.Background(), r, Query{}); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	forms, _ := rec.action("AssumeRole")
+	if len(forms) != 1 {
+		t.Fatalf("AssumeRole requests = %d, want 1", len(forms))
+	}
+	want := map[string]string{
+		"RoleArn": e.opts.AssumeRole.RoleARN, "RoleSessionName": "packer-ci", "ExternalId": "ext-42",
+		"DurationSeconds": "7200", "Policy": policy,
+		"PolicyArns.member.1.arn": "arn:aws:iam::aws:policy/ReadOnlyAccess",
+		"PolicyArns.member.2.arn": "arn:aws:iam::123456789012:policy/dlami",
+		// Tags are sent sorted by key.
+		"Tags.member.1.Key": "pipeline", "Tags.member.1.Value": "rebake",
+		"Tags.member.2.Key": "team", "Tags.member.2.Value": "ml-infra",
+		"TransitiveTagKeys.member.1": "team",
+	}
+	for k, v := range want {
+		if got := forms[0].Get(k); got != v {
+			t.Errorf("AssumeRole %s = %q, want %q", k, got, v)
+		}
+	}
+	if forms[0].Has("SerialNumber") || forms[0].Has("TokenCode") {
+		t.Errorf("MFA sent without mfa_code: %v", forms[0])
+	}
+}
+
+// writeProfiles writes a shared config whose "mfa-role" profile assumes a
+// role with MFA from the static keys of "base", as an MFA-protected
+// amazon-plugin setup does.
+func writeProfiles(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(cfg, []byte(`[profile mfa-role]
+role_arn = arn:aws:iam::123456789012:role/packer-mfa
+source_profile = base
+mfa_serial = arn:aws:iam::123456789012:mfa/ci-user
+role_session_name = packer-mfa
+region = us-east-1
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(creds, []byte("[base]\naws_access_key_id = AKIAFAKEBASE00000001\naws_secret_access_key = fake-base-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+}
+
+func TestProfileRoleWithMFA(t *testing.T) {
+	const r = "us-east-1"
+	t.Run("mfa_code answers the profile's MFA prompt, at sts_endpoint", func(t *testing.T) {
+		e := newEnv(t, r)
+		writeProfiles(t)
+		rec := &stsRecorder{}
+		e.opts.AccessKey, e.opts.SecretKey = "", ""
+		e.opts.Profile, e.opts.MFACode, e.opts.HTTPClient = "mfa-role", "123456", rec
+		if _, err := e.resolver(t).Resolve(context.Background(), r, Query{}); err != nil {
+			t.Fatalf("Resolve: %v", err)
+		}
+		forms, hosts := rec.action("AssumeRole")
+		if len(forms) != 1 {
+			t.Fatalf("AssumeRole requests = %d, want 1", len(forms))
+		}
+		for k, v := range map[string]string{
+			"RoleArn": "arn:aws:iam::123456789012:role/packer-mfa", "SerialNumber": "arn:aws:iam::123456789012:mfa/ci-user", "TokenCode": "123456",
+		} {
+			if got := forms[0].Get(k); got != v {
+				t.Errorf("AssumeRole %s = %q, want %q", k, got, v)
+			}
+		}
+		if u, _ := url.Parse(e.url); hosts[0] != u.Host {
+			t.Errorf("AssumeRole went to %s, want sts_endpoint %s", hosts[0], u.Host)
+		}
+		if calls := e.fake.AssumeRoleCalls(); len(calls) != 1 {
+			t.Errorf("fake AssumeRole calls = %+v", calls)
+		}
+	})
+	t.Run("without mfa_code the error says to set it", func(t *testing.T) {
+		e := newEnv(t, r)
+		writeProfiles(t)
+		e.opts.AccessKey, e.opts.SecretKey, e.opts.Profile = "", "", "mfa-role"
+		_, err := LoadAWSConfig(context.Background(), e.opts)
+		if err == nil || !strings.Contains(err.Error(), "set mfa_code") {
+			t.Fatalf("err = %v, want one asking for mfa_code", err)
+		}
+	})
+}
+
+func TestValidateCredentials(t *testing.T) {
+	const r = "eu-west-1"
+	tests := []struct {
+		name     string
+		setup    func(e *env)
+		wantARN  string
+		wantErr  []string
+		wantRole bool // the error is an AccessDeniedError for sts:AssumeRole
+	}{
+		{
+			name:    "static keys",
+			wantARN: "arn:aws:iam::" + awsfake.DefaultAccount + ":user/" + awsfake.FakeUserName,
+		},
+		{
+			name: "assumed role",
+			setup: func(e *env) {
+				e.opts.AssumeRole = &AssumeRole{RoleARN: "arn:aws:iam::123456789012:role/packer-bake", SessionName: "ci"}
+			},
+			wantARN: "arn:aws:sts::" + awsfake.DefaultAccount + ":assumed-role/packer-bake/ci",
+		},
+		{
+			name:    "STS refuses",
+			setup:   func(e *env) { e.fake.SetFault(awsfake.OpGetCallerIdentity, "", awsfake.Fault{AccessDenied: true}) },
+			wantErr: []string{"eu-west-1: validating AWS credentials (skip_credential_validation = false) with sts:GetCallerIdentity failed", "skip_credential_validation = true"},
+		},
+		{
+			name: "role cannot be assumed",
+			setup: func(e *env) {
+				e.opts.AssumeRole = &AssumeRole{RoleARN: "arn:aws:iam::123456789012:role/packer-bake"}
+				e.fake.SetFault(awsfake.OpAssumeRole, "", awsfake.Fault{AccessDenied: true})
+			},
+			wantErr:  []string{`access denied for sts:AssumeRole: allow action "sts:AssumeRole" on resource "arn:aws:iam::123456789012:role/packer-bake"`},
+			wantRole: true,
+		},
+		{
+			name:    "no credentials at all",
+			setup:   func(e *env) { e.opts.AccessKey, e.opts.SecretKey = "", "" },
+			wantErr: []string{"validating AWS credentials (skip_credential_validation = false): no usable AWS credentials"},
+		},
+		{
+			name: "throttled, then answered",
+			setup: func(e *env) {
+				e.fake.SetFault(awsfake.OpGetCallerIdentity, "", awsfake.Fault{Throttle: 4})
+			},
+			wantARN: "arn:aws:iam::" + awsfake.DefaultAccount + ":user/" + awsfake.FakeUserName,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, r)
+			fastRetries(e)
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			cfg, err := LoadAWSConfig(context.Background(), e.opts)
+			if err != nil {
+				t.Fatalf("LoadAWSConfig: %v", err)
+			}
+			id, err := ValidateCredentials(context.Background(), cfg, e.opts, r, time.Second)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("validated as %+v, want an error", id)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				var ad *AccessDeniedError
+				if errors.As(err, &ad) != tc.wantRole {
+					t.Errorf("AccessDeniedError = %v, want %v", ad, tc.wantRole)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ValidateCredentials: %v", err)
+			}
+			if id.ARN != tc.wantARN || id.Account != awsfake.DefaultAccount {
+				t.Errorf("identity = %+v, want %s", id, tc.wantARN)
+			}
+			if n := e.fake.CallCount(awsfake.OpGetCallerIdentity, r); n < 1 {
+				t.Errorf("GetCallerIdentity was not sent in %s", r)
+			}
+		})
+	}
+}
