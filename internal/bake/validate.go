@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -253,6 +256,13 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 	if err := b.host.Install(ctx, data, b.opt.ManifestPath, 0o644); err != nil {
 		return fmt.Errorf("writing the bill of materials: %w", err)
 	}
-	b.ui.Say("dlami: wrote the bill of materials into the image at " + b.opt.ManifestPath)
+	local := filepath.Join(b.opt.ReportDir, bom.LocalFileName)
+	if err := os.MkdirAll(b.opt.ReportDir, 0o755); err != nil {
+		return fmt.Errorf("saving the bill of materials: %w", err)
+	}
+	if err := report.WriteAtomic(local, data); err != nil {
+		return fmt.Errorf("saving the bill of materials: %w", err)
+	}
+	b.ui.Say("dlami: wrote the bill of materials into the image at " + b.opt.ManifestPath + " (copy: " + local + ")")
 	return nil
 }

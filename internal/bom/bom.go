@@ -18,6 +18,10 @@ const SchemaVersion = 2
 // DefaultPath is where the provisioner writes the BOM unless manifest_path says otherwise.
 const DefaultPath = "/etc/dlami-bake/manifest.json"
 
+// LocalFileName is the copy of the BOM the provisioner writes next to its reports, where the
+// post-processor finds the instance type to launch.
+const LocalFileName = "dlami-bom.json"
+
 // BOM is the bill of materials of one bake.
 type BOM struct {
 	SchemaVersion int       `json:"schema_version"`

@@ -140,7 +140,7 @@ func Write(dir string, r Report) ([]string, error) {
 		data []byte
 	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
 		p := filepath.Join(dir, f.name)
-		if err := writeAtomic(p, f.data); err != nil {
+		if err := WriteAtomic(p, f.data); err != nil {
 			return paths, err
 		}
 		paths = append(paths, p)
@@ -161,7 +161,9 @@ func JSON(r Report) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func writeAtomic(path string, data []byte) (err error) {
+// WriteAtomic writes data to path through a temporary file renamed into place, so a reader
+// never sees half a file.
+func WriteAtomic(path string, data []byte) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
