@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
@@ -68,6 +69,9 @@ const (
 
 // Bake holds the state of one run.
 type Bake struct {
+	// mu guards checks, order and rep, which the report written at cancellation reads from
+	// another goroutine.
+	mu   sync.Mutex
 	host host.Host
 	ui   UI
 	opt  Options
@@ -87,6 +91,9 @@ type Bake struct {
 	// firstBoot is a verification of a launched image (Verify), not a bake: it has the
 	// first-boot checks and no guard checks, and writes no bill of materials.
 	firstBoot bool
+	// stopLater are jobs a cancellation left running: finish stops them after the reports
+	// are on disk, because Packer may kill the plugin right after it cancels.
+	stopLater []host.Job
 }
 
 // verdictError is a bake that ended because the host was judged and found wrong (drift, a
@@ -126,7 +133,11 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 		StartedAt:     b.now().UTC(),
 		InstanceType:  opt.InstanceType,
 	}
+	// On Ctrl-C Packer cancels and kills the plugin within moments: a report saying so goes
+	// to disk the moment the context ends, before anything else happens.
+	stop := context.AfterFunc(ctx, b.cancelledReport)
 	err := b.run(ctx)
+	stop()
 	if werr := b.finish(ctx, err); werr != nil {
 		if err == nil {
 			return werr
@@ -169,13 +180,57 @@ func (b *Bake) run(ctx context.Context) error {
 }
 
 func (b *Bake) stage(s string) {
-	b.rep.Stage = s
+	b.update(func(r *report.Report) { r.Stage = s })
 	b.ui.Say("dlami: " + s)
+}
+
+// update changes the report under the lock.
+func (b *Bake) update(f func(r *report.Report)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.rep)
+}
+
+// cancelledReport writes the reports as they stand, with result cancelled and every check
+// not yet run skipped. It runs the moment the bake's context ends; finish writes the final
+// reports over it if the plugin lives long enough.
+func (b *Bake) cancelledReport() {
+	b.mu.Lock()
+	r := b.rep
+	r.Checks = b.orderedLocked()
+	b.mu.Unlock()
+	why := "the bake was cancelled at " + r.Stage
+	seen := map[string]bool{}
+	for _, c := range r.Checks {
+		seen[c.ID] = true
+	}
+	if b.opt.Validate {
+		for _, id := range b.checkIDs() {
+			if !seen[id] {
+				r.Checks = append(r.Checks, skipped(why, id)...)
+			}
+		}
+	}
+	r.FinishedAt = b.now().UTC()
+	r.Result, r.Error = report.ResultCancelled, "cancelled at "+r.Stage
+	if n, err := report.Normalize(r); err == nil {
+		_, _ = report.Write(b.opt.ReportDir, n)
+	}
+}
+
+// checkIDs are the checks this run reports.
+func (b *Bake) checkIDs() []string {
+	if b.firstBoot {
+		return append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...)
+	}
+	return result.IDs
 }
 
 // record stores checks in the report, replacing earlier results of the same id (the guard runs
 // after every layer; the last verdict stands, and the first failure ends the bake).
 func (b *Bake) record(cs ...result.Check) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, c := range cs {
 		if _, ok := b.checks[c.ID]; !ok {
 			b.order = append(b.order, c.ID)
@@ -185,11 +240,24 @@ func (b *Bake) record(cs ...result.Check) {
 }
 
 func (b *Bake) ordered() []result.Check {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.orderedLocked()
+}
+
+func (b *Bake) orderedLocked() []result.Check {
 	out := make([]result.Check, 0, len(b.order))
 	for _, id := range b.order {
 		out = append(out, b.checks[id])
 	}
 	return out
+}
+
+// stageName is where the bake is.
+func (b *Bake) stageName() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rep.Stage
 }
 
 func skipped(why string, ids ...string) []result.Check {
@@ -219,37 +287,46 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	case errors.As(runErr, &ve), errors.As(runErr, &de):
 	default:
 		ended = report.ResultError
-		b.record(result.Check{ID: result.StagePrefix + b.rep.Stage, Status: result.Error, Expected: "the stage completes", Actual: "error", Message: runErr.Error()})
+		b.record(result.Check{ID: result.StagePrefix + b.stageName(), Status: result.Error, Expected: "the stage completes", Actual: "error", Message: runErr.Error()})
 	}
 	if b.opt.Validate {
-		why := "the bake stopped at " + b.rep.Stage
+		why := "the bake stopped at " + b.stageName()
 		if ended == report.ResultCancelled {
-			why = "the bake was cancelled at " + b.rep.Stage
+			why = "the bake was cancelled at " + b.stageName()
 		}
-		ids := result.IDs
-		if b.firstBoot {
-			ids = append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...)
-		}
-		for _, id := range ids {
-			if _, ok := b.checks[id]; !ok {
+		for _, id := range b.checkIDs() {
+			b.mu.Lock()
+			_, ok := b.checks[id]
+			b.mu.Unlock()
+			if !ok {
 				b.record(skipped(why, id)...)
 			}
 		}
 	}
-	b.rep.Checks = b.ordered()
-	b.rep.FinishedAt = b.now().UTC()
-	b.rep.Result = ended
-	if runErr != nil {
-		b.rep.Error = runErr.Error()
-	}
+	checks := b.ordered()
+	b.update(func(r *report.Report) {
+		r.Checks = checks
+		r.FinishedAt = b.now().UTC()
+		r.Result = ended
+		if runErr != nil {
+			r.Error = runErr.Error()
+		}
+	})
+	b.mu.Lock()
 	n, err := report.Normalize(b.rep)
+	b.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	// The reports first: on Ctrl-C Packer cancels and then kills the plugin within moments,
+	// and a report must be on disk by then. The UI and the stopping of remote jobs come after.
+	paths, werr := report.Write(b.opt.ReportDir, n)
+	for _, j := range b.stopLater {
+		b.kill(ctx, j)
+	}
 	b.ui.Message(report.Table(n.Checks))
-	paths, err := report.Write(b.opt.ReportDir, n)
-	if err != nil {
-		return fmt.Errorf("writing reports to %s: %w", b.opt.ReportDir, err)
+	if werr != nil {
+		return fmt.Errorf("writing reports to %s: %w", b.opt.ReportDir, werr)
 	}
 	b.ui.Say("dlami: result " + strings.ToUpper(n.Result) + "; reports: " + strings.Join(paths, ", "))
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -67,7 +68,7 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
 		if err := b.host.Hold(ctx, unheld); err != nil {
 			return cur, fmt.Errorf("hold_unheld: %w", err)
 		}
-		b.rep.HeldByPlugin = append(b.rep.HeldByPlugin, unheld...)
+		b.update(func(r *report.Report) { r.HeldByPlugin = append(r.HeldByPlugin, unheld...) })
 		if cur, err = b.snapshot(ctx, stage); err != nil {
 			return cur, err
 		}
@@ -106,8 +107,11 @@ func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage stri
 	}
 	b.record(cs...)
 	b.lastSnapshot = cur
-	b.rep.Manifest = mergeManifest(b.rep.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
-	b.rep.Drift = guard.Diff(base, cur, guarded)
+	drift := guard.Diff(base, cur, guarded)
+	b.update(func(r *report.Report) {
+		r.Manifest = mergeManifest(r.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
+		r.Drift = drift
+	})
 	for _, c := range cs {
 		if c.Status == result.Warn {
 			b.ui.Error(fmt.Sprintf("dlami: warning: %s: %s", c.ID, c.Message))
@@ -121,7 +125,7 @@ func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage stri
 		}
 	}
 	if len(failed) > 0 {
-		for _, d := range b.rep.Drift {
+		for _, d := range drift {
 			b.ui.Error("  " + d.String())
 		}
 		return &DriftError{Stage: stage, Failed: failed}

@@ -60,8 +60,8 @@ func (b *Bake) runLayer(ctx context.Context, base guard.Snapshot, l layer.Spec) 
 	uiw.Flush()
 	switch {
 	case ctx.Err() != nil:
-		b.kill(ctx, job)
-		done(result.Error, "cancelled", "the bake was cancelled while the layer ran; its process group was stopped")
+		b.stopLater = append(b.stopLater, job)
+		done(result.Error, "cancelled", "the bake was cancelled while the layer ran; its process group is stopped on the host")
 		return ctx.Err()
 	case errors.Is(err, host.ErrDisconnected):
 		return b.layerDropped(ctx, base, l, stage, bootBefore, err, done)

@@ -29,7 +29,7 @@ func (b *Bake) validate(ctx context.Context) error {
 		return err
 	}
 	t := checks.Resolve(sections, b.opt.Expect, b.opt.InstanceType)
-	b.rep.InstanceType, b.rep.InstanceTypeSource = t.InstanceType, t.InstanceTypeSource
+	b.update(func(r *report.Report) { r.InstanceType, r.InstanceTypeSource = t.InstanceType, t.InstanceTypeSource })
 	b.sayTarget(t)
 	host := b.evaluateHost(sections, t)
 	// EFA devices can register late after boot (seen on p5en): when the device count is the
@@ -52,7 +52,7 @@ func (b *Bake) validate(ctx context.Context) error {
 		}
 	}
 	b.record(host...)
-	b.rep.Manifest = mergeManifest(b.rep.Manifest, checks.Manifest(sections))
+	b.update(func(r *report.Report) { r.Manifest = mergeManifest(r.Manifest, checks.Manifest(sections)) })
 	if result.Failed(host) && !b.opt.KeepGoing {
 		return verdict("host validation failed: %s", failedIDs(host))
 	}
@@ -182,8 +182,8 @@ func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
 	progress.Flush()
 	took := b.now().Sub(start)
 	if ctx.Err() != nil {
-		b.kill(ctx, job)
-		b.record(skipped("the bake was cancelled during the NCCL test; all_reduce_perf was stopped", result.NCCLIDs...)...)
+		b.stopLater = append(b.stopLater, job)
+		b.record(skipped("the bake was cancelled during the NCCL test; all_reduce_perf is stopped on the host", result.NCCLIDs...)...)
 		return ctx.Err()
 	}
 	timedOut := bundle.TimedOut(code) || nctx.Err() != nil
@@ -199,7 +199,7 @@ func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
 		cs[i].DurationMS = took.Milliseconds()
 	}
 	b.record(cs...)
-	b.rep.NCCL = &figures
+	b.update(func(r *report.Report) { r.NCCL = &figures })
 	return nil
 }
 

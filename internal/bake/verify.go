@@ -53,7 +53,9 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 		SkipNCCL: !o.NCCL, KillTimeout: o.KillTimeout, EFARetries: DefaultEFARetries, EFARetryDelay: DefaultEFARetryDelay, Now: o.Now,
 	}, firstBoot: true}
 	b.rep = report.Report{PluginVersion: o.PluginVersion, BuildName: o.BuildName, StartedAt: b.now().UTC(), InstanceType: o.InstanceType}
+	stop := context.AfterFunc(ctx, b.cancelledReport)
 	err := b.verify(ctx, o)
+	stop()
 	if werr := b.finish(ctx, err); werr != nil {
 		if err == nil {
 			return werr
@@ -93,7 +95,9 @@ func (b *Bake) verify(ctx context.Context, o VerifyOptions) error {
 		cs[i].DurationMS = b.guardTook.Milliseconds()
 	}
 	b.record(cs...)
-	b.rep.Manifest = mergeManifest(b.rep.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
+	b.update(func(r *report.Report) {
+		r.Manifest = mergeManifest(r.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
+	})
 	for _, c := range cs {
 		if c.Status.Failing() {
 			b.ui.Error(fmt.Sprintf("dlami: %s failed: %s", c.ID, c.Message))

@@ -118,13 +118,39 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 	return bundle.Parse(out, cmds)
 }
 
-// jobCommand starts the job's script as the leader of a new session (so one kill reaches
-// every process it starts), records the process group id, and waits for it. setsid is called
-// by its absolute path: Packer's commands get no login PATH.
+// jobScript starts the job's script as the leader of a new session (so one kill reaches every
+// process it starts), records the process group id, and waits for it. A watchdog stops the
+// group when the SSH session it was started from goes away (Packer cancelled and killed, the
+// connection dropped): nobody would read its output or stop it any more, and a hung NCCL test
+// would hold the GPUs. setsid is called by its absolute path: Packer's commands get no login
+// PATH. $1 is the pid file, $2 the script.
+const jobScript = `s=$$
+while [ "$s" -gt 1 ]; do
+  read -r _ c _ p _ <"/proc/$s/stat" || break
+  case $c in "(sshd)"|"(sshd-session)") break ;; esac
+  s=$p
+done
+set=/usr/bin/setsid; [ -x "$set" ] || set=setsid
+"$set" -w /bin/sh -c 'echo $$ >"$1" && exec /bin/sh "$2"' dlami-job "$1" "$2" &
+job=$!
+if [ "$s" -gt 1 ]; then
+  (
+    while kill -0 "$job" 2>/dev/null; do
+      if [ ! -d "/proc/$s" ]; then
+        g=$(cat "$1" 2>/dev/null)
+        case $g in ''|*[!0-9]*) exit 0 ;; esac
+        /bin/kill -TERM -- "-$g" 2>/dev/null; sleep 3; /bin/kill -KILL -- "-$g" 2>/dev/null
+        exit 0
+      fi
+      sleep 1
+    done
+  ) </dev/null >/dev/null 2>&1 &
+fi
+wait "$job"`
+
+// jobCommand is the command line that runs j through jobScript.
 func jobCommand(j host.Job) string {
-	inner := `echo $$ >"$1" && exec /bin/sh "$2"`
-	outer := `s=/usr/bin/setsid; [ -x "$s" ] || s=setsid; exec "$s" -w /bin/sh -c ` + bundle.Quote(inner) + ` dlami-job "$1" "$2"`
-	cmd := "/bin/sh -c " + bundle.Quote(outer) + " dlami-job " + bundle.Quote(j.PIDFile) + " " + bundle.Quote(j.Script)
+	cmd := "/bin/sh -c " + bundle.Quote(jobScript) + " dlami-job " + bundle.Quote(j.PIDFile) + " " + bundle.Quote(j.Script)
 	if j.AsRoot {
 		cmd = "sudo -n " + cmd
 	}

@@ -187,3 +187,45 @@ func TestSSHJobExitStatus(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// When the SSH session a job was started from goes away (Packer killed on Ctrl-C), the job's
+// whole group is stopped on the host by the watchdog, without anyone calling Kill.
+func TestSSHJobStopsWhenItsSessionGoes(t *testing.T) {
+	dir := t.TempDir()
+	// A stand-in for the SSH session process: the job runs under a process named sshd.
+	sshd := filepath.Join(dir, "sshd")
+	if err := os.Symlink("/bin/sh", sshd); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("sleep 300 &\nsleep 300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pid")
+	session := exec.Command(sshd, "-c", jobCommand(host.Job{Script: script, PIDFile: pidFile}))
+	session.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	for deadline := time.Now().Add(5 * time.Second); pgid == 0; {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not record its process group")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The session dies (SIGKILL: no chance to clean up).
+	if err := session.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = session.Wait()
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-pgid, 0) == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still runs 10 s after its session went", pgid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

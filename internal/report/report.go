@@ -175,9 +175,9 @@ func WriteAtomic(path string, data []byte) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
+	// No fsync: the rename is what keeps a reader from half a file, and on Ctrl-C the report
+	// must be on disk within the moments Packer leaves the plugin.
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
@@ -80,7 +82,27 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	}
 	opt := p.opt
 	opt.RunUUID = runUUID(generated)
+	ctx, stop := interruptible(ctx)
+	defer stop()
 	return bake.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
+}
+
+// interruptible ends ctx when the plugin process gets SIGINT or SIGTERM. On Ctrl-C the
+// terminal signals Packer and its plugins together, and Packer kills the plugin moments after
+// cancelling, often before its cancellation reaches the provisioner over RPC: the signal is
+// the earliest word the bake gets, and its report must be on disk before the kill.
+func interruptible(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sig); cancel() }
 }
 
 // runUUID takes PackerRunUUID from the generated data, else from PACKER_RUN_UUID.

@@ -5,6 +5,7 @@
 #   scenario-rootfs/       copy of SCENARIO_DIR/rootfs (re-applied at boot)
 #   id_ed25519[.pub]       the ubuntu user's key pair
 #   env                    ssh_host= ssh_port= ssh_private_key_file=
+#   addr                   the loopback address sshd listens on (boot's DLAMI_SIM_ADDR)
 #   port sshd.pid supervisor.pid sshd.log supervisor.log boot_id
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -59,7 +60,7 @@ apply_scenario() {
 # system_up STATE [PREPARE]: mount the pseudo filesystems, run the boot hook,
 # the optional prepare script, start sshd. Used at first boot and reboots.
 system_up() {
-	local st=$1 prepare=${2:-} m=$1/merged port ml nvme
+	local st=$1 prepare=${2:-} m=$1/merged port ml nvme addr=127.0.0.1
 	mount -t proc proc "$m/proc"
 	mount -t tmpfs -o mode=755,size=64m,nosuid dev "$m/dev"
 	mknod -m 666 "$m/dev/null" c 1 3
@@ -80,14 +81,48 @@ system_up() {
 	mount -t tmpfs -o mode=755,nosuid,nodev,size=256m run "$m/run"
 	cat /proc/sys/kernel/random/uuid >"$st/boot_id"
 	mount --bind "$st/boot_id" "$m/proc/sys/kernel/random/boot_id"
-	mountpoint -q "$m/opt/dlami/nvme" || {
-		nvme=$(sim_knob "$m" nvme mounted)
-		if [ "$nvme" = mounted ]; then
-			mkdir -p "$m/opt/dlami/nvme"
+	# NVMe instance store as the DLAMI has it: ext4 on /dev/mapper/vg.01-lv_ephemeral.
+	# A sparse image in the state dir (created once, ~28T apparent; bigalloc keeps
+	# mkfs and the image tiny) on a loop device whose node is named like the LVM
+	# volume inside the host; mounted from inside the chroot, so findmnt's SOURCE
+	# is that name. losetup -d right after the mount makes the loop device go away
+	# with the mount. A reboot keeps the mount (instance storage survives it) and
+	# only recreates the node. Without loop devices: tmpfs, and sshd.log says why.
+	(
+		set +e
+		img=$st/nvme.img node=$m/dev/mapper/vg.01-lv_ephemeral
+		if mountpoint -q "$m/opt/dlami/nvme"; then
+			dev=$(awk -v t="$(readlink -f "$m/opt/dlami/nvme")" '$5 == t { print $3; exit }' /proc/self/mountinfo)
+			case $dev in 7:*) mkdir -p "$m/dev/mapper" && mknod -m 660 "$node" b "${dev%:*}" "${dev#*:}" ;; esac
+			exit 0
+		fi
+		[ "$(sim_knob "$m" nvme mounted)" = mounted ] || exit 0
+		mkdir -p "$m/opt/dlami/nvme" "$m/dev/mapper"
+		why="" loop=""
+		if [ ! -s "$img" ]; then
+			# ext4 hosts cap a file at 16 TiB: then the volume is that large.
+			{ truncate -s 28T "$img" 2>/dev/null || truncate -s $((16 * 1024 ** 4 - 4096)) "$img"; } &&
+				mkfs.ext4 -q -F -m 0 -O ^resize_inode,sparse_super2,bigalloc -C 1M -T huge -J size=64 \
+					-E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$img" >/dev/null 2>&1 ||
+				{ why="creating the ext4 image $img failed (truncate/mkfs.ext4)"; rm -f "$img"; }
+		fi
+		if [ -z "$why" ]; then loop=$(losetup -f --show "$img" 2>&1) || { why="losetup: $loop"; loop=""; }; fi
+		if [ -n "$loop" ]; then
+			mm=$(stat -c '%t %T' "$loop")
+			mknod -m 660 "$node" b $((16#${mm% *})) $((16#${mm#* })) &&
+				chroot "$m" mount --no-canonicalize -t ext4 /dev/mapper/vg.01-lv_ephemeral /opt/dlami/nvme 2>/dev/null ||
+				why="mounting $loop as ext4 failed"
+			losetup -d "$loop" 2>/dev/null
+		fi
+		if [ -n "$why" ]; then
+			rm -f "$node"
+			echo "nvme: no ext4 volume on this machine ($why); /opt/dlami/nvme is a tmpfs" >>"$st/sshd.log"
 			# tmpfs size is a limit, not an allocation: report the ~28 TB of the LVM volume.
 			mount -t tmpfs -o size=28T,mode=1777 /dev/mapper/vg.01-lv_ephemeral "$m/opt/dlami/nvme"
+		else
+			chmod 1777 "$m/opt/dlami/nvme"
 		fi
-	}
+	)
 	cp /etc/resolv.conf "$m/etc/resolv.conf" 2>/dev/null || true
 	chroot "$m" /usr/lib/dlami-sim/boot-hook
 	apply_scenario "$st" sys dev run opt/dlami/nvme
@@ -98,6 +133,7 @@ system_up() {
 		rm -f "$m/var/lib/dlami-sim/prepare"
 	fi
 	port=$(cat "$st/port")
+	[ -s "$st/addr" ] && addr=$(cat "$st/addr")
 	ml=$(sim_knob "$m" memlock unlimited)
 	[ "$ml" = unlimited ] || ml=$((ml * 1024))
 	# ulimit -l is sshd's real limit; only where this machine cannot raise it
@@ -114,11 +150,11 @@ system_up() {
 	# Own UTS namespace: the host's name is the instance's, not this machine's.
 	local rc
 	for _ in 1 2 3 4 5; do
-		setsid prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/sbin/sshd -D -e -p "$3" -o ListenAddress=127.0.0.1' \
-			sh "$(cat "$m/etc/hostname")" "$m" "$port" </dev/null >>"$st/sshd.log" 2>&1 &
+		setsid prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/sbin/sshd -D -e -p "$3" -o ListenAddress="$4"' \
+			sh "$(cat "$m/etc/hostname")" "$m" "$port" "$addr" </dev/null >>"$st/sshd.log" 2>&1 &
 		echo $! >"$st/sshd.pid"
 		rc=0
-		wait_ssh "$port" 90 "$(cat "$st/sshd.pid")" || rc=$?
+		wait_ssh "$addr" "$port" 90 "$(cat "$st/sshd.pid")" || rc=$?
 		[ $rc = 0 ] && return 0
 		# sshd exited: most likely the port was taken between choosing and binding it.
 		# A first boot may move to another port; a reboot must keep its port and retries.
@@ -128,7 +164,7 @@ system_up() {
 		[ $rc = 2 ] || break
 		sleep 1
 	done
-	log "sshd did not accept on 127.0.0.1:$port; sshd.log:"
+	log "sshd did not accept on $addr:$port; sshd.log:"
 	tail -n 15 "$st/sshd.log" >&2
 	return 1
 }
@@ -149,11 +185,11 @@ system_down() {
 	done
 }
 
-wait_ssh() { # wait_ssh PORT SECONDS [PID]: until sshd answers with its banner; 2 if PID died
-	local port=$1 deadline=$((SECONDS + $2)) pid=${3:-} banner
+wait_ssh() { # wait_ssh ADDR PORT SECONDS [PID]: until sshd answers with its banner; 2 if PID died
+	local addr=$1 port=$2 deadline=$((SECONDS + $3)) pid=${4:-} banner
 	while [ $SECONDS -lt $deadline ]; do
 		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then return 2; fi
-		if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+		if { exec 3<>"/dev/tcp/$addr/$port"; } 2>/dev/null; then
 			banner=$(timeout 2 head -c 7 <&3 2>/dev/null || true)
 			exec 3<&- 3>&-
 			[ "$banner" = "SSH-2.0" ] && return 0
@@ -171,4 +207,16 @@ free_port() {
 		grep -qx "$p" <<<"$used" || { echo "$p"; return 0; }
 	done
 	return 1
+}
+
+# listeners_blocking ADDR PORT: the TCP listeners that keep a new socket from
+# binding ADDR:PORT (the address itself, or a wildcard), one per line; empty
+# when the bind can succeed. A wildcard listener (the machine's own sshd on
+# 0.0.0.0:22) would also answer wait_ssh in the host's place.
+listeners_blocking() {
+	ss -Htln 2>/dev/null | awk -v a="$1" -v p="$2" '{
+		n = split($4, f, ":"); if (f[n] != p) next
+		h = substr($4, 1, length($4) - length(p) - 1)
+		if (h == a || h == "0.0.0.0" || h == "*" || h == "[::]") print $4
+	}'
 }

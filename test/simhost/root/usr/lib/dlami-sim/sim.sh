@@ -1,10 +1,12 @@
 # shellcheck shell=bash
 # Shared by the dlami-sim stand-ins. Knobs are files under /etc/dlami-sim/
-# (one value, first line used); a missing file means the validated
-# P6-B200.48xlarge default. See test/e2e/README.md for the list.
+# (one value, first line used); a missing file means the default of the
+# instance type's layout (layout below; P6-B200.48xlarge when unknown). See
+# test/e2e/README.md for the list and the public sources of every figure.
 # Pure bash where it matters: the checks run these often, forks are slow.
 SIM_ETC=/etc/dlami-sim
 SIM_VAR=/var/lib/dlami-sim
+SIM_RUN=/run/dlami-sim
 shopt -s globstar nullglob
 
 # kv NAME DEFAULT: sets REPLY to the knob's value.
@@ -19,6 +21,54 @@ kv() {
 	[ -n "$REPLY" ] || REPLY=$2
 }
 knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
+
+# layout: sets the L_* defaults of the instance type named by the
+# product-name knob. Individual knobs override each value. An instance type
+# missing here keeps the P6-B200 hardware (L_KNOWN=0): scenarios describe an
+# unprofiled type by its knobs.
+#   L_GPUS L_GPU_NAME L_GPU_DEV   GPU count, nvidia-smi name, PCI device id
+#   L_GPU_MEM L_CC                memory.total (MiB), compute capability
+#   L_NVSW L_NVSW_DEV             NVSwitch functions on the PCI bus, device id
+#   L_EFA L_EFA_DEV               EFA devices (rdmap*, PCI functions), device id
+#   L_CX7 L_NVME                  DOWN ConnectX-7 functions, local NVMe drives
+#   L_FM                          Fabric Manager unit: active | absent
+#   L_NET L_NVLS L_P2P            NCCL network, NVLS, intra-node channel path
+#   L_BUSBW L_TOPO                1 GiB busbw (GB/s), aws-ofi-nccl topology file
+layout() {
+	[ -n "${L_TYPE:-}" ] && return 0
+	kv product-name p6-b200.48xlarge
+	L_TYPE=$REPLY L_KNOWN=1
+	L_GPUS=8 L_GPU_NAME="NVIDIA B200" L_GPU_DEV=0x2901 L_GPU_MEM=183359 L_CC=10.0
+	# HGX B200/B300 expose no NVSwitch function; Fabric Manager and NVLSM reach the switches
+	# through ConnectX-7 InfiniBand controllers (link DOWN for IP), and ParallelCluster enables
+	# Fabric Manager when more than one is present (aws-parallelcluster-cookbook nvidia.rb).
+	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=2 L_NVME=8
+	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
+	case $L_TYPE in
+	p6-b200.48xlarge) ;;
+	p6-b300.48xlarge)
+		# 16 EFA: 17 network cards, card 0 ENA-only (aws-parallelcluster#7143).
+		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_EFA=16 L_BUSBW=720 L_TOPO="" ;;
+	p5.48xlarge)
+		L_GPU_NAME="NVIDIA H100 80GB HBM3" L_GPU_DEV=0x2330 L_GPU_MEM=81559 L_CC=9.0
+		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml ;;
+	p5en.48xlarge)
+		L_GPU_NAME="NVIDIA H200" L_GPU_DEV=0x2335 L_GPU_MEM=143771 L_CC=9.0
+		L_NVSW=4 L_EFA=16 L_EFA_DEV=0xefa3 L_CX7=0 L_BUSBW=480 L_TOPO=p5en.48xl-topo.xml ;;
+	p4d.24xlarge | p4de.24xlarge)
+		L_GPU_NAME="NVIDIA A100-SXM4-40GB" L_GPU_DEV=0x20b0 L_GPU_MEM=40960 L_CC=8.0
+		[ "$L_TYPE" = p4de.24xlarge ] && L_GPU_NAME="NVIDIA A100-SXM4-80GB" L_GPU_DEV=0x20b2 L_GPU_MEM=81920
+		L_NVSW=6 L_NVSW_DEV=0x1af1 L_EFA=4 L_EFA_DEV=0xefa1 L_CX7=0 L_NVLS=0 L_BUSBW=230 L_TOPO=p4d-24xl-topo.xml ;;
+	g5.xlarge | g6.xlarge | g6e.xlarge)
+		case $L_TYPE in
+		g5.*) L_GPU_NAME="NVIDIA A10G" L_GPU_DEV=0x2237 L_GPU_MEM=23028 L_CC=8.6 ;;
+		g6.*) L_GPU_NAME="NVIDIA L4" L_GPU_DEV=0x27b8 L_GPU_MEM=23034 L_CC=8.9 ;;
+		g6e.*) L_GPU_NAME="NVIDIA L40S" L_GPU_DEV=0x26b9 L_GPU_MEM=46068 L_CC=8.9 ;;
+		esac
+		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO="" ;;
+	*) L_KNOWN=0 L_TOPO="" ;;
+	esac
+}
 
 # rk: sets RK to the simulated running kernel.
 rk() {
@@ -42,7 +92,73 @@ mf() {
 }
 module_file() { mf "$@" && printf '%s\n' "$MF"; }
 
-gpu_count() { knob gpu-count 8; }
+# field FILE NAME: sets REPLY to a "name: value" field of a fake .ko.
+field() {
+	local line
+	REPLY=""
+	while IFS= read -r line; do
+		if [[ $line == "$2:"* ]]; then
+			REPLY=${line#"$2:"}
+			REPLY=${REPLY#"${REPLY%%[![:space:]]*}"}
+			return 0
+		fi
+	done <"$1"
+	return 1
+}
+
+# loaded NAME: true when the boot loaded the module (/sys/module/NAME, written
+# by boot-hook from the module files the running kernel had at boot). A module
+# installed or removed later does not change what is loaded, as on a real host.
+loaded() { [ -d "/sys/module/${1//-/_}" ]; }
+# loaded_version NAME: sets REPLY to the loaded module's version ("" if none).
+loaded_version() {
+	REPLY=""
+	[ -f "/sys/module/${1//-/_}/version" ] && IFS= read -r REPLY <"/sys/module/${1//-/_}/version"
+	[ -n "$REPLY" ]
+}
+
+gpu_count() { layout; knob gpu-count "$L_GPUS"; }
 GPU_BUSES=(51 52 62 63 75 76 86 87 97 98 a7 a8 b7 b8 c7 c8)
 gpu_bus() { printf '%s\n' "${GPU_BUSES[$1]:-d$1}"; }
-nvidia_loaded() { mf nvidia; }
+nvidia_loaded() { loaded nvidia; }
+
+# nvml_library_version: sets REPLY to the version of the installed NVML
+# library (libnvidia-ml.so.<version>, shipped by libnvidia-compute* or the
+# .run installer); "" when none is installed.
+nvml_library_version() {
+	local f v best=""
+	for f in /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.[0-9]*.*; do
+		v=${f##*/libnvidia-ml.so.}
+		[[ $v =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]] || continue
+		best=$v
+	done
+	REPLY=$best
+}
+
+# uptime_now: sets REPLY to the simulated seconds since boot ("S.UUUUUU"),
+# never below the last kernel log line's timestamp, so the log stays ordered.
+uptime_now() {
+	local boot now last=0 line
+	IFS= read -r boot <"$SIM_RUN/boot-time" 2>/dev/null || boot=${EPOCHSECONDS}
+	now=${EPOCHREALTIME/./}
+	now=$((now - boot * 1000000))
+	if [ -f "$SIM_RUN/kmsg-last" ]; then IFS= read -r last <"$SIM_RUN/kmsg-last" || last=0; fi
+	[ "$now" -gt "$last" ] || now=$((last + 137))
+	printf -v REPLY '%d.%06d' $((now / 1000000)) $((now % 1000000))
+	KMSG_US=$now
+}
+
+# kmsg_append LINE...: appends kernel log lines stamped with the current
+# simulated uptime (the lines dmesg prints until the next reboot).
+kmsg_append() {
+	local l us
+	uptime_now
+	us=$KMSG_US
+	{
+		for l in "$@"; do
+			printf '[%5d.%06d] %s\n' $((us / 1000000)) $((us % 1000000)) "$l"
+			us=$((us + 7))
+		done
+	} >>"$SIM_RUN/kmsg"
+	echo "$us" >"$SIM_RUN/kmsg-last" 2>/dev/null || true
+}
