@@ -135,9 +135,15 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 	}
 	// On Ctrl-C Packer cancels and kills the plugin within moments: a report saying so goes
 	// to disk the moment the context ends, before anything else happens.
-	stop := context.AfterFunc(ctx, b.cancelledReport)
+	written := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(written)
+		b.cancelledReport()
+	})
 	err := b.run(ctx)
-	stop()
+	if !stop() {
+		<-written // the final report must land after the cancellation's
+	}
 	if werr := b.finish(ctx, err); werr != nil {
 		if err == nil {
 			return werr
@@ -155,11 +161,6 @@ func (b *Bake) run(ctx context.Context) error {
 	if err := b.host.MakeDir(ctx, b.workDir); err != nil {
 		return fmt.Errorf("creating the remote folder: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = b.host.RemoveAll(cctx, b.workDir)
-	}()
 
 	b.stage("kernel guard")
 	base, err := b.startGuard(ctx)
@@ -182,6 +183,15 @@ func (b *Bake) run(ctx context.Context) error {
 func (b *Bake) stage(s string) {
 	b.update(func(r *report.Report) { r.Stage = s })
 	b.ui.Say("dlami: " + s)
+	b.checkpoint(s)
+}
+
+// checkpoint writes the reports a stop during step would leave. Packer does not wait for a
+// cancelled provisioner: it kills the plugin moments after Ctrl-C, often before the
+// cancellation reaches it. So the reports on disk always say what a stop now would mean, with
+// the checks done so far; finish replaces them with the verdict.
+func (b *Bake) checkpoint(step string) {
+	b.writeUnfinished("the bake stopped during " + step + " (Packer cancelled the build or killed the plugin)")
 }
 
 // update changes the report under the lock.
@@ -191,15 +201,18 @@ func (b *Bake) update(f func(r *report.Report)) {
 	f(&b.rep)
 }
 
-// cancelledReport writes the reports as they stand, with result cancelled and every check
-// not yet run skipped. It runs the moment the bake's context ends; finish writes the final
-// reports over it if the plugin lives long enough.
+// cancelledReport writes the reports the moment the bake's context ends.
 func (b *Bake) cancelledReport() {
+	b.writeUnfinished("the bake was cancelled during " + b.stageName())
+}
+
+// writeUnfinished writes the reports as they stand, with result cancelled, why as the error
+// and every check not yet run skipped. finish writes the final reports over them.
+func (b *Bake) writeUnfinished(why string) {
 	b.mu.Lock()
 	r := b.rep
 	r.Checks = b.orderedLocked()
 	b.mu.Unlock()
-	why := "the bake was cancelled at " + r.Stage
 	seen := map[string]bool{}
 	for _, c := range r.Checks {
 		seen[c.ID] = true
@@ -212,7 +225,7 @@ func (b *Bake) cancelledReport() {
 		}
 	}
 	r.FinishedAt = b.now().UTC()
-	r.Result, r.Error = report.ResultCancelled, "cancelled at "+r.Stage
+	r.Result, r.Error = report.ResultCancelled, why
 	if n, err := report.Normalize(r); err == nil {
 		_, _ = report.Write(b.opt.ReportDir, n)
 	}
@@ -323,6 +336,12 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	paths, werr := report.Write(b.opt.ReportDir, n)
 	for _, j := range b.stopLater {
 		b.kill(ctx, j)
+	}
+	// The staging folder goes last: the jobs stopped above read their pid files from it.
+	if b.workDir != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = b.host.RemoveAll(cctx, b.workDir)
+		cancel()
 	}
 	b.ui.Message(report.Table(n.Checks))
 	if werr != nil {

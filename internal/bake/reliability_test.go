@@ -139,6 +139,36 @@ func TestCancelDuringNCCL(t *testing.T) {
 	}
 }
 
+// Packer kills the plugin moments after Ctrl-C, often before the cancellation reaches it: the
+// reports on disk while the NCCL test runs already say the bake would stop there, whole, in
+// all three formats.
+func TestReportsOnDiskWhilePluginCouldBeKilled(t *testing.T) {
+	h := newFakeHost(t)
+	opt := options(t, layer.Spec{Name: "a"})
+	var during reportJSON
+	var duringJUnit junitDoc
+	h.ncclHook = func(ctx context.Context, j host.Job) (int, error) {
+		// What a kill -9 of the plugin now would leave behind.
+		during = readReport(t, opt.ReportDir)
+		duringJUnit = junit(t, opt.ReportDir)
+		return 1, errors.New("the test ends without a run")
+	}
+	_ = Run(context.Background(), h, &recordingUI{}, opt)
+	if during.Result != "cancelled" || !strings.Contains(during.Error, "NCCL") || !slices.Equal(during.FailedChecks, []string{"bake:cancelled"}) {
+		t.Errorf("report during the NCCL test: %s (%q), failed %v", during.Result, during.Error, during.FailedChecks)
+	}
+	if status(during, "gpu") != "pass" || status(during, "layer:a") != "pass" || status(during, "nccl-correctness") != "skip" {
+		t.Errorf("checks done by then: gpu %s layer %s nccl %s", status(during, "gpu"), status(during, "layer:a"), status(during, "nccl-correctness"))
+	}
+	if duringJUnit.Errors != 1 {
+		t.Errorf("junit during the NCCL test: %d errors, want 1", duringJUnit.Errors)
+	}
+	// The verdict replaces it at the end.
+	if r := readReport(t, opt.ReportDir); r.Result == "cancelled" {
+		t.Errorf("final report still says cancelled: %q", r.Error)
+	}
+}
+
 func TestCancelDuringLayerKillsIt(t *testing.T) {
 	h := newFakeHost(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -161,6 +161,7 @@ func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
 		b.ui.Error("dlami: warning: " + w)
 	}
 	b.ui.Say(fmt.Sprintf("dlami: running the 1-node NCCL all-reduce test (transport policy %s: %s)", x.Transport, x.TransportBasis))
+	b.checkpoint("the NCCL test")
 	timeout := time.Duration(o.TimeoutSeconds) * time.Second
 	if timeout == 0 {
 		timeout = checks.NCCLDefaultTimeout

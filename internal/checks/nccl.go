@@ -134,6 +134,9 @@ func NCCLCommand(o NCCLOptions) (string, error) {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("#!/bin/sh\n")
 	w("# 1-node NCCL all_reduce_perf over the DLAMI's nccl-tests (packer-plugin-dlami).\n")
+	// Packer's commands get no login profile and sudo's secure_path varies: the script sets
+	// the system PATH itself for the coreutils, grep and nvidia-smi it calls by name.
+	w("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nexport PATH\n")
 	w("M=%s\n", NCCLMarker)
 	w("want=%s\n", bundle.Quote(o.CUDAVersion))
 	w(`if [ -n "$want" ]; then
@@ -249,9 +252,9 @@ type NCCLFigures struct {
 	// DataTransport says what moved the data on this node ("NVLS + P2P/CUMEM (NVLink or
 	// PCIe peer-to-peer)", "SHM", "NET/Socket"); "" when the log does not say.
 	DataTransport string `json:"data_transport"`
-	NICs           *int     `json:"nics"`
-	ExitCode       int      `json:"exit_code"`
-	TimedOut       bool     `json:"timed_out"`
+	NICs          *int   `json:"nics"`
+	ExitCode      int    `json:"exit_code"`
+	TimedOut      bool   `json:"timed_out"`
 }
 
 // ncclRun is what the script's own marker lines say.

@@ -67,13 +67,13 @@ type Spec struct {
 
 // Instance is a running launched instance.
 type Instance struct {
-	ID                      string
-	PublicIP, PrivateIP     string
-	PublicDNS, PrivateDNS   string
-	Signer                  ssh.Signer
-	keyName, securityGroup  string
-	api                     EC2API
-	poll                    time.Duration
+	ID                     string
+	PublicIP, PrivateIP    string
+	PublicDNS, PrivateDNS  string
+	Signer                 ssh.Signer
+	keyName, securityGroup string
+	api                    EC2API
+	poll                   time.Duration
 }
 
 // Address returns the address to reach the instance over iface: "public_ip" (the default

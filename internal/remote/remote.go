@@ -118,13 +118,54 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 	return bundle.Parse(out, cmds)
 }
 
-// jobScript starts the job's script as the leader of a new session (so one kill reaches every
-// process it starts), records the process group id, and waits for it. A watchdog stops the
-// group when the SSH session it was started from goes away (Packer cancelled and killed, the
-// connection dropped): nobody would read its output or stop it any more, and a hung NCCL test
-// would hold the GPUs. setsid is called by its absolute path: Packer's commands get no login
-// PATH. $1 is the pid file, $2 the script.
-const jobScript = `s=$$
+// stopSession defines stop_session SID, which both scripts use to stop a job: TERM to every
+// process in the job's session, up to 3 s for them to go, then KILL. It walks /proc instead of
+// killing one process group because tools inside a job make groups of their own (timeout(1)
+// does, around mpirun) and those must stop too. The session id is the fourth field after the
+// ")" that closes the command name in /proc/PID/stat (the name may hold spaces); zombies have
+// already exited and only wait for their parent, so they are not waited for.
+const stopSession = `session_pids() {
+  want=$1
+  for f in /proc/[0-9]*/stat; do
+    read -r st <"$f" 2>/dev/null || continue
+    set -- ${st##*) }
+    [ "${4:-}" = "$want" ] || continue
+    [ "$1" = Z ] && continue
+    p=${f#/proc/}
+    echo "${p%/stat}"
+  done
+}
+stop_session() {
+  pids=$(session_pids "$1")
+  [ -n "$pids" ] || return 0
+  /bin/kill -TERM $pids 2>/dev/null
+  i=0
+  while [ "$i" -lt 30 ]; do
+    pids=$(session_pids "$1")
+    [ -n "$pids" ] || return 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  /bin/kill -KILL $pids 2>/dev/null
+  return 0
+}
+`
+
+// jobScript starts the job's script as the leader of a new session, records the session id
+// (its pid), and waits for it. A watchdog stops the session when the SSH session it was
+// started from goes away (Packer cancelled and killed, the connection dropped): nobody would
+// read its output or stop it any more, and a hung NCCL test would hold the GPUs. A session
+// process that exited but was not collected by its parent yet (a zombie) counts as gone: its
+// pid stays in /proc until then. The watchdog reads the session id as soon as the job wrote
+// it, so removing the staging folder does not disarm it. The pid file is removed when the job
+// ends, so a later Kill cannot reach a process that reused the id. setsid is called by its
+// absolute path: Packer's commands get no login PATH. $1 is the pid file, $2 the script.
+const jobScript = stopSession + `gone() {
+  read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+  case ${st##*) } in Z*|X*) return 0 ;; esac
+  return 1
+}
+s=$$
 while [ "$s" -gt 1 ]; do
   read -r _ c _ p _ <"/proc/$s/stat" || break
   case $c in "(sshd)"|"(sshd-session)") break ;; esac
@@ -135,18 +176,24 @@ set=/usr/bin/setsid; [ -x "$set" ] || set=setsid
 job=$!
 if [ "$s" -gt 1 ]; then
   (
+    g=
     while kill -0 "$job" 2>/dev/null; do
-      if [ ! -d "/proc/$s" ]; then
+      if [ -z "$g" ]; then
         g=$(cat "$1" 2>/dev/null)
-        case $g in ''|*[!0-9]*) exit 0 ;; esac
-        /bin/kill -TERM -- "-$g" 2>/dev/null; sleep 3; /bin/kill -KILL -- "-$g" 2>/dev/null
+        case $g in *[!0-9]*) g= ;; esac
+      fi
+      if gone "$s"; then
+        [ -z "$g" ] || stop_session "$g"
         exit 0
       fi
-      sleep 1
+      if [ -z "$g" ]; then sleep 0.1; else sleep 1; fi
     done
   ) </dev/null >/dev/null 2>&1 &
 fi
-wait "$job"`
+wait "$job"
+rc=$?
+rm -f "$1"
+exit "$rc"`
 
 // jobCommand is the command line that runs j through jobScript.
 func jobCommand(j host.Job) string {
@@ -170,17 +217,11 @@ func (s SSH) Run(ctx context.Context, j host.Job) (int, error) {
 	return code, nil
 }
 
-// killScript sends TERM to the recorded process group, waits up to 3 s for it to go, then
-// sends KILL. A missing or empty pid file means the job never started or already ended.
-const killScript = `p=$(cat "$1" 2>/dev/null) || exit 0
-case $p in ''|*[!0-9]*) exit 0 ;; esac
-/bin/kill -TERM -- "-$p" 2>/dev/null || exit 0
-i=0
-while /bin/kill -0 -- "-$p" 2>/dev/null; do
-  i=$((i + 1))
-  if [ "$i" -ge 30 ]; then /bin/kill -KILL -- "-$p" 2>/dev/null; break; fi
-  sleep 0.1
-done
+// killScript stops the job whose session id is in the pid file. A missing or empty pid file
+// means the job never started or already ended.
+const killScript = stopSession + `g=$(cat "$1" 2>/dev/null) || exit 0
+case $g in ''|*[!0-9]*) exit 0 ;; esac
+stop_session "$g"
 exit 0`
 
 // Kill implements host.Runner.

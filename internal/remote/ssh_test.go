@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,13 +121,59 @@ func TestSSHQuery(t *testing.T) {
 	}
 }
 
-// A job runs as the leader of its own process group, so Kill stops everything it started,
-// even after the caller stopped waiting for it.
+// sessionMembers returns the processes in session sid, read from /proc the way the scripts do.
+func sessionMembers(t *testing.T, sid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 4 || fields[3] != strconv.Itoa(sid) {
+			continue
+		}
+		if fields[0] == "Z" {
+			continue // exited, waiting for its parent to collect it
+		}
+		pid, _ := strconv.Atoi(strings.Split(f, "/")[2])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitSessionGone fails the test when session sid still has live processes after d.
+func waitSessionGone(t *testing.T, sid int, d time.Duration, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; {
+		left := sessionMembers(t, sid)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d still has processes %v %s", sid, left, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// jobScriptWithOwnGroup starts a process in a process group of its own (timeout(1) makes one,
+// as it does around mpirun in the NCCL job) beside one in the job's group.
+const jobScriptWithOwnGroup = "echo started\ntimeout 300 sleep 300 &\nsleep 300\n"
+
+// A job runs as the leader of its own session, so Kill stops everything it started, even
+// processes in other groups, after the caller stopped waiting for it.
 func TestSSHJobAndKill(t *testing.T) {
 	s := SSH{C: newLocalComm(t)}
 	dir := t.TempDir()
 	script := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(script, []byte("echo started\nsleep 300 &\nsleep 300\n"), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(jobScriptWithOwnGroup), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	j := host.Job{Name: "long job", Script: script, PIDFile: filepath.Join(dir, "pid"), Output: io.Discard}
@@ -146,21 +190,15 @@ func TestSSHJobAndKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(-pgid, 0); err != nil {
-		t.Fatalf("the job's group is not running before Kill: %v", err)
+	if n := len(sessionMembers(t, pgid)); n < 3 {
+		t.Fatalf("the job's session has %d processes before Kill, want 3 (sh, timeout, sleep)", n)
 	}
 	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer kcancel()
 	if err := s.Kill(kctx, j); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(-pgid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still running after Kill", pgid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitSessionGone(t, pgid, 5*time.Second, "after Kill")
 	// Killing a job that already ended, or never started, is not an error.
 	if err := s.Kill(kctx, j); err != nil {
 		t.Errorf("second kill: %v", err)
@@ -182,50 +220,70 @@ func TestSSHJobExitStatus(t *testing.T) {
 	if err != nil || code != 7 || !strings.Contains(out.String(), "out") || !strings.Contains(out.String(), "err") {
 		t.Errorf("code %d err %v out %q", code, err, out.String())
 	}
-	if _, err := os.Stat(filepath.Join(dir, "pid")); err != nil {
-		t.Errorf("no pid file: %v", err)
+	// The pid file goes with the job, so a later Kill cannot reach a process that reused the id.
+	if _, err := os.Stat(filepath.Join(dir, "pid")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pid file left after the job ended: %v", err)
 	}
-	_ = fmt.Sprint()
 }
 
 // When the SSH session a job was started from goes away (Packer killed on Ctrl-C), the job's
-// whole group is stopped on the host by the watchdog, without anyone calling Kill.
+// whole session is stopped on the host by the watchdog, without anyone calling Kill; also when
+// the session process lingers as a zombie because nobody collected it, and when the staging
+// folder holding the pid file was removed first.
 func TestSSHJobStopsWhenItsSessionGoes(t *testing.T) {
-	dir := t.TempDir()
-	// A stand-in for the SSH session process: the job runs under a process named sshd.
-	sshd := filepath.Join(dir, "sshd")
-	if err := os.Symlink("/bin/sh", sshd); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(script, []byte("sleep 300 &\nsleep 300\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pidFile := filepath.Join(dir, "pid")
-	session := exec.Command(sshd, "-c", jobCommand(host.Job{Script: script, PIDFile: pidFile}))
-	session.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if err := session.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pgid int
-	for deadline := time.Now().Add(5 * time.Second); pgid == 0; {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job did not record its process group")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	// The session dies (SIGKILL: no chance to clean up).
-	if err := session.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = session.Wait()
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-pgid, 0) == nil; {
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still runs 10 s after its session went", pgid)
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, tc := range []struct {
+		name               string
+		reaped, removePIDs bool
+	}{
+		{"session reaped", true, false},
+		{"session a zombie", false, false},
+		{"pid file removed", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// A stand-in for the SSH session process: the job runs under a process named sshd.
+			sshd := filepath.Join(dir, "sshd")
+			if err := os.Symlink("/bin/sh", sshd); err != nil {
+				t.Fatal(err)
+			}
+			script := filepath.Join(dir, "job.sh")
+			if err := os.WriteFile(script, []byte(jobScriptWithOwnGroup), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := filepath.Join(dir, "pid")
+			session := exec.Command(sshd, "-c", jobCommand(host.Job{Script: script, PIDFile: pidFile}))
+			session.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+			if err := session.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sid := 0
+			for deadline := time.Now().Add(5 * time.Second); sid == 0; {
+				if b, err := os.ReadFile(pidFile); err == nil {
+					sid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the job did not record its session")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tc.removePIDs {
+				// As the bake's cleanup does, long after the job started (the watchdog reads
+				// the file within 0.1 s of its writing).
+				time.Sleep(500 * time.Millisecond)
+				if err := os.Remove(pidFile); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The session dies (SIGKILL: no chance to clean up).
+			if err := session.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.reaped {
+				_ = session.Wait()
+			} else {
+				defer session.Wait()
+			}
+			waitSessionGone(t, sid, 10*time.Second, "10 s after the SSH session went")
+		})
 	}
 }

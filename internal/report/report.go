@@ -7,9 +7,11 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
@@ -134,16 +136,22 @@ func Write(dir string, r Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
-	var paths []string
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		data []byte
-	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
-		p := filepath.Join(dir, f.name)
-		if err := WriteAtomic(p, f.data); err != nil {
-			return paths, err
-		}
-		paths = append(paths, p)
+	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}}
+	// The three files are written at once: on Ctrl-C Packer kills the plugin moments after
+	// cancelling it, and CI reads the JUnit file as much as people read the JSON.
+	paths := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f.name)
+		wg.Go(func() { errs[i] = WriteAtomic(paths[i], f.data) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return paths, nil
 }
