@@ -26,6 +26,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
@@ -514,8 +515,9 @@ func TestDocsCoverEverything(t *testing.T) {
 	ds := read("data-source/dlami")
 	specs := map[string]map[string]hcldec.Spec{
 		"argument":             (&datasource.FlatConfig{}).HCL2Spec(),
+		"access argument":      (&awsaccess.FlatAccessConfig{}).HCL2Spec(),
 		"golden argument":      (&datasource.FlatGoldenConfig{}).HCL2Spec(),
-		"assume_role argument": (&datasource.FlatAssumeRoleConfig{}).HCL2Spec(),
+		"assume_role argument": (&awsaccess.FlatAssumeRoleConfig{}).HCL2Spec(),
 		"output":               (&datasource.FlatDatasourceOutput{}).HCL2Spec(),
 	}
 	for kind, spec := range specs {

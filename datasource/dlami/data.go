@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,AssumeRoleConfig,GoldenConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,DatasourceOutput,GoldenConfig
 //go:generate packer-sdc struct-markdown
 
 // Package dlami is the `dlami` data source: it resolves the AWS Deep
@@ -10,11 +10,9 @@ package dlami
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -26,6 +24,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 )
 
@@ -72,81 +71,13 @@ type Config struct {
 
 	// AWS access, with the amazon plugin's names: an `amazon-ebs` access
 	// block pasted here works unchanged.
+	awsaccess.AccessConfig `mapstructure:",squash"`
 
-	// AWS access key; with secret_key. Default: the SDK credential chain.
-	AccessKey string `mapstructure:"access_key"`
-	// AWS secret key.
-	SecretKey string `mapstructure:"secret_key"`
-	// AWS session token for temporary static credentials.
-	Token string `mapstructure:"token"`
-	// Named profile from the shared config/credentials files.
-	Profile string `mapstructure:"profile"`
-	// Path of the shared credentials file (default ~/.aws/credentials).
-	SharedCredentialsFile string `mapstructure:"shared_credentials_file"`
-	// Role to assume before calling SSM and EC2 (the amazon plugin's block;
-	// see below).
-	AssumeRole AssumeRoleConfig `mapstructure:"assume_role"`
-	// The current 6-digit MFA (TOTP) code, for a `profile` whose shared
-	// config assumes a role with `mfa_serial` set, as in the amazon plugin.
-	// Pass it as a variable (`-var mfa_code=123456`): it changes every 30 s.
-	MFACode string `mapstructure:"mfa_code"`
-	// Retries of a failed call for errors other than throttling (5xx,
-	// connection resets), with jittered exponential backoff; 0 keeps the
-	// SDK default of 2 retries. Throttling is retried until `timeout`
-	// instead, and access denied, missing parameters and validation errors
-	// are never retried.
-	MaxRetries int `mapstructure:"max_retries"`
-	// Do not use the EC2 instance metadata service for credentials or region.
-	SkipMetadataAPICheck bool `mapstructure:"skip_metadata_api_check"`
-	// Skip checking the credentials with sts:GetCallerIdentity before the
-	// lookup. Default false: bad or expired credentials then fail first,
-	// with a message saying so. Set true only for AWS-compatible endpoints
-	// without STS.
-	SkipCredentialValidation bool `mapstructure:"skip_credential_validation"`
-	// Accept region names that do not look like AWS regions (local endpoints).
-	SkipRegionValidation bool `mapstructure:"skip_region_validation"`
-	// EC2 endpoint URL (the amazon plugin's name). Default: the SDK's,
-	// which honours AWS_ENDPOINT_URL_EC2.
-	CustomEndpointEC2 string `mapstructure:"custom_endpoint_ec2"`
-	// SSM endpoint URL. Default: the SDK's, which honours AWS_ENDPOINT_URL_SSM.
-	// The amazon plugin has no SSM endpoint setting.
-	SSMEndpoint string `mapstructure:"ssm_endpoint"`
-	// STS endpoint URL, for assume_role, a profile's role and the credential
-	// check. Default: the SDK's (regional STS), which honours
-	// AWS_ENDPOINT_URL_STS. The amazon plugin has no STS endpoint setting.
-	STSEndpoint string `mapstructure:"sts_endpoint"`
-	// Deprecated: use `custom_endpoint_ec2`. Still works, with a warning.
-	EC2Endpoint string `mapstructure:"ec2_endpoint"`
 	// Deadline of each AWS call, retries included. Default "30s". A
 	// throttled call is retried with jittered backoff until this deadline.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Deadline of the whole lookup, all regions. Default "5m".
 	ExecuteTimeout time.Duration `mapstructure:"execute_timeout"`
-}
-
-// AssumeRoleConfig is the `assume_role` block, with the amazon plugin's
-// names. Every argument is passed to the STS AssumeRole call.
-type AssumeRoleConfig struct {
-	// ARN of the role to assume.
-	RoleARN string `mapstructure:"role_arn"`
-	// Session duration in seconds, 900 to 43200 (the role's maximum session
-	// duration applies); default 900.
-	DurationSeconds int `mapstructure:"duration_seconds"`
-	// External id the role's trust policy requires.
-	ExternalID string `mapstructure:"external_id"`
-	// IAM policy JSON further restricting the session's permissions.
-	Policy string `mapstructure:"policy"`
-	// ARNs of IAM managed policies further restricting the session's permissions.
-	PolicyARNs []string `mapstructure:"policy_arns"`
-	// Session name; default set by the SDK.
-	SessionName string `mapstructure:"session_name"`
-	// Session tags.
-	Tags map[string]string `mapstructure:"tags"`
-	// Keys of `tags` to pass on to sessions chained from this one.
-	TransitiveTagKeys []string `mapstructure:"transitive_tag_keys"`
-	// Deprecated: use `duration_seconds`. A duration such as "1h"; still
-	// works, with a warning.
-	Duration time.Duration `mapstructure:"duration"`
 }
 
 // GoldenConfig is the `golden` block: how to find AMIs already baked from
@@ -240,12 +171,9 @@ func (d *Datasource) OutputSpec() hcldec.ObjectSpec {
 
 // unknown reports whether Packer passed a value it cannot know yet (packer
 // validate without -evaluate-datasources); such fields are not validated.
-func unknown(s string) bool {
-	return s == "<unknown>" || s == hcl2helper.UnknownVariableValue
-}
+func unknown(s string) bool { return awsaccess.Unknown(s) }
 
 var (
-	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
 	flavorRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
 	accountR = regexp.MustCompile(`^\d{12}$`)
 )
@@ -259,7 +187,7 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 		return fmt.Errorf("dlami: %w", err)
 	}
 	c := &d.config
-	packersdk.LogSecretFilter.Set(c.AccessKey, c.SecretKey, c.Token, c.MFACode)
+	packersdk.LogSecretFilter.Set(c.Secrets()...)
 	var errs *packersdk.MultiError
 	add := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
 
@@ -312,11 +240,8 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	}
 
 	checkRegion := func(field, r string) {
-		if unknown(r) || c.SkipRegionValidation {
-			return
-		}
-		if !regionRE.MatchString(r) {
-			add("%s %q: not an AWS region name like \"us-east-1\" (set skip_region_validation = true for unusual endpoints)", field, r)
+		if err := c.CheckRegion(field, r); err != nil {
+			add("%s", err)
 		}
 	}
 	if c.Region != "" {
@@ -350,29 +275,15 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 				add("golden.tags: empty tag key")
 			}
 		}
-		if g.SourceAMITag == "" {
-			g.SourceAMITag = "dlami:source_ami"
-		}
 	}
 
-	if (c.AccessKey == "") != (c.SecretKey == "") {
-		add("access_key and secret_key must be set together (or neither, to use the default credential chain)")
+	accessErrs, deprecations := c.AccessConfig.Prepare()
+	for _, e := range accessErrs {
+		add("%s", e)
 	}
-	d.resolveAliases(add)
-	d.checkAssumeRole(add)
-	if c.MFACode != "" && !unknown(c.MFACode) && !mfaCodeRE.MatchString(c.MFACode) {
-		add("mfa_code: must be the 6-digit code your MFA device shows now (pass it with -var, it changes every 30 s)")
-	}
-	if c.MaxRetries < 0 {
-		add("max_retries = %d: must be 0 (SDK default) or more", c.MaxRetries)
-	}
-	for field, v := range map[string]string{"ssm_endpoint": c.SSMEndpoint, "custom_endpoint_ec2": c.CustomEndpointEC2, "sts_endpoint": c.STSEndpoint} {
-		if v == "" || unknown(v) {
-			continue
-		}
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s %q: must be an http(s) URL such as https://ssm.us-east-1.amazonaws.com", field, v)
-		}
+	for _, w := range deprecations {
+		d.warnf("[WARN] dlami: %s", w)
+		d.deprecations = append(d.deprecations, w)
 	}
 	if c.Timeout < 0 {
 		add("timeout %s: must be positive", c.Timeout)
@@ -393,90 +304,6 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	return nil
 }
 
-var mfaCodeRE = regexp.MustCompile(`^\d{6}$`)
-
-// resolveAliases folds the deprecated argument names into the amazon
-// plugin's names. An alias alone still works, with a warning; an alias and
-// its replacement set to different values is an error naming both, because
-// guessing which one the user meant could point the lookup elsewhere.
-func (d *Datasource) resolveAliases(add func(format string, args ...any)) {
-	c := &d.config
-	deprecated := func(alias, name string) {
-		w := fmt.Sprintf("%s is deprecated: rename it to %s (the amazon plugin's name); it still works for now", alias, name)
-		d.warnf("[WARN] dlami: %s", w)
-		d.deprecations = append(d.deprecations, w)
-	}
-	if c.EC2Endpoint != "" {
-		deprecated("ec2_endpoint", "custom_endpoint_ec2")
-		switch {
-		case c.CustomEndpointEC2 == "":
-			c.CustomEndpointEC2 = c.EC2Endpoint
-		case unknown(c.CustomEndpointEC2) || unknown(c.EC2Endpoint):
-		case c.CustomEndpointEC2 != c.EC2Endpoint:
-			add("ec2_endpoint = %q and custom_endpoint_ec2 = %q disagree: ec2_endpoint is the deprecated name of custom_endpoint_ec2; keep custom_endpoint_ec2 only", c.EC2Endpoint, c.CustomEndpointEC2)
-		}
-	}
-	if ar := &c.AssumeRole; ar.Duration != 0 {
-		deprecated("assume_role.duration", "assume_role.duration_seconds")
-		seconds := int(ar.Duration / time.Second)
-		switch {
-		case ar.Duration%time.Second != 0:
-			add("assume_role.duration = %s: STS takes whole seconds; use duration_seconds", ar.Duration)
-		case ar.DurationSeconds == 0:
-			ar.DurationSeconds = seconds
-		case ar.DurationSeconds != seconds:
-			add("assume_role.duration = %s and assume_role.duration_seconds = %d disagree: duration is the deprecated name of duration_seconds; keep duration_seconds only", ar.Duration, ar.DurationSeconds)
-		}
-	}
-}
-
-// STS AssumeRole accepts session durations from 15 minutes to 12 hours.
-const (
-	minAssumeRoleSeconds = 900
-	maxAssumeRoleSeconds = 43200
-)
-
-// checkAssumeRole rejects an assume_role block STS would refuse, so that
-// packer validate reports it instead of the first AWS call.
-func (d *Datasource) checkAssumeRole(add func(format string, args ...any)) {
-	ar := d.config.AssumeRole
-	if ar.RoleARN == "" {
-		if ar.SessionName != "" || ar.ExternalID != "" || ar.DurationSeconds != 0 || ar.Policy != "" ||
-			len(ar.PolicyARNs) > 0 || len(ar.Tags) > 0 || len(ar.TransitiveTagKeys) > 0 {
-			add("assume_role: role_arn is required when any other assume_role argument is set")
-		}
-		return
-	}
-	if !unknown(ar.RoleARN) && !strings.HasPrefix(ar.RoleARN, "arn:") {
-		add("assume_role.role_arn %q: must be a role ARN (arn:aws:iam::<account>:role/<name>)", ar.RoleARN)
-	}
-	if s := ar.DurationSeconds; s != 0 && (s < minAssumeRoleSeconds || s > maxAssumeRoleSeconds) {
-		field := "assume_role.duration_seconds"
-		if ar.Duration != 0 {
-			field = "assume_role.duration"
-		}
-		add("%s = %d seconds: STS accepts %d to %d (15 minutes to 12 hours, within the role's maximum session duration)", field, s, minAssumeRoleSeconds, maxAssumeRoleSeconds)
-	}
-	if ar.Policy != "" && !unknown(ar.Policy) && !json.Valid([]byte(ar.Policy)) {
-		add("assume_role.policy: not valid JSON; pass an IAM policy document, e.g. with jsonencode({...})")
-	}
-	for i, arn := range ar.PolicyARNs {
-		if !unknown(arn) && !strings.HasPrefix(arn, "arn:") {
-			add("assume_role.policy_arns[%d] %q: must be a managed policy ARN (arn:aws:iam::aws:policy/<name>)", i, arn)
-		}
-	}
-	for k := range ar.Tags {
-		if k == "" {
-			add("assume_role.tags: empty tag key")
-		}
-	}
-	for i, k := range ar.TransitiveTagKeys {
-		if _, ok := ar.Tags[k]; !ok && !unknown(k) {
-			add("assume_role.transitive_tag_keys[%d] %q: not a key of assume_role.tags; STS passes on only session tags that are set", i, k)
-		}
-	}
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -486,23 +313,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (c *Config) awsOptions() dlamiresolve.AWSOptions {
-	o := dlamiresolve.AWSOptions{
-		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Token: c.Token,
-		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile, MFACode: c.MFACode,
-		Retry: dlamiresolve.RetryPolicy{MaxRetries: c.MaxRetries}, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
-		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.CustomEndpointEC2, STSEndpoint: c.STSEndpoint,
-		Region: c.primaryRegion(),
-	}
-	if ar := c.AssumeRole; ar.RoleARN != "" {
-		o.AssumeRole = &dlamiresolve.AssumeRole{
-			RoleARN: ar.RoleARN, SessionName: ar.SessionName, ExternalID: ar.ExternalID,
-			Duration: time.Duration(ar.DurationSeconds) * time.Second,
-			Policy:   ar.Policy, PolicyARNs: ar.PolicyARNs, Tags: ar.Tags, TransitiveTagKeys: ar.TransitiveTagKeys,
-		}
-	}
-	return o
-}
+func (c *Config) awsOptions() dlamiresolve.AWSOptions { return c.Options(c.primaryRegion()) }
 
 func (c *Config) primaryRegion() string {
 	if c.Region != "" {

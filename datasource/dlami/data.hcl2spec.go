@@ -3,79 +3,41 @@
 package dlami
 
 import (
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
 
-// FlatAssumeRoleConfig is an auto-generated flat version of AssumeRoleConfig.
-// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
-type FlatAssumeRoleConfig struct {
-	RoleARN           *string           `mapstructure:"role_arn" cty:"role_arn" hcl:"role_arn"`
-	DurationSeconds   *int              `mapstructure:"duration_seconds" cty:"duration_seconds" hcl:"duration_seconds"`
-	ExternalID        *string           `mapstructure:"external_id" cty:"external_id" hcl:"external_id"`
-	Policy            *string           `mapstructure:"policy" cty:"policy" hcl:"policy"`
-	PolicyARNs        []string          `mapstructure:"policy_arns" cty:"policy_arns" hcl:"policy_arns"`
-	SessionName       *string           `mapstructure:"session_name" cty:"session_name" hcl:"session_name"`
-	Tags              map[string]string `mapstructure:"tags" cty:"tags" hcl:"tags"`
-	TransitiveTagKeys []string          `mapstructure:"transitive_tag_keys" cty:"transitive_tag_keys" hcl:"transitive_tag_keys"`
-	Duration          *string           `mapstructure:"duration" cty:"duration" hcl:"duration"`
-}
-
-// FlatMapstructure returns a new FlatAssumeRoleConfig.
-// FlatAssumeRoleConfig is an auto-generated flat version of AssumeRoleConfig.
-// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
-func (*AssumeRoleConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
-	return new(FlatAssumeRoleConfig)
-}
-
-// HCL2Spec returns the hcl spec of a AssumeRoleConfig.
-// This spec is used by HCL to read the fields of AssumeRoleConfig.
-// The decoded values from this spec will then be applied to a FlatAssumeRoleConfig.
-func (*FlatAssumeRoleConfig) HCL2Spec() map[string]hcldec.Spec {
-	s := map[string]hcldec.Spec{
-		"role_arn":            &hcldec.AttrSpec{Name: "role_arn", Type: cty.String, Required: false},
-		"duration_seconds":    &hcldec.AttrSpec{Name: "duration_seconds", Type: cty.Number, Required: false},
-		"external_id":         &hcldec.AttrSpec{Name: "external_id", Type: cty.String, Required: false},
-		"policy":              &hcldec.AttrSpec{Name: "policy", Type: cty.String, Required: false},
-		"policy_arns":         &hcldec.AttrSpec{Name: "policy_arns", Type: cty.List(cty.String), Required: false},
-		"session_name":        &hcldec.AttrSpec{Name: "session_name", Type: cty.String, Required: false},
-		"tags":                &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
-		"transitive_tag_keys": &hcldec.AttrSpec{Name: "transitive_tag_keys", Type: cty.List(cty.String), Required: false},
-		"duration":            &hcldec.AttrSpec{Name: "duration", Type: cty.String, Required: false},
-	}
-	return s
-}
-
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	Architecture             *string               `mapstructure:"architecture" cty:"architecture" hcl:"architecture"`
-	OS                       *string               `mapstructure:"os" cty:"os" hcl:"os"`
-	Flavor                   *string               `mapstructure:"flavor" cty:"flavor" hcl:"flavor"`
-	ParameterName            *string               `mapstructure:"parameter_name" cty:"parameter_name" hcl:"parameter_name"`
-	Build                    *string               `mapstructure:"build" cty:"build" hcl:"build"`
-	Region                   *string               `mapstructure:"region" cty:"region" hcl:"region"`
-	Regions                  []string              `mapstructure:"regions" cty:"regions" hcl:"regions"`
-	Owners                   []string              `mapstructure:"owners" cty:"owners" hcl:"owners"`
-	AllowDeprecated          *bool                 `mapstructure:"allow_deprecated" cty:"allow_deprecated" hcl:"allow_deprecated"`
-	Golden                   *FlatGoldenConfig     `mapstructure:"golden" cty:"golden" hcl:"golden"`
-	AccessKey                *string               `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
-	SecretKey                *string               `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
-	Token                    *string               `mapstructure:"token" cty:"token" hcl:"token"`
-	Profile                  *string               `mapstructure:"profile" cty:"profile" hcl:"profile"`
-	SharedCredentialsFile    *string               `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
-	AssumeRole               *FlatAssumeRoleConfig `mapstructure:"assume_role" cty:"assume_role" hcl:"assume_role"`
-	MFACode                  *string               `mapstructure:"mfa_code" cty:"mfa_code" hcl:"mfa_code"`
-	MaxRetries               *int                  `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
-	SkipMetadataAPICheck     *bool                 `mapstructure:"skip_metadata_api_check" cty:"skip_metadata_api_check" hcl:"skip_metadata_api_check"`
-	SkipCredentialValidation *bool                 `mapstructure:"skip_credential_validation" cty:"skip_credential_validation" hcl:"skip_credential_validation"`
-	SkipRegionValidation     *bool                 `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
-	CustomEndpointEC2        *string               `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
-	SSMEndpoint              *string               `mapstructure:"ssm_endpoint" cty:"ssm_endpoint" hcl:"ssm_endpoint"`
-	STSEndpoint              *string               `mapstructure:"sts_endpoint" cty:"sts_endpoint" hcl:"sts_endpoint"`
-	EC2Endpoint              *string               `mapstructure:"ec2_endpoint" cty:"ec2_endpoint" hcl:"ec2_endpoint"`
-	Timeout                  *string               `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	ExecuteTimeout           *string               `mapstructure:"execute_timeout" cty:"execute_timeout" hcl:"execute_timeout"`
+	Architecture             *string                         `mapstructure:"architecture" cty:"architecture" hcl:"architecture"`
+	OS                       *string                         `mapstructure:"os" cty:"os" hcl:"os"`
+	Flavor                   *string                         `mapstructure:"flavor" cty:"flavor" hcl:"flavor"`
+	ParameterName            *string                         `mapstructure:"parameter_name" cty:"parameter_name" hcl:"parameter_name"`
+	Build                    *string                         `mapstructure:"build" cty:"build" hcl:"build"`
+	Region                   *string                         `mapstructure:"region" cty:"region" hcl:"region"`
+	Regions                  []string                        `mapstructure:"regions" cty:"regions" hcl:"regions"`
+	Owners                   []string                        `mapstructure:"owners" cty:"owners" hcl:"owners"`
+	AllowDeprecated          *bool                           `mapstructure:"allow_deprecated" cty:"allow_deprecated" hcl:"allow_deprecated"`
+	Golden                   *FlatGoldenConfig               `mapstructure:"golden" cty:"golden" hcl:"golden"`
+	AccessKey                *string                         `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
+	SecretKey                *string                         `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
+	Token                    *string                         `mapstructure:"token" cty:"token" hcl:"token"`
+	Profile                  *string                         `mapstructure:"profile" cty:"profile" hcl:"profile"`
+	SharedCredentialsFile    *string                         `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
+	AssumeRole               *awsaccess.FlatAssumeRoleConfig `mapstructure:"assume_role" cty:"assume_role" hcl:"assume_role"`
+	MFACode                  *string                         `mapstructure:"mfa_code" cty:"mfa_code" hcl:"mfa_code"`
+	MaxRetries               *int                            `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
+	SkipMetadataAPICheck     *bool                           `mapstructure:"skip_metadata_api_check" cty:"skip_metadata_api_check" hcl:"skip_metadata_api_check"`
+	SkipCredentialValidation *bool                           `mapstructure:"skip_credential_validation" cty:"skip_credential_validation" hcl:"skip_credential_validation"`
+	SkipRegionValidation     *bool                           `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
+	CustomEndpointEC2        *string                         `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
+	SSMEndpoint              *string                         `mapstructure:"ssm_endpoint" cty:"ssm_endpoint" hcl:"ssm_endpoint"`
+	STSEndpoint              *string                         `mapstructure:"sts_endpoint" cty:"sts_endpoint" hcl:"sts_endpoint"`
+	EC2Endpoint              *string                         `mapstructure:"ec2_endpoint" cty:"ec2_endpoint" hcl:"ec2_endpoint"`
+	Timeout                  *string                         `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	ExecuteTimeout           *string                         `mapstructure:"execute_timeout" cty:"execute_timeout" hcl:"execute_timeout"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -105,7 +67,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"token":                      &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
 		"profile":                    &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
 		"shared_credentials_file":    &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
-		"assume_role":                &hcldec.BlockSpec{TypeName: "assume_role", Nested: hcldec.ObjectSpec((*FlatAssumeRoleConfig)(nil).HCL2Spec())},
+		"assume_role":                &hcldec.BlockSpec{TypeName: "assume_role", Nested: hcldec.ObjectSpec((*awsaccess.FlatAssumeRoleConfig)(nil).HCL2Spec())},
 		"mfa_code":                   &hcldec.AttrSpec{Name: "mfa_code", Type: cty.String, Required: false},
 		"max_retries":                &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
 		"skip_metadata_api_check":    &hcldec.AttrSpec{Name: "skip_metadata_api_check", Type: cty.Bool, Required: false},

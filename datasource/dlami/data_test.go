@@ -110,7 +110,8 @@ golden {
 					len(ar.TransitiveTagKeys) != 1 || ar.TransitiveTagKeys[0] != "team" {
 					t.Errorf("assume_role %+v", ar)
 				}
-				if c.Golden == nil || c.Golden.NamePrefix != "ml-golden-" || c.Golden.Tags["dlami:family"] != "base" || c.Golden.SourceAMITag != "dlami:source_ami" {
+				// The default source_ami_tag is the resolver's (internal/amitags), not Prepare's.
+				if c.Golden == nil || c.Golden.NamePrefix != "ml-golden-" || c.Golden.Tags["dlami:family"] != "base" || c.Golden.SourceAMITag != "" {
 					t.Errorf("golden %+v", c.Golden)
 				}
 			},

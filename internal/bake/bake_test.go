@@ -13,22 +13,25 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-var errDisconnectedForTest = remote.ErrDisconnected
+const runUUID = "2f1d6f0e-6a7e-4a55-9a43-5e3cbb8b0c11"
 
 type reportJSON struct {
-	Result       string   `json:"result"`
-	FailedChecks []string `json:"failed_checks"`
-	Stage        string   `json:"stage"`
-	Drift        []string `json:"drift"`
-	HeldByPlugin []string `json:"held_by_plugin"`
-	Error        string   `json:"error"`
+	Result       string        `json:"result"`
+	FailedChecks []string      `json:"failed_checks"`
+	Stage        string        `json:"stage"`
+	Drift        []guard.Drift `json:"drift"`
+	HeldByPlugin []string      `json:"held_by_plugin"`
+	Error        string        `json:"error"`
 	Checks       []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID       string `json:"id"`
+		Status   string `json:"status"`
+		Message  string `json:"message"`
+		Evidence string `json:"evidence"`
+		Actual   string `json:"actual"`
+		ExitCode *int   `json:"exit_code"`
 	} `json:"checks"`
 	Manifest map[string]string `json:"manifest"`
 }
@@ -36,6 +39,7 @@ type reportJSON struct {
 func options(t *testing.T, layers ...layer.Spec) Options {
 	return Options{
 		BuildName:     "unit",
+		RunUUID:       runUUID,
 		ReportDir:     t.TempDir(),
 		Validate:      true,
 		CheckTimeout:  time.Minute,
@@ -45,7 +49,33 @@ func options(t *testing.T, layers ...layer.Spec) Options {
 		Layers:        layers,
 		Expect:        checks.Expectations{NVMePath: "/opt/dlami/nvme"},
 		NCCL:          checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
+		EFARetries:    DefaultEFARetries,
+		EFARetryDelay: time.Millisecond,
 	}
+}
+
+func drifts(r reportJSON) string {
+	var lines []string
+	for _, d := range r.Drift {
+		lines = append(lines, d.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+func check(r reportJSON, id string) (c struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Message  string `json:"message"`
+	Evidence string `json:"evidence"`
+	Actual   string `json:"actual"`
+	ExitCode *int   `json:"exit_code"`
+}) {
+	for _, x := range r.Checks {
+		if x.ID == id {
+			return x
+		}
+	}
+	return c
 }
 
 func readReport(t *testing.T, dir string) reportJSON {
@@ -98,8 +128,13 @@ func TestHealthyBakePasses(t *testing.T) {
 	if !slices.Equal(h.layersRun, []int{0, 1}) {
 		t.Errorf("layers run: %v", h.layersRun)
 	}
-	if _, ok := h.files[guard.BaselinePath]; !ok {
+	if _, ok := h.files[guard.BaselinePath(runUUID)]; !ok {
 		t.Error("baseline not recorded on the host")
+	}
+	for _, name := range []string{"layer:a", "layer:b"} {
+		if c := check(r, name); c.Status != "pass" || c.ExitCode == nil || *c.ExitCode != 0 || !strings.Contains(c.Evidence, "layer") {
+			t.Errorf("%s: %+v", name, c)
+		}
 	}
 	var bom map[string]any
 	if err := json.Unmarshal(h.files["/etc/dlami-bake/manifest.json"], &bom); err != nil {
@@ -112,7 +147,7 @@ func TestHealthyBakePasses(t *testing.T) {
 
 func TestDriftStopsTheBakeAtTheLayer(t *testing.T) {
 	h := newFakeHost(t)
-	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 0 }
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) { installKernel1015(h); return 0, nil }
 	opt := options(t, layer.Spec{Name: "careless"}, layer.Spec{Name: "never"})
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `after layer "careless"`) {
@@ -128,7 +163,7 @@ func TestDriftStopsTheBakeAtTheLayer(t *testing.T) {
 	if status(r, "gpu") != "skip" || status(r, "nccl-correctness") != "skip" {
 		t.Errorf("checks after the drift should be skipped: gpu %s nccl %s", status(r, "gpu"), status(r, "nccl-correctness"))
 	}
-	if !strings.Contains(strings.Join(r.Drift, "\n"), "7.0.0-1014-aws → 7.0.0-1015-aws") {
+	if !strings.Contains(drifts(r), "7.0.0-1014-aws → 7.0.0-1015-aws") {
 		t.Errorf("drift does not name the new kernel: %v", r.Drift)
 	}
 	if _, ok := h.files["/etc/dlami-bake/manifest.json"]; ok {
@@ -136,19 +171,25 @@ func TestDriftStopsTheBakeAtTheLayer(t *testing.T) {
 	}
 }
 
-func TestUnheldKernelFailsBeforeAnyLayer(t *testing.T) {
-	h := newFakeHost(t)
-	h.pkgs["linux-image-7.0.0-1014-aws"] = fakePkg{"7.0.0-1014.14", false}
-	opt := options(t, layer.Spec{Name: "a"})
-	err := Run(context.Background(), h, &recordingUI{}, opt)
-	if err == nil || !strings.Contains(err.Error(), "after the baseline was taken") {
-		t.Fatalf("want failure before layers, got %v", err)
-	}
-	if len(h.layersRun) != 0 {
-		t.Errorf("layers ran: %v", h.layersRun)
-	}
-	if r := readReport(t, opt.ReportDir); !slices.Contains(r.FailedChecks, "holds") {
-		t.Errorf("holds did not fail: %v", r.FailedChecks)
+// An image that does not hold a guarded package warns at the baseline and bakes on (every
+// change to it still fails the packages check); require_holds makes it a failure.
+func TestUnheldGuardedPackageWarnsUnlessRequired(t *testing.T) {
+	for _, require := range []bool{false, true} {
+		h := newFakeHost(t)
+		h.pkgs["linux-image-7.0.0-1014-aws"] = fakePkg{"7.0.0-1014.14", false}
+		opt := options(t, layer.Spec{Name: "a"})
+		opt.RequireHolds = require
+		err := Run(context.Background(), h, &recordingUI{}, opt)
+		r := readReport(t, opt.ReportDir)
+		if !require {
+			if err != nil || status(r, "holds") != "warn" || len(h.layersRun) != 1 {
+				t.Errorf("unheld, not required: err %v holds %s layers %v", err, status(r, "holds"), h.layersRun)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "after the baseline was taken") || len(h.layersRun) != 0 || !slices.Contains(r.FailedChecks, "holds") {
+			t.Errorf("require_holds: err %v layers %v failed %v", err, h.layersRun, r.FailedChecks)
+		}
 	}
 }
 
@@ -160,8 +201,8 @@ func TestHoldUnheldHoldsAndRecords(t *testing.T) {
 	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
 		t.Fatalf("bake: %v", err)
 	}
-	if !h.pkgs["linux-image-7.0.0-1014-aws"].held {
-		t.Error("package not put on hold")
+	if !h.pkgs["linux-image-7.0.0-1014-aws"].held || len(h.held) != 1 {
+		t.Errorf("package not put on hold: %v", h.held)
 	}
 	if r := readReport(t, opt.ReportDir); !slices.Equal(r.HeldByPlugin, []string{"linux-image-7.0.0-1014-aws"}) {
 		t.Errorf("held_by_plugin: %v", r.HeldByPlugin)
@@ -188,7 +229,7 @@ func TestSecondProvisionerComparesWithTheFirstBaseline(t *testing.T) {
 
 func TestRebootIntoNewKernelFails(t *testing.T) {
 	h := newFakeHost(t)
-	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 0 }
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) { installKernel1015(h); return 0, nil }
 	opt := options(t, layer.Spec{Name: "k", Reboot: true})
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || h.reboots != 1 {
@@ -201,7 +242,7 @@ func TestRebootIntoNewKernelFails(t *testing.T) {
 
 func TestFailedLayerFailsTheBake(t *testing.T) {
 	h := newFakeHost(t)
-	h.layerHook[0] = func(h *fakeHost) int { installKernel1015(h); return 100 }
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) { installKernel1015(h); return 100, nil }
 	opt := options(t, layer.Spec{Name: "broken"}, layer.Spec{Name: "later"})
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `layer "broken" failed with exit status 100`) {
@@ -211,8 +252,11 @@ func TestFailedLayerFailsTheBake(t *testing.T) {
 	if r.Result != "fail" || r.Error == "" || len(h.layersRun) != 1 {
 		t.Errorf("report %+v layers %v", r, h.layersRun)
 	}
-	if !slices.Contains(r.FailedChecks, "next-boot-kernel") {
-		t.Errorf("the drift a failed layer left was not reported: %v", r.FailedChecks)
+	if !slices.Contains(r.FailedChecks, "next-boot-kernel") || !slices.Contains(r.FailedChecks, "layer:broken") {
+		t.Errorf("the failed layer or its drift was not reported: %v", r.FailedChecks)
+	}
+	if c := check(r, "layer:broken"); c.ExitCode == nil || *c.ExitCode != 100 || c.Actual != "exit 100" {
+		t.Errorf("layer entry: %+v", c)
 	}
 }
 
@@ -253,8 +297,6 @@ func TestNCCLFailureFailsTheBake(t *testing.T) {
 
 // A late EFA device (p5en) gets a second look; a missing one still fails after the retries.
 func TestEFADeviceCountIsRetried(t *testing.T) {
-	EFARetryDelay = time.Millisecond
-	defer func() { EFARetryDelay = 5 * time.Second }()
 	for _, lateBy := range []int{1, 99} {
 		h := newFakeHost(t)
 		healthy := h.hostOut[checks.HostSectionInfiniband]
@@ -269,6 +311,7 @@ func TestEFADeviceCountIsRetried(t *testing.T) {
 			t.Fatalf("fixture lacks rdmap136s0: %q", healthy.out)
 		}
 		h.hostOut[checks.HostSectionInfiniband] = fakeSection{out: strings.Join(seven, "\n")}
+		// The device is late, not absent: the bus has all eight functions.
 		batches := 0
 		h.onHostBatch = func(h *fakeHost) {
 			batches++
@@ -282,7 +325,7 @@ func TestEFADeviceCountIsRetried(t *testing.T) {
 		if lateBy == 1 && (err != nil || status(r, "efa-devices") != "pass" || batches != 2) {
 			t.Errorf("late device: err %v, efa-devices %s, batches %d", err, status(r, "efa-devices"), batches)
 		}
-		if lateBy == 99 && (err == nil || status(r, "efa-devices") != "fail" || batches != 1+EFARetries) {
+		if lateBy == 99 && (err == nil || status(r, "efa-devices") != "fail" || batches != 1+DefaultEFARetries) {
 			t.Errorf("missing device: err %v, efa-devices %s, batches %d", err, status(r, "efa-devices"), batches)
 		}
 	}

@@ -5,37 +5,52 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 )
 
-// fakeHost is a scripted stand-in for the build host: it keeps a small model of the dpkg
-// database and the running kernel, answers the guard, host and NCCL bundles from that model,
-// and runs layers by calling a Go hook that changes the model. The end-to-end tests run the
-// same flow against a real sshd, apt and dpkg; this one pins down the bake's decisions.
+// fakeHost is an in-memory build host that implements host.Host directly: a small model of
+// the dpkg database, the running kernel and the boot, answering the guard and host queries by
+// section name, and running layers by calling a Go hook that changes the model. The
+// end-to-end tests run the same flow against a real sshd, apt and dpkg; this one pins down the
+// bake's decisions.
 type fakeHost struct {
-	mu        sync.Mutex
-	t         *testing.T
-	running   string
-	images    []string
-	pkgs      map[string]fakePkg
-	files     map[string][]byte
-	hostOut   map[string]fakeSection
-	ncclOut   string
-	ncclCode  int
-	layerHook map[int]func(h *fakeHost) int
+	mu      sync.Mutex
+	t       *testing.T
+	running string
+	images  []string
+	pkgs    map[string]fakePkg
+	files   map[string][]byte
+	hostOut map[string]fakeSection
+	bootID  string
+	boots   int
+	// dmesgAdd is appended to the kernel log when the NCCL test runs.
+	dmesgAdd string
+	ncclOut  string
+	ncclCode int
+	// ncclHook, when set, runs instead of printing ncclOut (e.g. to block until cancelled).
+	ncclHook func(ctx context.Context, j host.Job) (int, error)
+	// layerHook runs the n-th layer: it changes the model and returns the exit status, or an
+	// error such as host.ErrDisconnected.
+	layerHook map[int]func(ctx context.Context, h *fakeHost) (int, error)
 	layersRun []int
-	// onHostBatch, when set, runs before each host-validation batch is answered.
+	// onHostBatch, when set, runs before each host-validation query is answered.
 	onHostBatch func(h *fakeHost)
 	reboots     int
-	commands    []string
+	held        [][]string
+	killed      []string
+	// settle is what the first-boot settle command prints.
+	settle fakeSection
 }
 
 type fakePkg struct {
@@ -47,6 +62,8 @@ type fakeSection struct {
 	out  string
 	code int
 }
+
+var _ host.Host = (*fakeHost)(nil)
 
 func newFakeHost(t *testing.T) *fakeHost {
 	h := &fakeHost{
@@ -61,19 +78,24 @@ func newFakeHost(t *testing.T) *fakeHost {
 			"nvidia-driver-595-open":       {"595.91.07-0ubuntu0.24.04.1", true},
 			"nvidia-fabricmanager-595":     {"595.91.07-1", true},
 			"efa":                          {"3.3.0-1", true},
-			"jq":                           {"", false},
 		},
 		files:     map[string][]byte{},
 		hostOut:   loadSections(t, "testdata/host-p6-b200-healthy.sections"),
-		layerHook: map[int]func(*fakeHost) int{},
+		layerHook: map[int]func(context.Context, *fakeHost) (int, error){},
 	}
-	delete(h.pkgs, "jq")
+	h.newBoot()
+	h.settle = fakeSection{out: "status: done"}
 	nccl, err := os.ReadFile("testdata/nccl-p6b200-1node-ok.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.ncclOut = string(nccl)
 	return h
+}
+
+func (h *fakeHost) newBoot() {
+	h.boots++
+	h.bootID = fmt.Sprintf("boot-%d", h.boots)
 }
 
 // loadSections reads "=== name exit=N" separated section outputs.
@@ -109,8 +131,6 @@ func loadSections(t *testing.T, path string) map[string]fakeSection {
 	return out
 }
 
-var beginRE = regexp.MustCompile(`echo '(@@DLAMI-BUNDLE-[0-9a-f]+@@) BEGIN ([^']+)'`)
-
 func (h *fakeHost) guardSection(name string) fakeSection {
 	switch {
 	case name == guard.SectionRunning:
@@ -137,6 +157,15 @@ func (h *fakeHost) guardSection(name string) fakeSection {
 		return fakeSection{out: b.String()}
 	case name == guard.SectionDKMS:
 		return fakeSection{out: "@dlami-guard absent"}
+	case name == guard.SectionBaselines:
+		var paths []string
+		for p := range h.files {
+			if strings.HasPrefix(p, guard.BaselineDir+"/baseline") {
+				paths = append(paths, p)
+			}
+		}
+		sort.Strings(paths)
+		return fakeSection{out: strings.Join(paths, "\n")}
 	case strings.HasPrefix(name, guard.SectionModinfoPrefix):
 		switch strings.TrimPrefix(name, guard.SectionModinfoPrefix) {
 		case "efa":
@@ -153,113 +182,187 @@ func (h *fakeHost) guardSection(name string) fakeSection {
 	return fakeSection{out: "no such section in the fake: " + name, code: 127}
 }
 
-func (h *fakeHost) bundle(script string) string {
-	var b strings.Builder
-	for _, m := range beginRE.FindAllStringSubmatch(script, -1) {
-		marker, name := m[1], m[2]
-		var s fakeSection
-		if strings.HasPrefix(name, "guard.") {
-			s = h.guardSection(name)
-		} else if hs, ok := h.hostOut[name]; ok {
-			s = hs
-		} else {
-			s = fakeSection{out: "sh: command not found", code: 127}
-		}
-		fmt.Fprintf(&b, "%s BEGIN %s\n%s\n\n%s END %s %d 3\n", marker, name, strings.TrimRight(s.out, "\n"), marker, name, s.code)
-	}
-	return b.String()
-}
-
-var (
-	quotedRE = regexp.MustCompile(`'([^']*)'`)
-	layerRE  = regexp.MustCompile(`/layer-(\d+)/layer\.sh`)
-)
-
-func (h *fakeHost) Run(_ context.Context, cmd string, stdin io.Reader, stdout, _ io.Writer) (int, error) {
+// Query implements host.Runner by section name: no shell is parsed.
+func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]bundle.Section, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.commands = append(h.commands, cmd)
-	if stdout == nil {
-		stdout = io.Discard
+	if h.onHostBatch != nil && len(cmds) > 5 && strings.HasPrefix(cmds[0].Name, "host.") {
+		h.onHostBatch(h)
 	}
-	if stdin != nil {
-		h.t.Errorf("fake host: command %q was given stdin", cmd)
+	out := map[string]bundle.Section{}
+	for _, c := range cmds {
+		var s fakeSection
+		switch {
+		case strings.HasPrefix(c.Name, "guard."):
+			s = h.guardSection(c.Name)
+		case c.Name == checks.HostSectionBootID:
+			s = fakeSection{out: h.bootID}
+		case c.Name == checks.HostSectionSettle:
+			s = h.settle
+		case c.Name == checks.HostSectionDmesg:
+			s = h.hostOut[c.Name]
+			s.out += h.dmesgSoFar()
+		default:
+			var ok bool
+			if s, ok = h.hostOut[c.Name]; !ok {
+				s = fakeSection{out: "sh: command not found", code: 127}
+			}
+		}
+		out[c.Name] = bundle.Section{Name: c.Name, Output: strings.TrimRight(s.out, "\n"), ExitCode: s.code, TimedOut: bundle.TimedOut(s.code)}
 	}
-	var script string
-	if q, ok := strings.CutPrefix(cmd, "sh -c '"); ok {
-		script = strings.ReplaceAll(strings.TrimSuffix(q, "'"), `'\''`, "'")
-		cmd = "sh -s"
+	return out, nil
+}
+
+// dmesgSoFar is what the kernel logged since boot beyond the fixture.
+func (h *fakeHost) dmesgSoFar() string {
+	if b, ok := h.files["/dmesg-extra"]; ok {
+		return "\n" + string(b)
+	}
+	return ""
+}
+
+// Run implements host.Runner.
+func (h *fakeHost) Run(ctx context.Context, j host.Job) (int, error) {
+	h.mu.Lock()
+	if j.PIDFile == "" {
+		h.t.Errorf("fake host: job %s without a pid file", j.Name)
+	}
+	w := j.Output
+	if w == nil {
+		w = io.Discard
 	}
 	switch {
-	case cmd == "sh -s" && (strings.Contains(script, "BEGIN guard.") || strings.Contains(script, "BEGIN host.")):
-		if h.onHostBatch != nil && strings.Contains(script, "BEGIN host.") {
-			h.onHostBatch(h)
+	case j.AsRoot && strings.HasSuffix(j.Script, "/layer.sh"):
+		if _, ok := h.files[j.Script]; !ok {
+			h.t.Errorf("fake host: layer script %s was not uploaded", j.Script)
 		}
-		io.WriteString(stdout, h.bundle(script))
-		return 0, nil
-	case cmd == "sh -s" && strings.Contains(script, guard.BaselinePath):
-		if b, ok := h.files[guard.BaselinePath]; ok {
-			stdout.Write(b)
-		} else {
-			io.WriteString(stdout, "__DLAMI_NO_BASELINE__\n")
-		}
-		return 0, nil
-	case strings.HasPrefix(cmd, "sh '") && strings.HasSuffix(cmd, "/nccl.sh'"):
-		if !strings.Contains(string(h.files[strings.Trim(cmd[3:], "'")]), "all_reduce_perf") {
-			h.t.Errorf("fake host: %s is not the NCCL script", cmd)
-		}
-		io.WriteString(stdout, h.ncclOut)
-		return h.ncclCode, nil
-	case strings.HasPrefix(cmd, "mkdir -p"), strings.Contains(cmd, "rm -rf"), cmd == "true", cmd == "uname -r":
-		if cmd == "uname -r" {
-			io.WriteString(stdout, h.running+"\n")
-		}
-		return 0, nil
-	case strings.HasPrefix(cmd, "sudo -n install -D"):
-		q := quotedRE.FindAllStringSubmatch(cmd, -1)
-		h.files[q[2][1]] = h.files[q[1][1]]
-		return 0, nil
-	case strings.HasPrefix(cmd, "sudo -n apt-mark hold"):
-		for _, q := range quotedRE.FindAllStringSubmatch(cmd, -1) {
-			p := h.pkgs[q[1]]
-			p.held = true
-			h.pkgs[q[1]] = p
-		}
-		return 0, nil
-	case strings.HasPrefix(cmd, "sudo -n /bin/sh"):
-		m := layerRE.FindStringSubmatch(cmd)
-		n, _ := strconv.Atoi(m[1])
+		n := len(h.layersRun)
 		h.layersRun = append(h.layersRun, n)
-		if hook, ok := h.layerHook[n]; ok {
-			return hook(h), nil
+		hook := h.layerHook[n]
+		h.mu.Unlock()
+		fmt.Fprintf(w, "==> layer %d output\n", n)
+		if hook != nil {
+			return hook(ctx, h)
 		}
 		return 0, nil
-	case strings.HasPrefix(cmd, "sudo -n sh -c '(sleep 1; reboot"):
-		h.reboots++
-		// The simulated boot loader boots the newest installed image.
-		newest := h.images[len(h.images)-1]
-		h.running = strings.TrimPrefix(newest, "/boot/vmlinuz-")
-		return 0, errDisconnectedForTest
+	case !j.AsRoot && strings.HasSuffix(j.Script, "/nccl.sh"):
+		if !strings.Contains(string(h.files[j.Script]), "all_reduce_perf") {
+			h.t.Errorf("fake host: %s is not the NCCL script", j.Script)
+		}
+		if h.dmesgAdd != "" {
+			h.files["/dmesg-extra"] = []byte(h.dmesgAdd)
+		}
+		hook, out, code := h.ncclHook, h.ncclOut, h.ncclCode
+		h.mu.Unlock()
+		if hook != nil {
+			return hook(ctx, j)
+		}
+		io.WriteString(w, out)
+		return code, nil
 	}
-	h.t.Errorf("fake host: unexpected command %q", cmd)
+	h.mu.Unlock()
+	h.t.Errorf("fake host: unexpected job %+v", j)
 	return 127, nil
 }
 
-func (h *fakeHost) Upload(_ context.Context, dst string, data io.Reader) error {
+// Kill implements host.Runner.
+func (h *fakeHost) Kill(_ context.Context, j host.Job) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.killed = append(h.killed, j.Name)
+	return nil
+}
+
+func (h *fakeHost) MakeDir(context.Context, string) error { return nil }
+
+func (h *fakeHost) Upload(_ context.Context, dst string, data io.Reader) error {
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, data); err != nil {
 		return err
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.files[dst] = b.Bytes()
 	return nil
 }
 
+func (h *fakeHost) Install(_ context.Context, data []byte, dst string, _ fs.FileMode) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.files[dst] = append([]byte(nil), data...)
+	return nil
+}
+
+func (h *fakeHost) ReadFile(_ context.Context, path string) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.files[path]
+	if !ok {
+		return nil, fmt.Errorf("reading %s: %w", path, fs.ErrNotExist)
+	}
+	return b, nil
+}
+
+func (h *fakeHost) RemoveAll(_ context.Context, path string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p := range h.files {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			delete(h.files, p)
+		}
+	}
+	return nil
+}
+
+func (h *fakeHost) Hold(_ context.Context, pkgs []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = append(h.held, pkgs)
+	for _, n := range pkgs {
+		p := h.pkgs[n]
+		p.held = true
+		h.pkgs[n] = p
+	}
+	return nil
+}
+
+func (h *fakeHost) BootID(context.Context) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bootID, nil
+}
+
+// Reboot implements host.Power: the simulated boot loader boots the newest installed image.
+func (h *fakeHost) Reboot(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rebootLocked()
+	return nil
+}
+
+func (h *fakeHost) rebootLocked() {
+	h.reboots++
+	h.running = strings.TrimPrefix(h.images[len(h.images)-1], "/boot/vmlinuz-")
+	delete(h.files, "/dmesg-extra")
+	h.newBoot()
+}
+
+func (h *fakeHost) Reconnect(context.Context) error { return nil }
+
 // installKernel1015 is what `apt-get install linux-image-7.0.0-1015-aws` does to the model.
 func installKernel1015(h *fakeHost) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.pkgs["linux-image-7.0.0-1015-aws"] = fakePkg{"7.0.0-1015.15", false}
 	h.images = append(h.images, "/boot/vmlinuz-7.0.0-1015-aws")
+}
+
+// selfReboot is a layer whose vendor script reboots the host: the connection drops.
+func selfReboot(ctx context.Context, h *fakeHost) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rebootLocked()
+	return 0, fmt.Errorf("layer: %w", host.ErrDisconnected)
 }
 
 type recordingUI struct {
@@ -274,4 +377,10 @@ func (u *recordingUI) write(s string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.out.WriteString(s + "\n")
+}
+
+func (u *recordingUI) String() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.out.String()
 }

@@ -18,8 +18,13 @@ import (
 type Command struct {
 	// Name identifies the section; letters, digits, '-', '_' and '.' only.
 	Name string
-	// Shell is run by /bin/sh; stderr is folded into stdout.
+	// Shell is run by /bin/sh; stderr is folded into stdout. When Tool is set, "$1" is the
+	// absolute path of the tool that was found.
 	Shell string
+	// Tool, when set, is looked up at its real absolute paths before the command runs:
+	// Packer's SSH commands get no login PATH, so a tool that only a profile script puts on
+	// PATH (fi_info) would not be found by name. The section records which path answered.
+	Tool *Tool
 	// TimeoutSeconds bounds the command with coreutils timeout; 0 means DefaultTimeoutSeconds.
 	TimeoutSeconds int
 }
@@ -39,9 +44,23 @@ func Timeout(c Command) int {
 // stopped by its TERM, 137 (128+KILL) when it had to be killed.
 func TimedOut(exitCode int) bool { return exitCode == 124 || exitCode == 137 }
 
+// Tool is an executable a command needs.
+type Tool struct {
+	// Name is the executable's name, looked up on PATH when no path in Paths exists.
+	Name string
+	// Paths are the absolute paths to try, in order.
+	Paths []string
+	// Optional runs the command with an empty "$1" when the tool is not found; otherwise the
+	// section fails with exit status 127 and says where it looked.
+	Optional bool
+}
+
 // Section is what one command printed and how it exited.
 type Section struct {
-	Name     string
+	Name string
+	// Tool is the path of the command's tool that answered; "" when it has none or it was
+	// not found.
+	Tool     string
 	Output   string
 	ExitCode int
 	// TimedOut is true when the command was killed by its timeout (exit 124 or 137).
@@ -84,7 +103,27 @@ func Script(cmds []Command) (string, error) {
 		seen[c.Name] = true
 		t := Timeout(c)
 		fmt.Fprintf(&b, "echo '%s BEGIN %s'; t0=$(date +%%s%%N)\n", marker, c.Name)
-		fmt.Fprintf(&b, "timeout -k 2 %d sh -c %s 2>&1 </dev/null\n", t, Quote(c.Shell))
+		if c.Tool == nil {
+			fmt.Fprintf(&b, "timeout -k 2 %d sh -c %s 2>&1 </dev/null\n", t, Quote(c.Shell))
+		} else {
+			if !validName.MatchString(c.Tool.Name) {
+				return "", fmt.Errorf("bundle: command %s: tool name %q: use letters, digits, '-', '_' or '.'", c.Name, c.Tool.Name)
+			}
+			paths := make([]string, len(c.Tool.Paths))
+			for i, p := range c.Tool.Paths {
+				paths[i] = Quote(p)
+			}
+			fmt.Fprintf(&b, "tool=; for p in %s; do if [ -x \"$p\" ]; then tool=$p; break; fi; done\n", strings.Join(paths, " "))
+			fmt.Fprintf(&b, "[ -n \"$tool\" ] || tool=$(command -v %s 2>/dev/null) || tool=\n", Quote(c.Tool.Name))
+			fmt.Fprintf(&b, "if [ -n \"$tool\" ]; then echo \"%s TOOL %s $tool\"; fi\n", marker, c.Name)
+			if c.Tool.Optional {
+				fmt.Fprintf(&b, "timeout -k 2 %d sh -c %s dlami-tool \"$tool\" 2>&1 </dev/null\n", t, Quote(c.Shell))
+			} else {
+				where := strings.Join(append(append([]string{}, c.Tool.Paths...), "PATH"), ", ")
+				fmt.Fprintf(&b, "if [ -n \"$tool\" ]; then timeout -k 2 %d sh -c %s dlami-tool \"$tool\" 2>&1 </dev/null; else echo %s; (exit 127); fi\n",
+					t, Quote(c.Shell), Quote(c.Tool.Name+": not found (looked in "+where+")"))
+			}
+		}
 		fmt.Fprintf(&b, "rc=$?; t1=$(date +%%s%%N); echo; echo \"%s END %s $rc $(( (t1 - t0) / 1000000 ))\"\n", marker, c.Name)
 	}
 	b.WriteString("exit 0\n")
@@ -118,6 +157,9 @@ func Parse(out string, want []Command) (map[string]Section, error) {
 			case len(f) == 2 && f[0] == "BEGIN":
 				cur = &Section{Name: f[1]}
 				body.Reset()
+				continue
+			case len(f) >= 3 && f[0] == "TOOL" && cur != nil && f[1] == cur.Name && cur.Tool == "" && body.Len() == 0:
+				cur.Tool = strings.SplitN(rest, " ", 3)[2]
 				continue
 			case (len(f) == 3 || len(f) == 4) && f[0] == "END" && cur == nil:
 				if _, done := sections[f[1]]; done {

@@ -109,3 +109,40 @@ func TestForgedEndMarkerIsRejected(t *testing.T) {
 		t.Fatalf("Parse accepted a forged marker: err=%v\n%s", err, out)
 	}
 }
+
+func TestToolFoundAtAbsolutePathOrFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	tool := dir + "/opt/bin/mytool"
+	if err := os.MkdirAll(dir+"/opt/bin", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho \"tool says $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmds := []Command{
+		{Name: "found", Shell: `"$1" hello`, Tool: &Tool{Name: "mytool", Paths: []string{dir + "/missing/mytool", tool}}},
+		{Name: "missing", Shell: `"$1" hello`, Tool: &Tool{Name: "no-such-tool-xyz", Paths: []string{dir + "/nope"}}},
+		{Name: "optional", Shell: `if [ -n "$1" ]; then "$1"; else echo absent; fi`, Tool: &Tool{Name: "no-such-tool-xyz", Optional: true}},
+	}
+	script, err := Script(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	got, err := Parse(string(out), cmds)
+	if err != nil {
+		t.Fatalf("Parse: %v\n%s", err, out)
+	}
+	if s := got["found"]; s.Tool != tool || s.Output != "tool says hello" || s.ExitCode != 0 {
+		t.Errorf("found: %+v", s)
+	}
+	if s := got["missing"]; s.Tool != "" || s.ExitCode != 127 || !strings.Contains(s.Output, "no-such-tool-xyz: not found (looked in "+dir+"/nope, PATH)") {
+		t.Errorf("missing: %+v", s)
+	}
+	if s := got["optional"]; s.Tool != "" || s.ExitCode != 0 || s.Output != "absent" {
+		t.Errorf("optional: %+v", s)
+	}
+}

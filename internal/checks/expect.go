@@ -1,40 +1,70 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type Expectations
+//go:generate packer-sdc struct-markdown
+
 // Package checks judges the output of the host validation commands and of the 1-node NCCL test
 // into typed results. It runs nothing: the provisioner sends the commands this package lists and
 // hands their output back.
+//
+// Every check compares the host with an expectation whose basis it records: an explicit
+// setting first, then the instance type's built-in profile, then the host's own PCI
+// inventory. A check with nothing to compare against warns and names the setting that would
+// make it judge; it never passes.
 package checks
 
-// Expectations is what the host must look like. A zero value means "take it from the instance
-// profile", and where the profile has nothing either, "report the value, do not judge it".
-// Version fields take an exact version ("595.91.07") or a constraint (">= 3.3.0",
-// ">= 3.3, < 4"), see package constraint.
+// Expectations is the provisioner's `expect` block: what the host must look like. Versions
+// take an exact value ("595.91.07") or a constraint such as ">= 3.3.0" or ">= 3.3, < 4" (see
+// package constraint). Unset values come from the instance type's built-in profile and, where
+// the type has none, from the host's PCI inventory.
 type Expectations struct {
-	// InstanceType is the resolved EC2 instance type (product_name, IMDSv2 or the setting).
-	InstanceType string
+	// Running kernel, exact (`uname -r`); also what the next boot must run.
+	Kernel string `mapstructure:"kernel"`
+	// NVIDIA driver version or constraint (the kernel module's, which nvidia-smi must agree with).
+	NvidiaDriver string `mapstructure:"nvidia_driver"`
+	// EFA kernel driver version or constraint (`modinfo -F version efa`).
+	EFADriver string `mapstructure:"efa_driver"`
+	// EFA installer version or constraint (/opt/amazon/efa_installed_packages).
+	EFAInstaller string `mapstructure:"efa_installer"`
+	// libfabric version or constraint.
+	Libfabric string `mapstructure:"libfabric"`
+	// aws-ofi-nccl version or constraint.
+	AWSOFINCCL string `mapstructure:"aws_ofi_nccl"`
+	// GDRCopy (gdrdrv module) version or constraint.
+	GDRCopy string `mapstructure:"gdrcopy"`
+	// Lustre client version or constraint; setting it also requires the client.
+	Lustre string `mapstructure:"lustre"`
+	// Number of GPUs. Defaults to the profile's, else the NVIDIA GPUs on the PCI bus. -1 turns
+	// the count off (the PCI bus is still compared with nvidia-smi).
+	GPUCount int `mapstructure:"gpu_count"`
+	// GPU model, matched as a whole word of the nvidia-smi name, case-insensitively ("B200"
+	// matches "NVIDIA B200", not "NVIDIA GB200").
+	GPUModel string `mapstructure:"gpu_model"`
+	// Number of EFA devices. Defaults to the profile's, else the EFA functions on the PCI bus.
+	// -1 turns the count off.
+	EFACount int `mapstructure:"efa_count"`
+	// Whether Fabric Manager must be active. Defaults to the profile's answer, else whether
+	// the PCI bus shows an NVSwitch fabric.
+	FabricManager *bool `mapstructure:"fabric_manager"`
+	// Whether local NVMe must be mounted at nvme_path. Defaults to the profile's answer; an
+	// instance type without a profile needs this setting for the check to judge.
+	NVMe *bool `mapstructure:"nvme"`
+	// Where local NVMe is mounted. Defaults to /opt/dlami/nvme.
+	NVMePath string `mapstructure:"nvme_path"`
+	// Whether the Lustre client must be installed (FSx for Lustre).
+	LustreExpected *bool `mapstructure:"lustre_expected"`
+	// Lowest acceptable 1-node all-reduce busbw in GB/s at the largest message size. Defaults
+	// to the profile's floor; without one the figure is reported with a warning.
+	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
+	// Xid numbers that do not fail the xid check (they are still reported).
+	IgnoreXids []int `mapstructure:"ignore_xids"`
+}
 
-	Kernel       string
-	NvidiaDriver string
-	EFADriver    string
-	EFAInstaller string
-	Libfabric    string
-	AWSOFINCCL   string
-	GDRCopy      string
-	Lustre       string
+// DefaultNVMePath is where the DLAMI mounts the local NVMe instance store.
+const DefaultNVMePath = "/opt/dlami/nvme"
 
-	GPUCount int
-	// GPUModel matches when the nvidia-smi name contains it as a whole word, case-insensitively
-	// ("B200" matches "NVIDIA B200" but not "NVIDIA GB200").
-	GPUModel string
-	EFACount int
-
-	// FabricManager, NVMe and LustreExpected are tri-state: nil takes the profile's answer.
-	FabricManager  *bool
-	NVMe           *bool
-	LustreExpected *bool
-	// NVMePath is where local NVMe must be mounted; default /opt/dlami/nvme.
-	NVMePath string
-
-	// BusBWFloorGBps is the lowest acceptable busbw (GB/s) at the largest message size.
-	BusBWFloorGBps float64
-	// IgnoreXids lists XID numbers that do not fail the xid check (they are still reported).
-	IgnoreXids []int
+// NVMeMount is where local NVMe must be mounted.
+func (e Expectations) NVMeMount() string {
+	if e.NVMePath == "" {
+		return DefaultNVMePath
+	}
+	return e.NVMePath
 }

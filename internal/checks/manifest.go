@@ -8,13 +8,15 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 )
 
 // Manifest returns the host's component versions as found by the host commands, keyed like
 // the DLAMI release notes' "Major package versions" so the two can be diffed: nvidia_driver,
 // cuda_driver, gpu_model, gpu_count, fabricmanager, efa_driver, efa_installer, libfabric,
 // aws_ofi_nccl, gdrcopy, lustre, nvidia_kmod_license, instance_type. ("kernel" belongs to
-// the kernel guard.) A key is omitted when its command failed or printed nothing readable:
+// the kernel guard.) The PCI inventory adds pci_gpu_count, pci_gpu_ids, pci_nvswitch_count,
+// pci_nvlink_bridge_count, pci_efa_count and pci_efa_ids. A key is omitted when its command failed or printed nothing readable:
 // the manifest never guesses.
 //
 // cuda_driver is only known when the nvidia-smi section holds the table format (its "CUDA
@@ -56,8 +58,8 @@ func Manifest(sections map[string]bundle.Section) map[string]string {
 		}
 	}
 	// is-active exits non-zero for every state but active; the state word is still the fact.
-	if s, found := sections[HostSectionFabricManager]; found && !s.TimedOut {
-		if w := hostFirstLine(s.Output); hostUnitStates[w] {
+	if s, found := sections[HostSectionFabricManager]; found {
+		if w := unitState(s, true); w != "" {
 			m["fabricmanager"] = w
 		}
 	}
@@ -71,12 +73,26 @@ func Manifest(sections map[string]bundle.Section) map[string]string {
 			}
 		}
 	}
-	if v, found := hostLibfabric(sections, in); found {
+	if v, found := libfabricVersion(sections, in); found {
 		m["libfabric"] = v
+	}
+	if out, found := ok(HostSectionPCI); found {
+		if inv, err := pci.Parse(out); err == nil && len(inv.Devices) > 0 {
+			m["pci_gpu_count"] = strconv.Itoa(len(inv.GPUs))
+			if len(inv.GPUs) > 0 {
+				m["pci_gpu_ids"] = pciIDs(inv.GPUs)
+			}
+			m["pci_nvswitch_count"] = strconv.Itoa(len(inv.NVSwitches))
+			m["pci_nvlink_bridge_count"] = strconv.Itoa(len(inv.NVLinkManagementBridge))
+			m["pci_efa_count"] = strconv.Itoa(len(inv.EFA))
+			if len(inv.EFA) > 0 {
+				m["pci_efa_ids"] = pciIDs(inv.EFA)
+			}
+		}
 	}
 	if _, set := m["lustre"]; !set {
 		if out, found := ok(HostSectionLfs); found {
-			if mm := hostLfsVersion.FindStringSubmatch(out); mm != nil {
+			if mm := lfsVersion.FindStringSubmatch(out); mm != nil {
 				m["lustre"] = strings.TrimSpace(mm[1])
 			}
 		}

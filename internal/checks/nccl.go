@@ -7,10 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // NCCLOptions configures the 1-node NCCL all_reduce_perf test.
@@ -29,7 +33,19 @@ type NCCLOptions struct {
 	// Env is passed to every rank with mpirun -x KEY=VALUE. LD_LIBRARY_PATH and NCCL_DEBUG are
 	// set by the command and cannot be overridden.
 	Env map[string]string
+	// Transport is what nccl-transport requires: TransportEFA, TransportAny, or "" to choose
+	// from the host (EFA when it has EFA functions or the settings/profile expect EFA).
+	Transport string
 }
+
+// Transport policies of the nccl-transport check.
+const (
+	// TransportEFA requires aws-ofi-nccl over EFA ("Using network Libfabric", provider efa).
+	TransportEFA = "efa"
+	// TransportAny accepts whatever NCCL chose on one node (NVLink, P2P, SHM, even sockets)
+	// and reports it: the right policy for instance types without EFA.
+	TransportAny = "any"
+)
 
 // NCCLDefaultArgs are the all_reduce_perf arguments of host-layer.md: 8 B to 1 GiB doubling,
 // one GPU per rank, data validated, 50 iterations.
@@ -38,6 +54,8 @@ var NCCLDefaultArgs = []string{"-b", "8", "-e", "1G", "-f", "2", "-g", "1", "-c"
 const (
 	// NCCLDefaultTimeoutSeconds bounds the test when NCCLOptions.TimeoutSeconds is 0.
 	NCCLDefaultTimeoutSeconds = 900
+	// NCCLDefaultTimeout is NCCLDefaultTimeoutSeconds as a duration, for settings.
+	NCCLDefaultTimeout = NCCLDefaultTimeoutSeconds * time.Second
 	// NCCLSection is the bundle section name of the NCCL test.
 	NCCLSection = "nccl.all_reduce_perf"
 	// NCCLMarker starts the lines the NCCL script prints about itself ("@@DLAMI-NCCL BINARY
@@ -52,8 +70,10 @@ const (
 )
 
 var (
-	ncclEnvKey      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	ncclCUDAVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+	ncclEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// CUDAVersionPattern is the shape of a CUDA version setting ("13.2"), as in
+	// /usr/local/cuda-13.2.
+	CUDAVersionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 	// ncclReservedEnv are set by NCCLCommand itself: the transport check reads the INFO lines,
 	// and the library path is what puts aws-ofi-nccl in front of NCCL.
 	ncclReservedEnv = map[string]bool{"LD_LIBRARY_PATH": true, "NCCL_DEBUG": true}
@@ -61,8 +81,13 @@ var (
 
 // ncclValidate checks o and fills in the defaults.
 func ncclValidate(o NCCLOptions) (NCCLOptions, error) {
-	if o.CUDAVersion != "" && !ncclCUDAVersion.MatchString(o.CUDAVersion) {
+	if o.CUDAVersion != "" && !CUDAVersionPattern.MatchString(o.CUDAVersion) {
 		return o, fmt.Errorf("nccl: CUDAVersion %q: use MAJOR.MINOR as in /usr/local/cuda-13.2 (\"13.2\"), or leave it empty for the newest", o.CUDAVersion)
+	}
+	switch o.Transport {
+	case "", TransportEFA, TransportAny:
+	default:
+		return o, fmt.Errorf("nccl: Transport %q: use %q, %q, or leave it empty to choose from the host's EFA devices", o.Transport, TransportEFA, TransportAny)
 	}
 	if o.Ranks < 0 || o.Ranks > ncclMaxRanks {
 		return o, fmt.Errorf("nccl: Ranks %d: use 1 to %d (one per GPU), or 0 to count the GPUs", o.Ranks, ncclMaxRanks)
@@ -109,6 +134,9 @@ func NCCLCommand(o NCCLOptions) (string, error) {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("#!/bin/sh\n")
 	w("# 1-node NCCL all_reduce_perf over the DLAMI's nccl-tests (packer-plugin-dlami).\n")
+	// Packer's commands get no login profile and sudo's secure_path varies: the system
+	// directories are added to PATH for the coreutils, grep and nvidia-smi called by name.
+	w("PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nexport PATH\n")
 	w("M=%s\n", NCCLMarker)
 	w("want=%s\n", bundle.Quote(o.CUDAVersion))
 	w(`if [ -n "$want" ]; then
@@ -188,13 +216,20 @@ func NCCLWarnings(o NCCLOptions) []string {
 	if ncclEnvSetsIB(o.Env) {
 		w = append(w, "nccl: Env sets NCCL_NET=IB: NCCL then skips aws-ofi-nccl and tries its built-in IB transport, which fails on the DOWN ConnectX-7 ports some instance types show; leave NCCL_NET unset, NCCL picks EFA by itself")
 	}
-	args := o.Args
-	for i := 0; i+1 < len(args); i++ {
-		if (args[i] == "-c" || args[i] == "--check") && args[i+1] == "0" {
-			w = append(w, "nccl: Args turn validation off (-c 0): the correctness check can only warn")
-		}
+	if validationOffArgs(o.Args) {
+		w = append(w, "nccl: Args turn validation off (-c 0): the correctness check can only warn")
 	}
 	return w
+}
+
+// validationOffArgs reports whether all_reduce_perf arguments turn data validation off.
+func validationOffArgs(args []string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if (args[i] == "-c" || args[i] == "--check") && args[i+1] == "0" {
+			return true
+		}
+	}
+	return false
 }
 
 func ncclEnvSetsIB(env map[string]string) bool {
@@ -214,9 +249,12 @@ type NCCLFigures struct {
 	OutOfBounds    *int64   `json:"out_of_bounds"`
 	Network        string   `json:"network"`
 	Provider       string   `json:"provider"`
-	NICs           *int     `json:"nics"`
-	ExitCode       int      `json:"exit_code"`
-	TimedOut       bool     `json:"timed_out"`
+	// DataTransport says what moved the data on this node ("NVLS + P2P/CUMEM (NVLink or
+	// PCIe peer-to-peer)", "SHM", "NET/Socket"); "" when the log does not say.
+	DataTransport string `json:"data_transport"`
+	NICs          *int   `json:"nics"`
+	ExitCode      int    `json:"exit_code"`
+	TimedOut      bool   `json:"timed_out"`
 }
 
 // ncclRun is what the script's own marker lines say.
@@ -262,13 +300,60 @@ func ncclMarkers(output string) ncclRun {
 	return r
 }
 
+// NCCLExpect is what the NCCL checks compare against, resolved from a Target.
+type NCCLExpect struct {
+	// BusBWFloorGBps is the lowest acceptable busbw at the largest size; 0 = no floor (warn).
+	BusBWFloorGBps float64
+	FloorBasis     string
+	// EFACount is the EFA device count aws-ofi-nccl must find; 0 = not compared.
+	EFACount int
+	// Transport is TransportEFA or TransportAny; TransportBasis says why.
+	Transport      string
+	TransportBasis string
+	// Ranks is one per expected GPU (0 = let the script count them).
+	Ranks int
+}
+
+// NCCLExpect resolves the NCCL expectations: the busbw floor (setting, else profile), the EFA
+// count (as efa-devices resolves it) and the transport policy (setting, else EFA when the host
+// or its expectations have EFA devices, else any).
+func (t Target) NCCLExpect(o NCCLOptions) NCCLExpect {
+	x := NCCLExpect{BusBWFloorGBps: t.Expect.BusBWFloorGBps, FloorBasis: BasisSetting}
+	if x.BusBWFloorGBps == 0 {
+		x.FloorBasis = ""
+		if t.Profile != nil && t.Profile.BusBWFloorGBps > 0 {
+			x.BusBWFloorGBps, x.FloorBasis = t.Profile.BusBWFloorGBps, t.profileName()
+		}
+	}
+	if n, basis, ok := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i pci.Inventory) int { return len(i.EFA) }); ok {
+		x.EFACount = n
+		x.TransportBasis = basis
+	}
+	if n, _, ok := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) }); ok {
+		x.Ranks = n
+	}
+	switch {
+	case o.Transport != "":
+		x.Transport, x.TransportBasis = o.Transport, "setting nccl.transport"
+	case x.EFACount > 0:
+		x.Transport = TransportEFA
+		x.TransportBasis = fmt.Sprintf("%d EFA devices expected (%s)", x.EFACount, x.TransportBasis)
+	case t.PCI != nil:
+		x.Transport, x.TransportBasis = TransportAny, "PCI inventory: no EFA function"
+	default:
+		// Nothing says whether the host has EFA: require it rather than pass a socket run.
+		x.Transport, x.TransportBasis = TransportEFA, "default: the PCI inventory is unreadable"
+	}
+	return x
+}
+
 // JudgeNCCL judges the output of NCCLCommand's script into three checks, always in this order:
 // result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport. A run that timed out, or that
 // could not start, fails all three.
-func JudgeNCCL(output string, exitCode int, timedOut bool, exp Expectations, o NCCLOptions) ([]result.Check, NCCLFigures) {
+func JudgeNCCL(output string, exitCode int, timedOut bool, x NCCLExpect, o NCCLOptions) ([]result.Check, NCCLFigures) {
 	res, _ := nccltests.ParseString(output) // reading a string cannot fail
 	run := ncclMarkers(output)
-	timedOut = timedOut || exitCode == 124 || exitCode == 137
+	timedOut = timedOut || bundle.TimedOut(exitCode)
 	fig := ncclFigures(res, run, exitCode, timedOut)
 
 	if len(run.errors) > 0 || (run.binary == "" && exitCode == ncclNoBinaryExit) {
@@ -279,9 +364,9 @@ func JudgeNCCL(output string, exitCode int, timedOut bool, exp Expectations, o N
 		msg := "the NCCL test could not start: " + why
 		ev := ncclTail(output, ncclEvidenceMax)
 		return []result.Check{
-			ncclCheck(result.NCCLCorrectness, result.Fail, "0 OK, exit 0", "not run", msg, ev),
-			ncclCheck(result.NCCLBusBW, result.Fail, ncclFloorText(exp), "not run", msg, ev),
-			ncclCheck(result.NCCLTransport, result.Fail, ncclTransportExpected(exp), "not run", msg, ev),
+			ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", "not run", msg, ev),
+			ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), "not run", msg, ev),
+			ncclCheck(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), "not run", msg, ev),
 		}, fig
 	}
 	if timedOut {
@@ -293,15 +378,15 @@ func JudgeNCCL(output string, exitCode int, timedOut bool, exp Expectations, o N
 		ev := ncclJoinEvidence(res.Errors, []string{ncclTail(output, ncclEvidenceMax/2)})
 		actual := fmt.Sprintf("timed out after %d s", t)
 		return []result.Check{
-			ncclCheck(result.NCCLCorrectness, result.Fail, "0 OK, exit 0", actual, msg, ev),
-			ncclCheck(result.NCCLBusBW, result.Fail, ncclFloorText(exp), actual, msg, ev),
-			ncclCheck(result.NCCLTransport, result.Fail, ncclTransportExpected(exp), actual, msg, ev),
+			ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", actual, msg, ev),
+			ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), actual, msg, ev),
+			ncclCheck(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), actual, msg, ev),
 		}, fig
 	}
 	return []result.Check{
 		ncclCorrectness(res, output, exitCode, o),
-		ncclBusBW(res, output, exitCode, exp),
-		ncclTransport(res, output, exp, o),
+		ncclBusBW(res, output, exitCode, x),
+		ncclTransport(res, output, x, o),
 	}, fig
 }
 
@@ -322,6 +407,7 @@ func ncclFigures(res nccltests.Result, run ncclRun, exitCode int, timedOut bool)
 	if n := res.Transport.Networks; len(n) > 0 {
 		f.Network = n[0]
 	}
+	f.DataTransport = res.Transport.DataTransport()
 	if p := res.Transport.Providers; len(p) > 0 {
 		f.Provider = p[0].Name
 		f.NICs = p[0].NICs
@@ -353,56 +439,51 @@ func ncclCorrectness(res nccltests.Result, output string, exitCode int, o NCCLOp
 		if ev == "" {
 			ev = ncclTail(output, ncclEvidenceMax)
 		}
-		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"the test printed no 'Out of bounds values' line: it did not finish (crash, abort, or the output was cut)", ev)
 	case *res.OutOfBounds != 0 || !res.OutOfBoundsOK:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"all_reduce_perf found wrong values: the GPUs or NVLink corrupt data; this fails the host whatever the bandwidth", ev)
 	case res.FailedTrailers > 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			fmt.Sprintf("an earlier run in the same output reported out-of-bounds values (%d failed trailer lines)", res.FailedTrailers), ev)
 	case len(wrongRows) > 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"rows report #wrong values although the trailer says 0", ev)
 	case exitCode != 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			fmt.Sprintf("the test exited %d: a rank or mpirun failed even though the values checked were right", exitCode),
 			ncclJoinEvidence([]string{ev, ncclTail(output, ncclEvidenceMax/2)}))
 	case ncclValidationOff(res, o):
-		return ncclCheck(result.NCCLCorrectness, result.Warn, expected, actual+", validation off",
+		return ncclCheck(result.NCCLCorrectness, result.Warn, BasisRule, expected, actual+", validation off",
 			"the test ran with validation off (-c 0): '0 OK' means nothing was checked; run with -c 1 to judge correctness", ev)
 	}
-	return ncclCheck(result.NCCLCorrectness, result.Pass, expected, actual, "", ev)
+	return ncclCheck(result.NCCLCorrectness, result.Pass, BasisRule, expected, actual, "", ev)
 }
 
 func ncclValidationOff(res nccltests.Result, o NCCLOptions) bool {
 	if res.Config != nil && res.Config.Validation != nil {
 		return *res.Config.Validation == 0
 	}
-	for i := 0; i+1 < len(o.Args); i++ {
-		if (o.Args[i] == "-c" || o.Args[i] == "--check") && o.Args[i+1] == "0" {
-			return true
-		}
-	}
-	return false
+	return validationOffArgs(o.Args)
 }
 
-func ncclFloorText(exp Expectations) string {
-	if exp.BusBWFloorGBps <= 0 {
+func ncclFloorText(x NCCLExpect) string {
+	if x.BusBWFloorGBps <= 0 {
 		return "no floor set"
 	}
-	return fmt.Sprintf(">= %s GB/s", ncclNum(exp.BusBWFloorGBps))
+	return fmt.Sprintf(">= %s GB/s", ncclNum(x.BusBWFloorGBps))
 }
 
-func ncclBusBW(res nccltests.Result, output string, exitCode int, exp Expectations) result.Check {
-	expected := ncclFloorText(exp)
+func ncclBusBW(res nccltests.Result, output string, exitCode int, x NCCLExpect) result.Check {
+	expected := ncclFloorText(x)
 	l := res.Largest
 	if l == nil {
 		ev := ncclJoinEvidence(res.Errors)
 		if ev == "" {
 			ev = ncclTail(output, ncclEvidenceMax)
 		}
-		return ncclCheck(result.NCCLBusBW, result.Fail, expected, "no result rows",
+		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, "no result rows",
 			"the test printed no result table, so there is no bandwidth to judge", ev)
 	}
 	header := ""
@@ -411,40 +492,46 @@ func ncclBusBW(res nccltests.Result, output string, exitCode int, exp Expectatio
 	}
 	ev := ncclJoinEvidence([]string{header, l.Line, res.AvgBusBWLine})
 	if l.OutOfPlace.BusBW == nil {
-		return ncclCheck(result.NCCLBusBW, result.Fail, expected, fmt.Sprintf("N/A at %s", ncclSize(l.SizeBytes)),
+		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, fmt.Sprintf("N/A at %s", ncclSize(l.SizeBytes)),
 			"the busbw cell of the largest message size is not a number", ev)
 	}
 	bw := *l.OutOfPlace.BusBW
 	actual := fmt.Sprintf("%s GB/s at %s (out-of-place)", ncclNum(bw), ncclSize(l.SizeBytes))
 	switch {
 	case res.OutOfBounds == nil:
-		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
 			fmt.Sprintf("the test did not finish (no trailer): the table stops at %s, so this is not the figure of the full run", ncclSize(l.SizeBytes)), ev)
 	case exitCode != 0:
-		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
 			fmt.Sprintf("the test exited %d: the bandwidth of a failed run is not trusted", exitCode), ev)
-	case exp.BusBWFloorGBps <= 0:
-		return ncclCheck(result.NCCLBusBW, result.Warn, expected, actual,
-			"no busbw floor is set for this instance type: the figure is reported, not judged (set one; P6-B200 1-node all-reduce reference: 711 GB/s at 1 GiB)", ev)
-	case bw < exp.BusBWFloorGBps:
-		return ncclCheck(result.NCCLBusBW, result.Fail, expected, actual,
-			fmt.Sprintf("busbw %s GB/s is below the floor of %s GB/s: GPUs or NVLink do not reach their bandwidth (Fabric Manager, a degraded NVLink, or throttled GPUs)", ncclNum(bw), ncclNum(exp.BusBWFloorGBps)), ev)
+	case x.BusBWFloorGBps <= 0:
+		return ncclCheck(result.NCCLBusBW, result.Warn, "", expected, actual,
+			"not judged: no busbw floor for this instance type; set expect.busbw_floor_gbps (P6-B200 1-node all-reduce reference: 711 GB/s at 1 GiB)", ev)
+	case bw < x.BusBWFloorGBps:
+		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
+			fmt.Sprintf("busbw %s GB/s is below the floor of %s GB/s: GPUs or NVLink do not reach their bandwidth (Fabric Manager, a degraded NVLink, or throttled GPUs)", ncclNum(bw), ncclNum(x.BusBWFloorGBps)), ev)
 	}
-	return ncclCheck(result.NCCLBusBW, result.Pass, expected, actual, "", ev)
+	return ncclCheck(result.NCCLBusBW, result.Pass, x.FloorBasis, expected, actual, "", ev)
 }
 
-func ncclTransportExpected(exp Expectations) string {
-	if exp.EFACount > 0 {
-		return fmt.Sprintf("Libfabric, %d nics", exp.EFACount)
+func ncclTransportExpected(x NCCLExpect) string {
+	switch {
+	case x.Transport == TransportAny:
+		return "any transport on one node (reported)"
+	case x.EFACount > 0:
+		return fmt.Sprintf("Libfabric (aws-ofi-nccl) over EFA, %d nics", x.EFACount)
 	}
-	return "Libfabric (aws-ofi-nccl)"
+	return "Libfabric (aws-ofi-nccl) over EFA"
 }
 
 // ncclTransport judges the network NCCL chose. On one node the data moves over NVLink, but
 // NCCL still initialises its network at communicator setup, so the INFO lines show whether
-// aws-ofi-nccl and EFA would carry a multi-node job.
-func ncclTransport(res nccltests.Result, output string, exp Expectations, o NCCLOptions) result.Check {
-	expected := ncclTransportExpected(exp)
+// aws-ofi-nccl and EFA would carry a multi-node job. On a host without EFA (policy any) a
+// socket or no-network run is right: one node uses NVLink, P2P or SHM, and the check reports
+// what NCCL chose.
+func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOptions) result.Check {
+	expected := ncclTransportExpected(x)
+	basis := x.TransportBasis
 	tr := res.Transport
 	ev := ncclJoinEvidence(tr.Lines, res.Errors)
 	if ev == "" {
@@ -456,6 +543,14 @@ func ncclTransport(res nccltests.Result, output string, exp Expectations, o NCCL
 	if ibSet {
 		ibNote = "; NCCL_NET=IB was set: never force it, NCCL picks EFA by itself"
 	}
+	if x.Transport == TransportAny {
+		if ibSet {
+			return ncclCheck(result.NCCLTransport, result.Warn, basis, expected, actual,
+				"NCCL_NET=IB was set: it breaks NCCL on hosts with DOWN ConnectX-7 ports; leave NCCL_NET unset", ev)
+		}
+		return ncclCheck(result.NCCLTransport, result.Pass, basis, expected, actual,
+			"no EFA on this host: NCCL's choice is reported, not required ("+actual+")", ev)
+	}
 	hasNet := func(name string) bool {
 		for _, n := range tr.Networks {
 			if strings.EqualFold(n, name) {
@@ -466,43 +561,43 @@ func ncclTransport(res nccltests.Result, output string, exp Expectations, o NCCL
 	}
 	switch {
 	case tr.Socket:
-		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
-			"NCCL fell back to sockets (NET/Socket): aws-ofi-nccl did not load or found no EFA device; check that the NCCL, aws-ofi-nccl and libfabric versions match and that /opt/amazon/ofi-nccl/lib is on LD_LIBRARY_PATH (on an instance type without EFA, turn the transport check off)"+ibNote, ev)
+		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+			"NCCL fell back to sockets (NET/Socket): aws-ofi-nccl did not load or found no EFA device; check that the NCCL, aws-ofi-nccl and libfabric versions match and that /opt/amazon/ofi-nccl/lib is on LD_LIBRARY_PATH (an instance type without EFA gets nccl.transport = \"any\" by itself)"+ibNote, ev)
 	case hasNet("IB"):
-		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
 			"NCCL used its built-in IB transport instead of aws-ofi-nccl over EFA"+ibNote, ev)
 	case len(tr.Networks) == 0:
 		msg := "no 'Using network' line: NCCL failed before choosing a network, or its INFO output is missing (NCCL_DEBUG=INFO)"
-		return ncclCheck(result.NCCLTransport, result.Fail, expected, actual, msg+ibNote, ev)
+		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual, msg+ibNote, ev)
 	}
 	for _, n := range tr.Networks {
 		if n != "Libfabric" && n != "AWS Libfabric" {
-			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
 				fmt.Sprintf("NCCL used network %q, not aws-ofi-nccl (Libfabric)%s", n, ibNote), ev)
 		}
 	}
 	for _, p := range tr.Providers {
 		if !strings.HasPrefix(p.Name, "efa") {
-			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
+			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
 				fmt.Sprintf("aws-ofi-nccl selected the libfabric provider %q, not efa: traffic would leave the host over TCP", p.Name), ev)
 		}
-		if exp.EFACount > 0 && p.NICs != nil && *p.NICs != exp.EFACount {
-			return ncclCheck(result.NCCLTransport, result.Fail, expected, actual,
-				fmt.Sprintf("aws-ofi-nccl found %d EFA nics, the instance has %d: some EFA devices are missing or down", *p.NICs, exp.EFACount), ev)
+		if x.EFACount > 0 && p.NICs != nil && *p.NICs != x.EFACount {
+			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+				fmt.Sprintf("aws-ofi-nccl found %d EFA nics, the instance has %d: some EFA devices are missing or down", *p.NICs, x.EFACount), ev)
 		}
 	}
 	if ibSet {
-		return ncclCheck(result.NCCLTransport, result.Warn, expected, actual,
+		return ncclCheck(result.NCCLTransport, result.Warn, basis, expected, actual,
 			"NCCL_NET=IB was set: this run still used Libfabric, but forcing IB breaks NCCL on hosts with DOWN ConnectX-7 ports; leave NCCL_NET unset", ev)
 	}
 	msg := ""
-	if exp.EFACount > 0 && !ncclHasNICCount(tr.Providers) {
+	if x.EFACount > 0 && !ncclHasNICCount(tr.Providers) {
 		msg = "this aws-ofi-nccl does not print its nic count; the count was not compared"
 	}
 	if tr.ForwardCompat {
 		msg = strings.TrimPrefix(msg+"; CUDA Forward Compatibility mode is enabled (normal with a newer container CUDA)", "; ")
 	}
-	return ncclCheck(result.NCCLTransport, result.Pass, expected, actual, msg, ev)
+	return ncclCheck(result.NCCLTransport, result.Pass, basis, expected, actual, msg, ev)
 }
 
 func ncclHasNICCount(ps []nccltests.Provider) bool {
@@ -534,11 +629,14 @@ func ncclTransportActual(tr nccltests.Transport) string {
 	if tr.NCCLNetIB {
 		parts = append(parts, "NCCL_NET=IB")
 	}
+	if d := tr.DataTransport(); d != "" {
+		parts = append(parts, "data over "+d)
+	}
 	return strings.Join(parts, ", ")
 }
 
-func ncclCheck(id string, st result.Status, expected, actual, msg, evidence string) result.Check {
-	return result.Check{ID: id, Status: st, Expected: expected, Actual: actual, Message: msg, Evidence: evidence}
+func ncclCheck(id string, st result.Status, basis, expected, actual, msg, evidence string) result.Check {
+	return result.Check{ID: id, Status: st, Basis: basis, Expected: expected, Actual: actual, Message: msg, Evidence: evidence}
 }
 
 // ncclJoinEvidence joins non-empty lines, at most ncclEvidenceMax bytes.
@@ -566,24 +664,9 @@ func ncclJoinEvidence(groups ...[]string) string {
 }
 
 // ncclTail returns the last whole lines of s that fit in max bytes, trimmed.
-func ncclTail(s string, max int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= max {
-		return s
-	}
-	s = s[len(s)-max:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
-		s = s[i+1:]
-	}
-	return strings.ToValidUTF8(s, "")
-}
+func ncclTail(s string, max int) string { return textcut.Tail(s, max) }
 
-func ncclCut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
-}
+func ncclCut(s string, n int) string { return textcut.Head(s, n) }
 
 func ncclNum(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)

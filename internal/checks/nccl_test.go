@@ -263,7 +263,7 @@ func TestNCCLCommandRuns(t *testing.T) {
 		if rc != ncclNoBinaryExit || !strings.HasPrefix(out, NCCLMarker+" ERROR no nccl-tests binary") {
 			t.Errorf("rc=%d output:\n%s", rc, out)
 		}
-		checks, _ := JudgeNCCL(out, rc, false, Expectations{}, NCCLOptions{})
+		checks, _ := JudgeNCCL(out, rc, false, NCCLExpect{Transport: TransportEFA, TransportBasis: BasisSetting}, NCCLOptions{})
 		for _, c := range checks {
 			if c.Status != result.Fail || !strings.Contains(c.Message, "could not start") {
 				t.Errorf("%s: %s %q", c.ID, c.Status, c.Message)
@@ -280,7 +280,7 @@ func TestNCCLCommandRuns(t *testing.T) {
 }
 
 func TestJudgeNCCL(t *testing.T) {
-	p6 := Expectations{BusBWFloorGBps: 600, EFACount: 8}
+	p6 := NCCLExpect{BusBWFloorGBps: 600, FloorBasis: BasisSetting, EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}
 	type wantCheck struct {
 		status result.Status
 		msg    string // substring of Message ("" : not checked)
@@ -292,15 +292,15 @@ func TestJudgeNCCL(t *testing.T) {
 		output   string // used when file is ""
 		rc       int
 		timedOut bool
-		exp      Expectations
+		exp      NCCLExpect
 		o        NCCLOptions
 		want     [3]wantCheck // correctness, busbw, transport
 	}{
 		{name: "healthy P6-B200", file: "synthetic-p6b200-1node-ok.txt", exp: p6, want: [3]wantCheck{
 			{result.Pass, "", "0 OK, exit 0"}, {result.Pass, "", "712.06 GB/s at 1 GiB (out-of-place)"}, {result.Pass, "", "Libfabric, efa, 8 nics"}}},
-		{name: "no floor set warns with the figure", file: "synthetic-p6b200-1node-ok.txt", exp: Expectations{EFACount: 8}, want: [3]wantCheck{
+		{name: "no floor set warns with the figure", file: "synthetic-p6b200-1node-ok.txt", exp: NCCLExpect{EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Warn, "no busbw floor", "712.06 GB/s"}, {result.Pass, "", ""}}},
-		{name: "below floor", file: "synthetic-p6b200-1node-ok.txt", exp: Expectations{BusBWFloorGBps: 750, EFACount: 8}, want: [3]wantCheck{
+		{name: "below floor", file: "synthetic-p6b200-1node-ok.txt", exp: NCCLExpect{BusBWFloorGBps: 750, FloorBasis: BasisSetting, EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Fail, "below the floor of 750", ""}, {result.Pass, "", ""}}},
 		{name: "socket fallback fails transport although fast", file: "derived-socket-fallback.txt", exp: p6, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", ""}, {result.Fail, "fell back to sockets", "Socket"}}},
@@ -310,7 +310,7 @@ func TestJudgeNCCL(t *testing.T) {
 			{result.Fail, "did not finish", "no trailer, exit 3"}, {result.Fail, "no result table", "no result rows"}, {result.Fail, "NCCL_NET=IB was set", "no network line"}}},
 		{name: "nic count mismatch", file: "derived-nics-4.txt", exp: p6, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", ""}, {result.Fail, "found 4 EFA nics, the instance has 8", "4 nics"}}},
-		{name: "nic count not judged without an EFA count", file: "derived-nics-4.txt", exp: Expectations{BusBWFloorGBps: 600}, want: [3]wantCheck{
+		{name: "nic count not judged without an EFA count", file: "derived-nics-4.txt", exp: NCCLExpect{BusBWFloorGBps: 600, FloorBasis: BasisSetting, Transport: TransportEFA, TransportBasis: BasisSetting}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", ""}, {result.Pass, "", "4 nics"}}},
 		{name: "NCCL_NET=IB in Env but Libfabric used warns", file: "synthetic-p6b200-1node-ok.txt", exp: p6, o: NCCLOptions{Env: map[string]string{"NCCL_NET": "ib"}}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", ""}, {result.Warn, "NCCL_NET=IB", ""}}},
@@ -336,9 +336,9 @@ func TestJudgeNCCL(t *testing.T) {
 			{result.Fail, "did not finish", ""}, {result.Fail, "no result table", ""}, {result.Fail, "no 'Using network' line", ""}}},
 		{name: "empty output exit 0", output: "", rc: 0, exp: p6, want: [3]wantCheck{
 			{result.Fail, "", ""}, {result.Fail, "", ""}, {result.Fail, "", ""}}},
-		{name: "old aws-ofi-nccl reference (AWS Libfabric, no nic count)", file: "p4d-2node-efa-nccl2.9.9-mpi-tagged.txt", exp: Expectations{BusBWFloorGBps: 40, EFACount: 4}, want: [3]wantCheck{
+		{name: "old aws-ofi-nccl reference (AWS Libfabric, no nic count)", file: "p4d-2node-efa-nccl2.9.9-mpi-tagged.txt", exp: NCCLExpect{BusBWFloorGBps: 40, FloorBasis: BasisSetting, EFACount: 4, Transport: TransportEFA, TransportBasis: BasisSetting}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", "43.81 GB/s at 4 GiB"}, {result.Pass, "nic count", "AWS Libfabric, efa"}}},
-		{name: "reference without INFO lines", file: "p5en-ami-elided.txt", exp: Expectations{BusBWFloorGBps: 300}, want: [3]wantCheck{
+		{name: "reference without INFO lines", file: "p5en-ami-elided.txt", exp: NCCLExpect{BusBWFloorGBps: 300, FloorBasis: BasisSetting, Transport: TransportEFA, TransportBasis: BasisSetting}, want: [3]wantCheck{
 			{result.Pass, "", ""}, {result.Pass, "", "369.86 GB/s at 16 GiB"}, {result.Fail, "no 'Using network' line", ""}}},
 	}
 	for _, tc := range tests {
@@ -388,7 +388,7 @@ func TestJudgeNCCL(t *testing.T) {
 
 func TestJudgeNCCLFigures(t *testing.T) {
 	out := ncclTestdata(t, "synthetic-p6b200-1node-ok.txt")
-	checks, fig := JudgeNCCL(out, 0, false, Expectations{BusBWFloorGBps: 600, EFACount: 8}, NCCLOptions{})
+	checks, fig := JudgeNCCL(out, 0, false, NCCLExpect{BusBWFloorGBps: 600, FloorBasis: BasisSetting, EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}, NCCLOptions{})
 	if result.Failed(checks) {
 		t.Fatalf("healthy run failed: %+v", checks)
 	}
@@ -411,13 +411,13 @@ func TestJudgeNCCLFigures(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"avg_busbw_gbps", "binary", "busbw_gbps", "busbw_placement", "exit_code", "largest_size_bytes",
+	want := []string{"avg_busbw_gbps", "binary", "busbw_gbps", "busbw_placement", "data_transport", "exit_code", "largest_size_bytes",
 		"nccl_version", "network", "nics", "out_of_bounds", "provider", "timed_out"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("json keys = %q, want %q", keys, want)
 	}
 
-	_, empty := JudgeNCCL("", 1, false, Expectations{}, NCCLOptions{})
+	_, empty := JudgeNCCL("", 1, false, NCCLExpect{Transport: TransportEFA, TransportBasis: BasisSetting}, NCCLOptions{})
 	b, _ = json.Marshal(empty)
 	if !strings.Contains(string(b), `"busbw_gbps":null`) || !strings.Contains(string(b), `"out_of_bounds":null`) {
 		t.Errorf("unknown figures must be null, got %s", b)
@@ -458,7 +458,7 @@ func FuzzNCCLJudge(f *testing.F) {
 	}
 	f.Add("# Out of bounds values : 0 OK\nUsing network Libfabric\n", 0, false)
 	f.Fuzz(func(t *testing.T, out string, rc int, timedOut bool) {
-		exp := Expectations{BusBWFloorGBps: 100, EFACount: 8}
+		exp := NCCLExpect{BusBWFloorGBps: 100, FloorBasis: BasisSetting, EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}
 		checks, _ := JudgeNCCL(out, rc, timedOut, exp, NCCLOptions{})
 		if len(checks) != 3 {
 			t.Fatalf("%d checks", len(checks))
@@ -489,4 +489,47 @@ func FuzzNCCLJudge(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestNCCLTransportPolicy(t *testing.T) {
+	out := ncclTestdata(t, "derived-socket-fallback.txt")
+	efa := NCCLExpect{Transport: TransportEFA, TransportBasis: BasisSetting}
+	anyT := NCCLExpect{Transport: TransportAny, TransportBasis: "PCI inventory: no EFA function"}
+	cs, _ := JudgeNCCL(out, 0, false, efa, NCCLOptions{})
+	if cs[2].Status != result.Fail || !strings.Contains(cs[2].Message, "sockets") {
+		t.Errorf("socket run with EFA required: %s: %s", cs[2].Status, cs[2].Message)
+	}
+	cs, _ = JudgeNCCL(out, 0, false, anyT, NCCLOptions{})
+	if cs[2].Status != result.Pass || !strings.Contains(cs[2].Actual, "Socket") || !strings.Contains(cs[2].Message, "reported, not required") {
+		t.Errorf("socket run on a host without EFA: %s %q: %s", cs[2].Status, cs[2].Actual, cs[2].Message)
+	}
+	// The policy does not relax correctness or bandwidth.
+	cs, _ = JudgeNCCL(ncclTestdata(t, "derived-oob-failed.txt"), 1, false, anyT, NCCLOptions{})
+	if cs[0].Status != result.Fail {
+		t.Errorf("correctness under policy any: %s", cs[0].Status)
+	}
+}
+
+func TestTargetNCCLExpect(t *testing.T) {
+	s := healthySections(t)
+	x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{})
+	if x.Transport != TransportEFA || x.EFACount != 8 || x.BusBWFloorGBps != 600 || x.FloorBasis != "profile p6-b200.48xlarge" || x.Ranks != 8 {
+		t.Errorf("p6: %+v", x)
+	}
+	set(s, HostSectionProductName, "p7-future.48xlarge", 0)
+	set(s, HostSectionPCI, pciLines(enaGroup(), gpuGroup(1)), 0)
+	x = Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{})
+	if x.Transport != TransportAny || x.EFACount != 0 || x.BusBWFloorGBps != 0 || x.Ranks != 1 {
+		t.Errorf("no EFA on the bus: %+v", x)
+	}
+	if x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{Transport: TransportEFA}); x.Transport != TransportEFA || x.TransportBasis != "setting nccl.transport" {
+		t.Errorf("setting: %+v", x)
+	}
+	set(s, HostSectionPCI, "", 1)
+	if x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{}); x.Transport != TransportEFA {
+		t.Errorf("unreadable PCI must not relax the transport: %+v", x)
+	}
+	if _, err := NCCLCommand(NCCLOptions{Transport: "ib"}); err == nil || !strings.Contains(err.Error(), "Transport") {
+		t.Errorf("bad transport: %v", err)
+	}
 }

@@ -281,3 +281,15 @@ func NewClientFactory(cfg aws.Config, o AWSOptions) ClientFactory {
 		return c, nil
 	}
 }
+
+// NewEC2Client returns a full EC2 client for region, with the endpoint override of o: the
+// post-processor launches, tags and deregisters with it.
+func NewEC2Client(cfg aws.Config, o AWSOptions, region string) *ec2.Client {
+	rc := cfg.Copy()
+	rc.Region = region
+	return ec2.NewFromConfig(rc, func(eo *ec2.Options) {
+		if o.EC2Endpoint != "" {
+			eo.BaseEndpoint = aws.String(o.EC2Endpoint)
+		}
+	})
+}

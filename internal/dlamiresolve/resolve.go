@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 )
 
 // SSMAPI is the part of the SSM client the resolver uses.
@@ -189,7 +191,7 @@ func (q Query) withDefaults() Query {
 			g.Owners = []string{"self"}
 		}
 		if g.SourceAMITag == "" {
-			g.SourceAMITag = "dlami:source_ami"
+			g.SourceAMITag = amitags.SourceAMI
 		}
 		q.Golden = &g
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
 )
 
@@ -24,8 +25,23 @@ const (
 	SectionModinfoPrefix = "guard.modinfo."
 )
 
-// BaselinePath is where the provisioner stores the baseline Snapshot on the host.
-const BaselinePath = "/var/lib/dlami-bake/baseline.json"
+// BaselineDir holds the baselines on the host. One bake's baseline is keyed to its Packer run,
+// so a baseline an earlier bake left in a golden image is never taken for this one's.
+const BaselineDir = "/var/lib/dlami-bake"
+
+// BaselinePath is where the bake of Packer run runUUID keeps its baseline Snapshot.
+func BaselinePath(runUUID string) string {
+	return BaselineDir + "/baseline-" + runUUID + ".json"
+}
+
+// SectionBaselines lists the files in BaselineDir (BaselinesCommand).
+const SectionBaselines = "guard.baselines"
+
+// BaselinesCommand lists the baselines on the host, one path per line, so the bake can remove
+// those of other runs: they must not stay in the image.
+func BaselinesCommand() bundle.Command {
+	return bundle.Command{Name: SectionBaselines, Shell: `for f in ` + BaselineDir + `/baseline*.json; do [ -e "$f" ] && echo "$f"; done; exit 0`}
+}
 
 // Modules are the out-of-tree kernel modules whose version the guard records. Each is probed
 // with modinfo for the running kernel; one that is not on the host is recorded as absent.
@@ -35,12 +51,13 @@ var Modules = []string{"nvidia", "efa", "gdrdrv", "lustre"}
 // empty file and a missing file stay distinguishable.
 const absent = "@dlami-guard absent"
 
-// Commands returns the read-only commands a Snapshot is built from. None needs root:
+// Commands returns the read-only commands a Snapshot is built from, each tool at its absolute
+// path (package hosttools). None needs root:
 // grub.cfg is world-readable on Ubuntu (grub-mkconfig makes it 0444 unless it holds a
 // password), /boot is listable, and dpkg, dkms and modinfo only read their databases.
 func Commands() []bundle.Command {
 	cmds := []bundle.Command{
-		{Name: SectionRunning, Shell: "uname -r"},
+		{Name: SectionRunning, Shell: `"$1" -r`, Tool: hosttools.Ptr(hosttools.Uname)},
 		{Name: SectionGrubEnv, Shell: `f=/boot/grub/grubenv
 if [ -e "$f" ]; then
   grep -aE '^(saved_entry|next_entry)=' "$f"; rc=$?
@@ -60,14 +77,15 @@ else
 fi`},
 		// A glob loop instead of ls: no "cannot access" noise when there is no image.
 		{Name: SectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
-		{Name: SectionPackages, Shell: dpkg.QueryCommand, TimeoutSeconds: 60},
+		{Name: SectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
 		// No dkms on the host means no DKMS modules, which is fine.
-		{Name: SectionDKMS, Shell: `if command -v dkms >/dev/null 2>&1; then dkms status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60},
+		{Name: SectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DKMS)},
 	}
 	for _, m := range Modules {
 		cmds = append(cmds, bundle.Command{
 			Name:  SectionModinfoPrefix + m,
-			Shell: fmt.Sprintf("modinfo -F version %s", bundle.Quote(m)),
+			Shell: fmt.Sprintf(`"$1" -F version %s`, bundle.Quote(m)),
+			Tool:  hosttools.Ptr(hosttools.Modinfo),
 		})
 	}
 	return cmds

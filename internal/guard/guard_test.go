@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
@@ -17,10 +16,6 @@ const (
 	k14 = "7.0.0-1014-aws"
 	k15 = "7.0.0-1015-aws"
 )
-
-func init() {
-	now = func() time.Time { return time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) }
-}
 
 func sections(t testing.TB) map[string]bundle.Section {
 	t.Helper()
@@ -97,8 +92,8 @@ func TestParseSnapshotDLAMI(t *testing.T) {
 	if !reflect.DeepEqual(s.ModuleVersions, want) {
 		t.Errorf("modules %v", s.ModuleVersions)
 	}
-	if !s.TakenAt.Equal(now()) {
-		t.Errorf("TakenAt %v", s.TakenAt)
+	if !s.TakenAt.IsZero() {
+		t.Errorf("TakenAt %v: the caller sets it", s.TakenAt)
 	}
 }
 
@@ -152,20 +147,86 @@ func TestUnheldOnRawDLAMI(t *testing.T) {
 	g := Union(Guarded(s, Policy{}), []string{"not-on-host"})
 	got := Unheld(s, g)
 	want := []string{"efa", "efa-nv-peermem", "gdrcopy", "gdrdrv-dkms", "libgdrapi", "libnvidia-compute-595", "libnvidia-nscq-595",
-		"lustre-client-modules-" + k14, "lustre-client-utils", "not-on-host", "nvidia-utils-595"}
+		"lustre-client-modules-" + k14, "lustre-client-utils", "nvidia-utils-595"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Unheld:\n got %q\nwant %q", got, want)
 	}
-	c := Judge(s, s, g, "baseline", Options{})
-	if c[1].ID != result.Holds || c[1].Status != result.Fail || !strings.Contains(c[1].Message, "not-on-host: guarded but not installed") ||
-		!strings.Contains(c[1].Message, "efa: not held") {
-		t.Errorf("holds on an unheld DLAMI: %+v", c[1])
+	if m := Missing(s, g); !reflect.DeepEqual(m, []string{"not-on-host"}) {
+		t.Errorf("Missing = %q", m)
+	}
+	// An image that holds less than the guard watches warns at the baseline, naming the
+	// packages and the remedy; a package named but absent fails.
+	c := Judge(s, s, Guarded(s, Policy{}), "baseline", Options{})
+	if c[1].ID != result.Holds || c[1].Status != result.Warn || !strings.Contains(c[1].Message, "10 guarded packages are not on hold (efa, ") ||
+		!strings.Contains(c[1].Message, "hold_unheld = true") || !strings.Contains(c[1].Message, "require_holds = true") {
+		t.Errorf("holds on a partly held DLAMI: %s %q", c[1].Status, c[1].Message)
+	}
+	c = Judge(s, s, Guarded(s, Policy{}), "baseline", Options{RequireHolds: true})
+	if c[1].Status != result.Fail || c[1].Basis != "setting require_holds" {
+		t.Errorf("require_holds: %s %q", c[1].Status, c[1].Basis)
+	}
+	c = Judge(s, s, g, "baseline", Options{})
+	if c[1].Status != result.Fail || !strings.Contains(c[1].Message, "not-on-host: guarded (guard.include) but not installed") {
+		t.Errorf("missing include: %s %q", c[1].Status, c[1].Message)
+	}
+	for _, i := range []int{0, 2, 3, 4} {
+		if c[i].Status != result.Pass {
+			t.Errorf("%s on the untouched baseline: %s %q", c[i].ID, c[i].Status, c[i].Message)
+		}
+	}
+}
+
+// The default set covers both NVIDIA namings and every kernel package, and leaves the
+// container toolkit to the layers.
+func TestGuardedCoversEveryLayout(t *testing.T) {
+	s := baseline(t)
+	for _, n := range []string{
+		// NVIDIA's 590+ repository (unversioned).
+		"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open", "nvidia-kernel-common", "libnvidia-compute",
+		"libnvidia-cfg1", "nvidia-firmware", "nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex",
+		"nvidia-fs", "nvidia-fs-dkms", "nvidia-driver-pinning-595", "cuda-drivers", "nvlsm", "libnvsdm",
+		// Ubuntu's archive (-server).
+		"nvidia-driver-595-server-open", "linux-modules-nvidia-595-server-open-" + k14, "nvidia-fabricmanager-595",
+		// Any kernel, not only the running one.
+		"linux-headers-" + k15, "linux-aws-7.0-headers-7.0.0-1015", "linux-image-unsigned-" + k15, "linux-modules-extra-" + k15,
+		// The container toolkit.
+		"nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools",
+		// Unrelated.
+		"linux-libc-dev", "linux-tools-" + k14, "jq",
+	} {
+		setPkg(&s, n, "ii ", "1")
+	}
+	g := toSet(Guarded(s, Policy{}))
+	for _, n := range []string{"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open", "nvidia-kernel-common", "libnvidia-compute",
+		"libnvidia-cfg1", "nvidia-firmware", "nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex", "nvidia-fs", "nvidia-fs-dkms",
+		"nvidia-driver-pinning-595", "cuda-drivers", "nvlsm", "libnvsdm", "nvidia-driver-595-server-open",
+		"linux-modules-nvidia-595-server-open-" + k14, "nvidia-fabricmanager-595", "linux-headers-" + k15,
+		"linux-aws-7.0-headers-7.0.0-1015", "linux-image-unsigned-" + k15, "linux-modules-extra-" + k15} {
+		if !g[n] {
+			t.Errorf("%s is not guarded", n)
+		}
+	}
+	for _, n := range []string{"nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+		"libnvidia-container-tools", "linux-libc-dev", "linux-tools-" + k14, "jq"} {
+		if g[n] {
+			t.Errorf("%s is guarded", n)
+		}
+	}
+	// A team that wants the toolkit frozen too can say so.
+	if !toSet(Guarded(s, Policy{Include: []string{"nvidia-container-toolkit*"}}))["nvidia-container-toolkit"] {
+		t.Error("guard.include does not win over the default exclusions")
+	}
+	for _, r := range append(append([]Rule{}, DefaultRules...), DefaultExcludes...) {
+		if r.Why == "" {
+			t.Errorf("pattern %s has no reason", r.Pattern)
+		}
 	}
 }
 
 func TestJudgeScenarios(t *testing.T) {
 	type st = result.Status
-	P, F := result.Pass, result.Fail
+	P, F, W := result.Pass, result.Fail, result.Warn
+	_ = W
 	tests := []struct {
 		name   string
 		mutate func(*Snapshot)
@@ -197,8 +258,11 @@ func TestJudgeScenarios(t *testing.T) {
 				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
 				"/boot/vmlinuz-7.0.0-1015-aws: (absent) → installed",
 				"linux-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-headers-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
 				"linux-headers-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-image-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
 				"linux-image-aws: 7.0.0.1014.14 → 7.0.0.1015.15",
+				"linux-modules-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
 				"linux-aws: held → not held",
 				"linux-headers-aws: held → not held",
 				"linux-image-aws: held → not held",
@@ -212,11 +276,27 @@ func TestJudgeScenarios(t *testing.T) {
 				s.InstalledKernelImages = []string{k15, k14}
 				s.NextBootKernel = k15
 			},
-			want: [5]st{P, P, P, F, P},
+			// Any kernel package other than the running kernel's is drift, held or not;
+			// the new ones are not held, which warns.
+			want: [5]st{P, W, F, F, P},
 			wantDrifts: []string{
 				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
 				"/boot/vmlinuz-7.0.0-1015-aws: (absent) → installed",
+				"linux-image-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
+				"linux-modules-7.0.0-1015-aws: (absent) → 7.0.0-1015.15",
 			},
+		},
+		{
+			name:       "only headers of another kernel",
+			mutate:     func(s *Snapshot) { setPkg(s, "linux-headers-"+k15, "ii ", "7.0.0-1015.15") },
+			want:       [5]st{P, W, F, P, P},
+			wantDrifts: []string{"linux-headers-7.0.0-1015-aws: (absent) → 7.0.0-1015.15"},
+		},
+		{
+			name:       "container toolkit upgraded",
+			mutate:     func(s *Snapshot) { setPkg(s, "nvidia-container-toolkit", "ii ", "1.20.2-1") },
+			want:       [5]st{P, P, P, P, P},
+			wantDrifts: nil,
 		},
 		{
 			name:       "hold lifted alone",
@@ -279,7 +359,7 @@ func TestJudgeScenarios(t *testing.T) {
 				s.InstalledKernelImages = []string{k15, k14}
 				s.NextBootKernel = k15
 			},
-			want: [5]st{F, F, F, F, F},
+			want: [5]st{F, W, F, F, F},
 			wantDrifts: []string{
 				"running kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
 				"next-boot kernel: 7.0.0-1014-aws → 7.0.0-1015-aws",
@@ -509,7 +589,10 @@ func TestCommands(t *testing.T) {
 			t.Errorf("no command %s", n)
 		}
 	}
-	if names[SectionModinfoPrefix+"lustre"] != "modinfo -F version 'lustre'" {
+	if c := Commands()[len(Commands())-1]; c.Tool == nil || c.Tool.Paths[0] != "/usr/sbin/modinfo" {
+		t.Errorf("modinfo tool %+v", c.Tool)
+	}
+	if names[SectionModinfoPrefix+"lustre"] != `"$1" -F version 'lustre'` {
 		t.Errorf("modinfo command %q", names[SectionModinfoPrefix+"lustre"])
 	}
 }

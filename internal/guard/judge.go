@@ -13,27 +13,35 @@ type Options struct {
 	// PinnedKernel, when set, is the kernel release the host must run and boot next
 	// (e.g. the DLAMI release notes' kernel_version, "7.0.0-1014-aws").
 	PinnedKernel string
+	// RequireHolds makes a guarded package that is not on hold a failure of the holds check;
+	// otherwise it is a warning (the base image decides what it holds; the packages check
+	// fails any change to a guarded package either way).
+	RequireHolds bool
 }
 
 // CheckIDs are the IDs of the checks Judge returns, in order.
 var CheckIDs = result.GuardIDs
 
+// basisBaseline is the basis of every guard check: the snapshot taken before any layer ran.
+const basisBaseline = "baseline"
+
 // Judge compares cur with the baseline and returns five checks, in CheckIDs order:
 //
 //   - kernel: cur runs the baseline's kernel (and the pinned one, if any);
-//   - holds: every guarded package is present and held in cur, and no package held in the
-//     baseline has lost its hold;
+//   - holds: no package held in the baseline has lost its hold, and every package named in
+//     Policy.Include is installed; a guarded package that is not held warns (fails with
+//     RequireHolds), naming the remedy;
 //   - packages: no guarded package was added, removed, changed version or left half
-//     installed;
+//     installed, held or not;
 //   - next-boot-kernel: grub will boot the kernel the host runs now, as in the baseline, and
 //     no kernel image was installed or removed;
 //   - dkms: every DKMS module is installed for the running kernel at the baseline's version,
 //     and every module modinfo found in the baseline is still there at the same version.
 //
-// stage names where the bake is ("baseline", `layer "slurm"`); messages read
-// `after layer "slurm": ...`. Judge(base, base, ...) is the baseline's own gate: it fails
-// on unheld guarded packages, DKMS modules not built for the running kernel and a next-boot
-// kernel that is not the running one. Every check's Evidence lists all drifts.
+// stage names where the bake is ("the baseline was taken", `layer "slurm"`); messages read
+// `after layer "slurm": ...`. Judge(base, base, ...) is the baseline's own gate: it fails on
+// DKMS modules not built for the running kernel and a next-boot kernel that is not the
+// running one. Every check's Evidence lists all drifts.
 func Judge(base, cur Snapshot, guarded []string, stage string, opt Options) []result.Check {
 	drifts := Diff(base, cur, guarded)
 	all := evidence(drifts)
@@ -45,94 +53,131 @@ func Judge(base, cur Snapshot, guarded []string, stage string, opt Options) []re
 	if stage == "" {
 		where = "at this stage"
 	}
+	return []result.Check{
+		judgeKernel(base, cur, by, where, all, opt),
+		judgeHolds(base, cur, guarded, by, where, all, opt),
+		judgePackages(cur, guarded, by, where, all),
+		judgeNextBoot(cur, by, where, all, opt),
+		judgeDKMS(cur, by, where, all),
+	}
+}
 
-	// kernel
-	kernel := result.Check{ID: result.Kernel, Expected: base.RunningKernel, Actual: orUnknown(cur.RunningKernel)}
-	var kprob []string
+func judgeKernel(base, cur Snapshot, by map[string][]Drift, where, all string, opt Options) result.Check {
+	c := result.Check{ID: result.Kernel, Basis: basisBaseline, Expected: base.RunningKernel, Actual: orUnknown(cur.RunningKernel)}
+	var prob []string
 	if opt.PinnedKernel != "" {
-		kernel.Expected = opt.PinnedKernel
+		c.Basis, c.Expected = "setting expect.kernel", opt.PinnedKernel
 		if cur.RunningKernel != opt.PinnedKernel {
-			kprob = append(kprob, fmt.Sprintf("running %s, pinned %s", orUnknown(cur.RunningKernel), opt.PinnedKernel))
+			prob = append(prob, fmt.Sprintf("running %s, pinned %s", orUnknown(cur.RunningKernel), opt.PinnedKernel))
 		}
 	}
 	if cur.RunningKernel == "" {
-		kprob = append(kprob, "running kernel unknown")
+		prob = append(prob, "running kernel unknown")
 	}
-	kprob = append(kprob, strs(by[DriftKernel])...)
-	judge(&kernel, where, kprob, "running kernel "+orUnknown(cur.RunningKernel), all)
+	prob = append(prob, strs(by[DriftKernel])...)
+	verdict(&c, where, prob, nil, "running kernel "+orUnknown(cur.RunningKernel), all)
+	return c
+}
 
-	// holds
-	unheld := Unheld(cur, guarded)
-	holds := result.Check{ID: result.Holds, Expected: fmt.Sprintf("%d guarded packages held", len(guarded))}
-	// Lifted holds first, in the words of the drift ("held → not held"), then guarded
-	// packages that were never held.
-	hprob := strs(by[DriftHold])
-	for _, n := range unheld {
-		switch p, ok := cur.Packages[n]; {
-		case containsPrefix(hprob, n+":"):
-		case ok && p.Present():
-			hprob = append(hprob, n+": not held")
-		default:
-			hprob = append(hprob, n+": guarded but not installed")
+func judgeHolds(base, cur Snapshot, guarded []string, by map[string][]Drift, where, all string, opt Options) result.Check {
+	c := result.Check{ID: result.Holds, Basis: basisBaseline, Expected: fmt.Sprintf("no hold lifted; %d guarded packages unchanged", len(guarded))}
+	if opt.RequireHolds {
+		c.Basis, c.Expected = "setting require_holds", fmt.Sprintf("%d guarded packages held", len(guarded))
+	}
+	// Lifted holds first, in the words of the drift ("held → not held").
+	prob := strs(by[DriftHold])
+	lifted := map[string]bool{}
+	for _, d := range by[DriftHold] {
+		lifted[d.Package] = true
+	}
+	for _, n := range Missing(cur, guarded) {
+		if b, ok := base.Packages[n]; ok && b.Present() {
+			continue // removed by a layer: the packages check reports it
+		}
+		prob = append(prob, n+": guarded (guard.include) but not installed")
+	}
+	if len(guarded) == 0 {
+		prob = append(prob, "no guarded packages found: is this a DLAMI host, is guard.exclude too wide?")
+	}
+	var unheld []string
+	for _, n := range Unheld(cur, guarded) {
+		if !lifted[n] {
+			unheld = append(unheld, n)
 		}
 	}
-	switch {
-	case len(guarded) == 0:
-		holds.Actual = "no guarded packages on the host"
-		hprob = append(hprob, "no guarded packages found: is this a DLAMI host, is the policy's Exclude too wide?")
-	case len(hprob) == 0:
-		holds.Actual = fmt.Sprintf("%d held", len(guarded))
-	default:
-		holds.Actual = fmt.Sprintf("%d of %d held; %d problem(s)", len(guarded)-len(unheld), len(guarded), len(hprob))
+	var warn []string
+	if len(unheld) > 0 {
+		w := fmt.Sprintf("%d guarded packages are not on hold (%s): the image does not hold them, so a careless apt-get upgrade in a later layer or at first boot can move them; every change to them during the bake still fails the packages check. Set hold_unheld = true to hold them, or require_holds = true to fail on this",
+			len(unheld), strings.Join(unheld, ", "))
+		if opt.RequireHolds {
+			prob = append(prob, w)
+		} else {
+			warn = append(warn, w)
+		}
 	}
-	judge(&holds, where, hprob, fmt.Sprintf("all %d guarded packages held", len(guarded)), all+"\n\nguarded packages:\n"+guardedEvidence(cur, guarded))
+	held := len(guarded) - len(Unheld(cur, guarded)) - len(Missing(cur, guarded))
+	c.Actual = fmt.Sprintf("%d of %d held", held, len(guarded))
+	if len(lifted) > 0 {
+		c.Actual += fmt.Sprintf("; %d hold(s) lifted", len(lifted))
+	}
+	verdict(&c, where, prob, warn, fmt.Sprintf("no hold lifted, all %d guarded packages held", len(guarded)), all+"\n\nguarded packages:\n"+guardedEvidence(cur, guarded))
+	return c
+}
 
-	// packages
-	pkgs := result.Check{ID: result.Packages, Expected: fmt.Sprintf("%d guarded packages unchanged", len(guarded))}
-	var pprob []string
+func judgePackages(cur Snapshot, guarded []string, by map[string][]Drift, where, all string) result.Check {
+	c := result.Check{ID: result.Packages, Basis: basisBaseline, Expected: fmt.Sprintf("%d guarded packages unchanged", len(guarded))}
+	var prob []string
+	changed := map[string]bool{}
 	for _, k := range []string{DriftPackageAdded, DriftPackageRemoved, DriftPackageVersion, DriftPackageState} {
-		pprob = append(pprob, strs(by[k])...)
+		for _, d := range by[k] {
+			prob = append(prob, d.String())
+			changed[d.Package] = true
+		}
 	}
 	for _, n := range guarded {
-		if p, ok := cur.Packages[n]; ok && p.Present() && !p.Installed && !containsPrefix(pprob, n+":") {
-			pprob = append(pprob, fmt.Sprintf("%s: dpkg status %q, not fully installed", n, p.Status))
+		if p, ok := cur.Packages[n]; ok && p.Present() && !p.Installed && !changed[n] {
+			prob = append(prob, fmt.Sprintf("%s: dpkg status %q, not fully installed", n, p.Status))
 		}
 	}
-	pkgs.Actual = "unchanged"
-	if len(pprob) > 0 {
-		pkgs.Actual = fmt.Sprintf("%d changed", len(pprob))
+	c.Actual = "unchanged"
+	if len(prob) > 0 {
+		c.Actual = fmt.Sprintf("%d changed", len(prob))
 	}
-	judge(&pkgs, where, pprob, fmt.Sprintf("%d guarded packages unchanged", len(guarded)), all)
+	verdict(&c, where, prob, nil, fmt.Sprintf("%d guarded packages unchanged", len(guarded)), all)
+	return c
+}
 
-	// next-boot-kernel
-	want := cur.RunningKernel
+func judgeNextBoot(cur Snapshot, by map[string][]Drift, where, all string, opt Options) result.Check {
+	want, basis := cur.RunningKernel, "rule: the next boot runs the kernel the bake validated"
 	if opt.PinnedKernel != "" {
-		want = opt.PinnedKernel
+		want, basis = opt.PinnedKernel, "setting expect.kernel"
 	}
-	next := result.Check{ID: result.NextBootKernel, Expected: orUnknown(want), Actual: orUnknown(cur.NextBootKernel)}
-	var nprob []string
+	c := result.Check{ID: result.NextBootKernel, Basis: basis, Expected: orUnknown(want), Actual: orUnknown(cur.NextBootKernel)}
+	var prob []string
 	switch {
 	case cur.NextBootKernel == "":
-		nprob = append(nprob, "next-boot kernel unknown: "+cur.NextBootSource)
+		prob = append(prob, "next-boot kernel unknown: "+cur.NextBootSource)
 	case cur.NextBootKernel != want:
-		nprob = append(nprob, fmt.Sprintf("grub will boot %s, not %s (%s)", cur.NextBootKernel, orUnknown(want), cur.NextBootSource))
+		prob = append(prob, fmt.Sprintf("grub will boot %s, not %s (%s)", cur.NextBootKernel, orUnknown(want), cur.NextBootSource))
 	}
-	nprob = append(nprob, strs(by[DriftNextBoot])...)
-	nprob = append(nprob, strs(by[DriftKernelImage])...)
-	judge(&next, where, nprob, "next boot "+orUnknown(cur.NextBootKernel)+" ("+cur.NextBootSource+")", all)
+	prob = append(prob, strs(by[DriftNextBoot])...)
+	prob = append(prob, strs(by[DriftKernelImage])...)
+	verdict(&c, where, prob, nil, "next boot "+orUnknown(cur.NextBootKernel)+" ("+cur.NextBootSource+")", all)
+	return c
+}
 
-	// dkms
-	dk := result.Check{ID: result.DKMS, Expected: "DKMS modules installed for " + orUnknown(cur.RunningKernel) + "; module versions unchanged"}
-	var dprob []string
+func judgeDKMS(cur Snapshot, by map[string][]Drift, where, all string) result.Check {
+	c := result.Check{ID: result.DKMS, Basis: basisBaseline, Expected: "DKMS modules installed for " + orUnknown(cur.RunningKernel) + "; module versions unchanged"}
+	var prob []string
 	for _, k := range []string{DriftDKMS, DriftModuleMissing, DriftModuleVersion} {
-		dprob = append(dprob, strs(by[k])...)
+		prob = append(prob, strs(by[k])...)
 	}
-	dk.Actual = moduleSummary(cur)
-	if len(dprob) > 0 {
-		dk.Actual = fmt.Sprintf("%d problem(s); %s", len(dprob), dk.Actual)
+	c.Actual = moduleSummary(cur)
+	if len(prob) > 0 {
+		c.Actual = fmt.Sprintf("%d problem(s); %s", len(prob), c.Actual)
 	}
-	judge(&dk, where, dprob, "DKMS and kernel modules unchanged", all+"\n\n"+dkmsEvidence(cur))
-	return []result.Check{kernel, holds, pkgs, next, dk}
+	verdict(&c, where, prob, nil, "DKMS and kernel modules unchanged", all+"\n\n"+dkmsEvidence(cur))
+	return c
 }
 
 // Unjudgeable returns the five guard checks failed because the current snapshot could not
@@ -155,27 +200,23 @@ func Unjudgeable(stage string, err error) []result.Check {
 	return out
 }
 
-func judge(c *result.Check, where string, problems []string, okMsg, ev string) {
+// verdict fails c on any problem, else warns on any warning, else passes it.
+func verdict(c *result.Check, where string, problems, warnings []string, okMsg, ev string) {
 	c.Evidence = ev
-	if len(problems) == 0 {
+	switch {
+	case len(problems) > 0:
+		c.Status = result.Fail
+		c.Message = where + ": " + strings.Join(append(problems, warnings...), "; ")
+	case len(warnings) > 0:
+		c.Status = result.Warn
+		c.Message = where + ": " + strings.Join(warnings, "; ")
+	default:
 		c.Status = result.Pass
 		c.Message = where + ": " + okMsg
-		return
 	}
-	c.Status = result.Fail
-	c.Message = where + ": " + strings.Join(problems, "; ")
 }
 
 func strs(ds []Drift) []string { return DriftStrings(ds) }
-
-func containsPrefix(l []string, p string) bool {
-	for _, s := range l {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
 
 func evidence(ds []Drift) string {
 	if len(ds) == 0 {

@@ -12,76 +12,91 @@ import (
 type Policy struct {
 	// Include adds packages. A pattern without glob characters names one package, which is
 	// guarded even when it is not on the host (then the holds check fails: you asked for it).
+	// Include also wins over the default exclusions (DefaultExcludes).
 	Include []string
 	// Exclude removes packages, defaults and Include alike.
 	Exclude []string
 }
 
-// Validate reports a malformed pattern.
-func (p Policy) Validate() error {
-	for _, list := range [][]string{p.Include, p.Exclude} {
-		for _, pat := range list {
+// Validate reports every malformed pattern, in order, naming the setting.
+func (p Policy) Validate() []error {
+	var errs []error
+	for _, list := range []struct {
+		name string
+		pats []string
+	}{{"guard.include", p.Include}, {"guard.exclude", p.Exclude}} {
+		for i, pat := range list.pats {
 			if strings.TrimSpace(pat) == "" {
-				return fmt.Errorf("guard policy: empty package pattern")
+				errs = append(errs, fmt.Errorf("%s[%d]: empty package pattern", list.name, i))
+				continue
 			}
 			if _, err := path.Match(pat, ""); err != nil {
-				return fmt.Errorf("guard policy: package pattern %q: %w", pat, err)
+				errs = append(errs, fmt.Errorf("%s[%d]: package pattern %q: %w", list.name, i, pat, err))
 			}
 		}
 	}
-	return nil
+	return errs
 }
 
-// DefaultPatterns are the packages guarded by default for a running kernel release. Only
-// the ones present on the host are guarded. The choice:
-//
-//   - the running kernel's own packages (image, unsigned image, modules, modules-extra,
-//     headers) and the linux-aws metas that would pull a newer kernel
-//     (linux-aws*, linux-image-aws*, linux-headers-aws*, linux-modules-extra-aws*; the
-//     linux-aws* glob also catches linux-aws-headers-<abi>);
-//   - NVIDIA: everything whose version must match the kernel module, because a mismatch is
-//     "Failed to initialize NVML: Driver/library version mismatch": driver metas (Ubuntu
-//     nvidia-driver-<branch>[-server][-open], NVIDIA repo nvidia-open / cuda-drivers*),
-//     kernel-module packages (nvidia-kernel-common/-source-*, nvidia-dkms-*, Ubuntu's
-//     precompiled linux-modules/objects/signatures-nvidia-*), GSP firmware, the userspace
-//     that talks to the module (libnvidia-compute-*, nvidia-utils-*, nvidia-compute-utils-*,
-//     nvidia-headless-*), Fabric Manager, NSCQ and IMEX (nvidia-fabricmanager*,
-//     libnvidia-nscq*, nvidia-imex*: unversioned names in NVIDIA's repo from 580 on,
-//     -<branch> before and in Ubuntu's archive);
-//   - EFA: only the kernel-module packages, efa (DKMS, "efa-gdr" on older DLAMIs) and
-//     efa-nv-peermem. efa-config, efa-profile, ibverbs-providers, libfabric-aws and the
-//     Open MPI packages are userspace that does not depend on the kernel; add them with
-//     Policy.Include if you want them frozen too;
-//   - GDRCopy: gdrdrv-dkms (the module), gdrcopy* and libgdrapi (whose ABI follows it);
-//   - Lustre: lustre-client-modules-* (per-kernel modules and the -aws meta, which pulls
-//     modules for a newer kernel) and lustre-client-utils, whose version must match the
-//     modules.
-func DefaultPatterns(runningKernel string) []string {
-	pats := []string{
-		"linux-aws*", "linux-image-aws*", "linux-headers-aws*", "linux-modules-extra-aws*",
-		"nvidia-driver-*", "nvidia-open", "nvidia-open-*", "cuda-drivers", "cuda-drivers-*",
-		"nvidia-kernel-*", "nvidia-dkms-*", "nvidia-firmware-*",
-		"linux-modules-nvidia-*", "linux-objects-nvidia-*", "linux-signatures-nvidia-*",
-		"libnvidia-compute-*", "nvidia-utils-*", "nvidia-compute-utils-*", "nvidia-headless-*",
-		"nvidia-fabricmanager*", "libnvidia-nscq*", "nvidia-imex*",
-		"efa", "efa-gdr", "efa-nv-peermem",
-		"gdrdrv-dkms", "gdrcopy*", "libgdrapi",
-		"lustre-client-modules-*", "lustre-client-utils",
-	}
-	return append(pats, kernelPackages(runningKernel)...)
+// Rule is one pattern of the default guarded set, with the reason it is there.
+type Rule struct {
+	Pattern string
+	Why     string
 }
 
-// kernelPackages are the running kernel's own package names. They are compared as literal
-// names, never as patterns, whatever characters the release string holds.
-func kernelPackages(runningKernel string) []string {
-	if runningKernel == "" {
-		return nil
+// DefaultRules are the packages guarded by default, whatever the host's layout: the DLAMI may
+// ship the NVIDIA driver from NVIDIA's repository (unversioned 590+ names, a DKMS module),
+// from Ubuntu's archive (versioned -server names, precompiled modules) or from a .run
+// installer (no packages at all), and may hold everything, only the kernel metas, or nothing.
+// Only packages present on the host are guarded; a package that appears later is drift.
+var DefaultRules = []Rule{
+	// The kernel: every version, not only the running one, so that a layer adding a second
+	// kernel (or only its headers) is drift even when the next boot does not change.
+	{"linux-image-*", "kernel images of any version, signed or unsigned, and the linux-image-aws meta: a new image changes what grub boots"},
+	{"linux-modules-*", "kernel modules of any version (modules-extra, and Ubuntu's precompiled linux-modules-nvidia-*): they must match the kernel"},
+	{"linux-headers-*", "kernel headers of any version and the linux-headers-aws meta: DKMS builds the EFA, GDRCopy and NVIDIA modules against them"},
+	{"linux-*-headers-*", "flavour headers (linux-aws-headers-<abi>, the HWE linux-aws-7.0-headers-<abi>), pulled by the versioned headers"},
+	{"linux-aws*", "the kernel metas (linux-aws, linux-aws-edge, linux-aws-lts-*): an upgrade of one pulls a newer kernel"},
+	{"linux-objects-nvidia-*", "Ubuntu's precompiled NVIDIA module objects, built for one kernel and one driver"},
+	{"linux-signatures-nvidia-*", "the signatures of Ubuntu's precompiled NVIDIA modules"},
+	// NVIDIA: anything whose version must match the kernel module, or NVML fails with
+	// "Driver/library version mismatch"; the unversioned names of NVIDIA's 590+ repository and
+	// the -<branch>[-server] names of Ubuntu's archive alike.
+	{"nvidia-*", "driver metas, DKMS and kernel-source packages, firmware, utils, persistenced, Fabric Manager, IMEX, GPUDirect Storage (nvidia-fs) and the nvidia-driver-pinning-* packages: all versioned with the kernel module"},
+	{"libnvidia-*", "the userspace that talks to the kernel module (libnvidia-compute, -cfg1, -gl, -nscq, -encode, ...)"},
+	{"cuda-drivers*", "the CUDA repository's driver metas, which pull a newer driver"},
+	{"libnvsdm*", "NVSwitch device monitoring, versioned with the driver"},
+	{"libxnvctrl*", "NV-CONTROL library, versioned with the driver"},
+	{"nvlsm*", "NVLink subnet manager, versioned with the driver"},
+	// EFA: only the kernel-module packages; efa-config, efa-profile, ibverbs-providers,
+	// libfabric-aws and Open MPI are userspace that does not depend on the kernel (add them
+	// with Policy.Include to freeze them too).
+	{"efa", "the EFA kernel driver (DKMS)"},
+	{"efa-gdr", "the EFA kernel driver on older DLAMIs"},
+	{"efa-nv-peermem", "the EFA/NVIDIA peer-memory module"},
+	// GDRCopy: the module and the library whose ABI follows it.
+	{"gdrdrv-dkms", "the GDRCopy kernel module (DKMS)"},
+	{"gdrcopy*", "GDRCopy tools, versioned with gdrdrv"},
+	{"libgdrapi", "GDRCopy's library, whose ABI follows gdrdrv"},
+	// Lustre: per-kernel modules, the -aws meta that pulls modules for a newer kernel, and
+	// the utilities whose version must match the modules.
+	{"lustre-client-modules-*", "the Lustre client modules, built for one kernel"},
+	{"lustre-client-utils", "the Lustre utilities, whose version must match the modules"},
+}
+
+// DefaultExcludes are taken out of the default patterns (not out of Policy.Include).
+var DefaultExcludes = []Rule{
+	{"nvidia-container-*", "the NVIDIA container toolkit does not depend on the driver version and gets frequent security fixes: a layer must be able to update it"},
+	{"libnvidia-container*", "the container toolkit's libraries (libnvidia-container1, libnvidia-container-tools): same reason"},
+	{"nvidia-docker*", "the legacy container toolkit wrapper: same reason"},
+}
+
+func patterns(rules []Rule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = r.Pattern
 	}
-	var names []string
-	for _, p := range []string{"linux-image-", "linux-image-unsigned-", "linux-modules-", "linux-modules-extra-", "linux-headers-"} {
-		names = append(names, p+runningKernel)
-	}
-	return names
+	return out
 }
 
 func hasGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }
@@ -95,20 +110,29 @@ func matchAny(pats []string, name string) bool {
 	return false
 }
 
-// Guarded returns, sorted, the packages the guard watches on s: the present packages
-// matching DefaultPatterns(s.RunningKernel) or p.Include, plus p.Include names without
-// glob characters whether present or not, minus anything matching p.Exclude. Malformed
-// patterns match nothing; check them with Policy.Validate first.
+// packageName drops a ":arch" qualifier (Snapshot keys a second architecture "name:arch").
+func packageName(key string) string {
+	name, _, _ := strings.Cut(key, ":")
+	return name
+}
+
+// Guarded returns, sorted, the packages the guard watches on s: the present packages that
+// match DefaultRules (minus DefaultExcludes) or p.Include, plus p.Include names without glob
+// characters whether present or not, minus anything matching p.Exclude. Malformed patterns
+// match nothing; check them with Policy.Validate first.
 //
 // To compare two snapshots, guard the union of both (Union(Guarded(base, p), Guarded(cur, p)))
 // so a package that appears only later is still seen.
 func Guarded(s Snapshot, p Policy) []string {
-	pats := append(DefaultPatterns(""), p.Include...)
-	exact := toSet(kernelPackages(s.RunningKernel))
+	defaults, excluded := patterns(DefaultRules), patterns(DefaultExcludes)
 	set := map[string]bool{}
-	for name, pkg := range s.Packages {
-		if pkg.Present() && (exact[name] || matchAny(pats, name)) {
-			set[name] = true
+	for key, pkg := range s.Packages {
+		if !pkg.Present() {
+			continue
+		}
+		name := packageName(key)
+		if matchAny(p.Include, name) || (matchAny(defaults, name) && !matchAny(excluded, name)) {
+			set[key] = true
 		}
 	}
 	for _, inc := range p.Include {
@@ -117,9 +141,9 @@ func Guarded(s Snapshot, p Policy) []string {
 		}
 	}
 	out := make([]string, 0, len(set))
-	for name := range set {
-		if !matchAny(p.Exclude, name) {
-			out = append(out, name)
+	for key := range set {
+		if !matchAny(p.Exclude, packageName(key)) {
+			out = append(out, key)
 		}
 	}
 	sort.Strings(out)
@@ -142,12 +166,24 @@ func Union(lists ...[]string) []string {
 	return out
 }
 
-// Unheld returns, sorted, the guarded packages that are not on hold in s, including guarded
-// packages that are not present at all.
+// Unheld returns, sorted, the guarded packages that are present in s but not on hold.
 func Unheld(s Snapshot, guarded []string) []string {
 	var out []string
 	for _, name := range guarded {
-		if pkg, ok := s.Packages[name]; !ok || !pkg.Held || !pkg.Present() {
+		if pkg, ok := s.Packages[name]; ok && pkg.Present() && !pkg.Held {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Missing returns, sorted, the guarded packages that are not present in s (Policy.Include
+// names the host does not have).
+func Missing(s Snapshot, guarded []string) []string {
+	var out []string
+	for _, name := range guarded {
+		if pkg, ok := s.Packages[name]; !ok || !pkg.Present() {
 			out = append(out, name)
 		}
 	}

@@ -80,9 +80,6 @@ func (e *SectionError) Error() string {
 
 func (e *SectionError) Unwrap() error { return e.Err }
 
-// now is replaced in tests.
-var now = time.Now
-
 // ParseSnapshot builds a Snapshot from the sections of Commands. A missing section, a
 // non-zero exit, a timeout or output it cannot parse is an error (a *SectionError naming the
 // command): the guard never judges a partial picture.
@@ -98,9 +95,10 @@ var now = time.Now
 //  3. otherwise, or when the default cannot be resolved (e.g. "1>2"): the newest
 //     /boot/vmlinuz-* by Debian version ordering, which is what grub's 10_linux puts first.
 //
-// NextBootSource records which rule applied. TakenAt is set to the current time.
+// NextBootSource records which rule applied. TakenAt is left for the caller, who knows when
+// the commands ran.
 func ParseSnapshot(sections map[string]bundle.Section) (Snapshot, error) {
-	s := Snapshot{Schema: SnapshotSchema, TakenAt: now().UTC().Truncate(time.Second)}
+	s := Snapshot{Schema: SnapshotSchema}
 
 	out, err := section(sections, SectionRunning)
 	if err != nil {
@@ -403,15 +401,15 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 	dec.DisallowUnknownFields()
 	var s Snapshot
 	if err := dec.Decode(&s); err != nil {
-		return Snapshot{}, fmt.Errorf("guard: baseline %s is not a snapshot: %w (remove it and re-run the baseline step)", BaselinePath, err)
+		return Snapshot{}, fmt.Errorf("guard: the baseline is not a snapshot: %w", err)
 	}
 	switch {
 	case s.Schema != SnapshotSchema:
-		return Snapshot{}, fmt.Errorf("guard: baseline %s has schema %d, this plugin reads %d (re-take the baseline)", BaselinePath, s.Schema, SnapshotSchema)
+		return Snapshot{}, fmt.Errorf("guard: the baseline has schema %d, this plugin reads %d (all dlami provisioners of one build must be the same plugin version)", s.Schema, SnapshotSchema)
 	case s.RunningKernel == "":
-		return Snapshot{}, fmt.Errorf("guard: baseline %s has no running_kernel", BaselinePath)
+		return Snapshot{}, fmt.Errorf("guard: the baseline has no running_kernel")
 	case len(s.Packages) == 0:
-		return Snapshot{}, fmt.Errorf("guard: baseline %s has no packages", BaselinePath)
+		return Snapshot{}, fmt.Errorf("guard: the baseline has no packages")
 	}
 	return s, nil
 }

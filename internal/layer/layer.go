@@ -29,7 +29,11 @@ type Spec struct {
 	Scripts         []string
 	Inline          []string
 	Environment     map[string]string
-	Reboot          bool
+	// Reboot: the bake reboots the host after the layer and waits for it.
+	Reboot bool
+	// ExpectReboot: the layer's own scripts reboot the host; the bake waits for it to come
+	// back and goes on with the drift check instead of failing on the dropped connection.
+	ExpectReboot bool
 }
 
 // File is a local file installed at Destination.

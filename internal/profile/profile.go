@@ -1,7 +1,8 @@
-// Package profile holds what a healthy host of each supported EC2 GPU instance type looks like:
-// GPU model and count, EFA devices, NVSwitch (so Fabric Manager), local NVMe and the 1-node
-// NCCL all-reduce bandwidth floor. Host checks take these as defaults that explicit settings
-// override (checks.Merge).
+// Package profile holds what a healthy host of each EC2 GPU instance type looks like: GPU model
+// and count, EFA devices, whether the GPUs sit on an NVSwitch fabric (so Fabric Manager must
+// run), local NVMe and the 1-node NCCL all-reduce bandwidth floor. Host checks take these as
+// defaults that explicit settings override; a type without a profile is judged against its own
+// PCI inventory. Every figure carries its source; an unsourced figure stays out.
 package profile
 
 import (
@@ -12,15 +13,18 @@ import (
 // Profile is the expected shape of one instance type.
 type Profile struct {
 	InstanceType string
+	// Arch is "x86_64" or "arm64".
+	Arch string
 	// GPUModel matches the nvidia-smi name ("NVIDIA B200") as a whole word, case-insensitively.
 	GPUModel string
 	GPUCount int
-	// EFACount is the EFA device count a bake must see; 0 means "do not judge the count"
-	// (types where EFA is optional, see MaxEFA).
+	// EFACount is the EFA device count a bake must see; 0 means "take it from the PCI
+	// inventory" (types where EFA is optional, or where the count is not confirmed).
 	EFACount int
-	// MaxEFA is the most EFA interfaces the type supports (AWS docs); informational.
+	// MaxEFA is the most EFA interfaces the type supports (EC2 DescribeInstanceTypes);
+	// informational.
 	MaxEFA int
-	// NVSwitch means the GPUs sit on NVSwitches, so nvidia-fabricmanager must be active.
+	// NVSwitch means the GPUs sit on NVSwitches that Fabric Manager drives.
 	NVSwitch bool
 	// NVMe means the type has local NVMe instance store, which the DLAMI mounts at
 	// /opt/dlami/nvme.
@@ -28,89 +32,106 @@ type Profile struct {
 	// BusBWFloorGBps is the lowest acceptable busbw (GB/s) of the 1-node all-reduce at 1 GiB;
 	// 0 means "report, do not judge".
 	BusBWFloorGBps float64
-	// Source says where the figures come from and how sure they are.
+	// Note is shown with the profile: limits of what it knows.
+	Note string
+	// Untested marks a profile built from public figures that no bake of this project has
+	// run against.
+	Untested bool
+	// Source says where the figures come from.
 	Source string
 }
 
 const (
-	srcAWS      = "AWS EC2 accelerated computing instance specifications (GPU count/model, EFA, instance store)"
-	srcAwsome   = "awsome-distributed-training gpu-cluster-healthcheck instance-profiles.conf (GPUs, EFA devices, NVLink; anchors.md C)"
+	// srcKIT: the Karpenter instance-types reference, generated from EC2 DescribeInstanceTypes
+	// (GPU name and count, local NVMe, MaximumEfaInterfaces), karpenter.sh/docs/reference/instance-types,
+	// and its zz_generated.vpclimits.go (network cards), both generated 2026-08.
+	srcKIT      = "EC2 DescribeInstanceTypes via the Karpenter instance-types reference (GPUs, NVMe, max EFA)"
+	srcAwsome   = "awsome-distributed-training gpu-cluster-healthcheck instance-profiles.conf (GPUs, EFA devices, NVLink)"
+	srcPCluster = "aws-parallelcluster-cookbook Fabric Manager detection (NVSwitch 10de:1af1 on P4, 10de:22a3 on P5, ConnectX-7 bridges on P6)"
 	srcHostDoc  = "host-layer.md: P6-B200.48xlarge 8 x NVIDIA B200, 8 EFA, 1-node all-reduce 1 GiB busbw 711 GB/s (a reference, not a guarantee)"
-	noteGEFA    = "EFA count not judged: EFA is optional on G types and bakes usually launch them with ENA only"
+	noteGEFA    = "EFA optional on G types: the count is taken from the PCI inventory"
 	noteBusBWNA = "busbw not judged: no NVLink/NVSwitch; no trusted 1-node PCIe all-reduce reference"
 )
 
 // Why these floors (1 node, 8 GPUs, all-reduce at 1 GiB, NVLink only):
 //   - p6-b200: 600 GB/s. The seed measured 711 GB/s at 1 GiB; 600 is ~84% of that and equals
-//     the NVLink-only warning level of awsome's healthcheck. anchors.md B.9 suggests ~750 at
-//     16 GiB, which does not apply to the 1 GiB size the plugin runs.
-//   - p5/p5e/p5en (H100/H200, NVLink 4 + NVSwitch): 350 GB/s. Azure NHC hard floors at 16 GiB
-//     are 460 (H100) and 431 (H200); 1 GiB sits somewhat below the 16 GiB plateau, so ~75-80%
-//     of those. awsome's advisory NVLink-only warning for p5* is 500, at its own (larger)
-//     sizes; 350 is deliberately looser because a false failure blocks a bake. Not measured by
-//     this project: calibrate from green bakes.
-//   - p4d/p4de (A100, NVLink 3): 180 GB/s. Azure's A100 floor is 228 at 16 GiB; ~80% of it.
-//     Not measured by this project.
+//     the NVLink-only warning level of awsome's healthcheck.
+//   - p5/p5e/p5en (H100/H200, NVLink 4 + NVSwitch): 350 GB/s. A public p5.48xlarge run shows
+//     441.8 GB/s at 1 GiB (awsome-distributed-training micro-benchmarks/nccl-tests/aws-batch);
+//     Azure NHC hard floors at 16 GiB are 460 (H100) and 431 (H200). 350 (~79% of 441.8) is
+//     deliberately loose because a false failure blocks a bake.
+//   - p4d/p4de (A100, NVLink 3): 180 GB/s. A public p4d run shows 230.8 GB/s at 1 GiB on one
+//     node (NVIDIA/nccl#527); 180 is ~78% of it.
+//   - p6-b300: not set. No public 1-node figure; the warning asks for expect.busbw_floor_gbps.
 //
 // Single-GPU sizes have no meaningful all-reduce busbw (nccl-tests reports 0 for one rank).
-var profiles = []Profile{
-	{InstanceType: "p4d.24xlarge", GPUModel: "A100-SXM4-40GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
-		Source: srcAWS + "; " + srcAwsome + "; busbw floor: ~80% of Azure NHC A100 228 GB/s (16 GiB), unmeasured here"},
-	{InstanceType: "p4de.24xlarge", GPUModel: "A100-SXM4-80GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
-		Source: srcAWS + "; " + srcAwsome + "; busbw floor: ~80% of Azure NHC A100 228 GB/s (16 GiB), unmeasured here"},
-	// p5.4xlarge: one H100, no NVSwitch in the instance. Whether it supports EFA, and how many,
-	// was not confirmed from the sources at hand, so the count is not judged.
-	{InstanceType: "p5.4xlarge", GPUModel: "H100", GPUCount: 1, EFACount: 0, MaxEFA: 0, NVSwitch: false, NVMe: true,
-		Source: srcAWS + "; EFA support of p5.4xlarge UNVERIFIED (count not judged); single GPU: busbw not judged"},
-	{InstanceType: "p5.48xlarge", GPUModel: "H100", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-		Source: srcAWS + "; " + srcAwsome + "; busbw floor: ~76% of Azure NHC H100 460 GB/s (16 GiB), unmeasured here"},
-	{InstanceType: "p5e.48xlarge", GPUModel: "H200", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-		Source: srcAWS + "; " + srcAwsome + "; busbw floor: ~81% of Azure NHC H200 431 GB/s (16 GiB), unmeasured here"},
-	// p5en EFA devices can come up late after boot (anchors.md B.7): a first count may be low.
-	{InstanceType: "p5en.48xlarge", GPUModel: "H200", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-		Source: srcAWS + "; " + srcAwsome + "; busbw floor: ~81% of Azure NHC H200 431 GB/s (16 GiB), unmeasured here"},
-	{InstanceType: "p6-b200.48xlarge", GPUModel: "B200", GPUCount: 8, EFACount: 8, MaxEFA: 8, NVSwitch: true, NVMe: true, BusBWFloorGBps: 600,
-		Source: srcHostDoc + "; " + srcAwsome + "; busbw floor 600 = ~84% of the 711 GB/s reference (awsome warns below 600 NVLink-only)"},
-}
+var profiles = build()
 
-// gFamily adds the G sizes: PCIe GPUs, no NVSwitch, local NVMe on every size. maxEFA gives the
-// EFA interfaces per size as recalled from the AWS specifications (UNVERIFIED here: only sizes
-// of 8xlarge and up support EFA; g6e.24xlarge/48xlarge have 2/4 network cards); they are
-// informational because the count is not judged.
-func gFamily(family, model string, gpus map[string]int, maxEFA map[string]int) {
-	for size, n := range gpus {
-		profiles = append(profiles, Profile{
-			InstanceType: family + "." + size, GPUModel: model, GPUCount: n,
-			EFACount: 0, MaxEFA: maxEFA[size], NVSwitch: false, NVMe: true,
-			Source: srcAWS + "; " + noteGEFA + "; " + noteBusBWNA + "; MaxEFA UNVERIFIED",
-		})
+func build() []Profile {
+	ps := []Profile{
+		{InstanceType: "p4d.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-40GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
+			Source: srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~78% of 230.8 GB/s (NVIDIA/nccl#527)"},
+		{InstanceType: "p4de.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-80GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
+			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p4d (same HGX A100 NVLink 3 board)"},
+		// p5.4xlarge: one H100, no NVSwitch; one EFA interface at most, optional.
+		{InstanceType: "p5.4xlarge", Arch: "x86_64", GPUModel: "H100", GPUCount: 1, EFACount: 0, MaxEFA: 1, NVSwitch: false, NVMe: true,
+			Note: "EFA optional (at most 1): the count is taken from the PCI inventory; single GPU: busbw not judged", Source: srcKIT},
+		{InstanceType: "p5.48xlarge", Arch: "x86_64", GPUModel: "H100", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~79% of 441.8 GB/s (awsome aws-batch nccl-tests README)"},
+		{InstanceType: "p5e.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p5 (~81% of Azure NHC H200 431 GB/s at 16 GiB), unmeasured here"},
+		// p5en EFA devices can come up late after boot (anchors.md B.7): a first count may be low.
+		{InstanceType: "p5en.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p5e, unmeasured here"},
+		{InstanceType: "p6-b200.48xlarge", Arch: "x86_64", GPUModel: "B200", GPUCount: 8, EFACount: 8, MaxEFA: 8, NVSwitch: true, NVMe: true, BusBWFloorGBps: 600,
+			Source: srcHostDoc + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor 600 = ~84% of the 711 GB/s reference"},
+		// p6-b300: 17 network cards, card 0 ENA-only (aws-parallelcluster#7143), so 16 EFA;
+		// nvidia-smi names the GPU "NVIDIA B300 SXM6 AC" (vllm-project/vllm#30441).
+		{InstanceType: "p6-b300.48xlarge", Arch: "x86_64", GPUModel: "B300", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVMe: true,
+			Note: "no public 1-node busbw figure: set expect.busbw_floor_gbps", Untested: true,
+			Source: srcKIT + "; aws-parallelcluster#7143 (17 network cards, card 0 ENA-only); " + srcPCluster + " (PR 3101 enables Fabric Manager on B300)"},
+		// p6e-gb200.36xlarge: one Grace-Blackwell compute tray of an UltraServer. Its NVLink
+		// switches sit in separate trays: no Fabric Manager on the instance, nvidia-imex instead
+		// (AWS PCS user guide; aws-parallelcluster-cookbook PR 3098). The EFA maximum (16 in
+		// one public describe-instance-types quote) is contradicted elsewhere, so it is not
+		// judged from the profile.
+		{InstanceType: "p6e-gb200.36xlarge", Arch: "arm64", GPUModel: "GB200", GPUCount: 4, EFACount: 0, MaxEFA: 16, NVSwitch: false, NVMe: true,
+			Note: "arm64 UltraServer tray: Fabric Manager not used (IMEX instead); EFA count taken from the PCI inventory", Untested: true,
+			Source: "EKS user guide, P6e-GB200 UltraServers (4 Blackwell GPUs per p6e-gb200.36xlarge); AWS PCS user guide (IMEX); aws-parallelcluster-cookbook PR 3098 (no Fabric Manager on GB200)"},
 	}
-}
-
-func init() {
-	// g5: NVIDIA A10G; 1 GPU up to 16xlarge, 4 at 12xlarge/24xlarge, 8 at 48xlarge.
-	gFamily("g5", "A10G",
-		map[string]int{"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8},
-		map[string]int{"8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "24xlarge": 1, "48xlarge": 1})
-	// g6: NVIDIA L4, same size ladder as g5.
-	gFamily("g6", "L4",
-		map[string]int{"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8},
-		map[string]int{"8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "24xlarge": 1, "48xlarge": 1})
-	// g6e: NVIDIA L40S, same size ladder.
-	gFamily("g6e", "L40S",
-		map[string]int{"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1, "12xlarge": 4, "24xlarge": 4, "48xlarge": 8},
-		map[string]int{"8xlarge": 1, "12xlarge": 1, "16xlarge": 1, "24xlarge": 2, "48xlarge": 4})
-	sort.Slice(profiles, func(i, j int) bool { return profiles[i].InstanceType < profiles[j].InstanceType })
+	// G types: PCIe GPUs, no NVSwitch. Local NVMe on every size but g5g's.
+	g := func(family, model, arch string, nvme bool, sizes map[string][2]int, note string) {
+		for size, v := range sizes {
+			ps = append(ps, Profile{
+				InstanceType: family + "." + size, Arch: arch, GPUModel: model, GPUCount: v[0],
+				EFACount: 0, MaxEFA: v[1], NVSwitch: false, NVMe: nvme,
+				Note: strings.TrimPrefix(note+"; "+noteGEFA+"; "+noteBusBWNA, "; "), Source: srcKIT,
+			})
+		}
+	}
+	// [GPUs, max EFA] per size.
+	g("g5", "A10G", "x86_64", true, map[string][2]int{"xlarge": {1, 0}, "2xlarge": {1, 0}, "4xlarge": {1, 0}, "8xlarge": {1, 1}, "16xlarge": {1, 1}, "12xlarge": {4, 1}, "24xlarge": {4, 1}, "48xlarge": {8, 1}}, "")
+	g("g6", "L4", "x86_64", true, map[string][2]int{"xlarge": {1, 0}, "2xlarge": {1, 0}, "4xlarge": {1, 0}, "8xlarge": {1, 1}, "16xlarge": {1, 1}, "12xlarge": {4, 1}, "24xlarge": {4, 1}, "48xlarge": {8, 1}}, "")
+	g("g6e", "L40S", "x86_64", true, map[string][2]int{"xlarge": {1, 0}, "2xlarge": {1, 0}, "4xlarge": {1, 0}, "8xlarge": {1, 1}, "16xlarge": {1, 1}, "12xlarge": {4, 1}, "24xlarge": {4, 2}, "48xlarge": {8, 4}}, "")
+	g("gr6", "L4", "x86_64", true, map[string][2]int{"4xlarge": {1, 0}, "8xlarge": {1, 1}}, "")
+	g("g5g", "T4G", "arm64", false, map[string][2]int{"xlarge": {1, 0}, "2xlarge": {1, 0}, "4xlarge": {1, 0}, "8xlarge": {1, 0}, "16xlarge": {2, 0}, "metal": {2, 0}}, "arm64; no instance store")
+	// g6f/gr6f: a fraction of one L4, shown by nvidia-smi as one vGPU ("NVIDIA L4-12Q" on
+	// gr6f.4xlarge); it needs NVIDIA's GRID driver, which the Base OSS DLAMI does not ship
+	// (awslabs/amazon-eks-ami#2443).
+	grid := "fractional L4 (vGPU): needs the NVIDIA GRID driver, which the Base OSS DLAMI does not ship"
+	g("g6f", "L4", "x86_64", true, map[string][2]int{"large": {1, 0}, "xlarge": {1, 0}, "2xlarge": {1, 0}, "4xlarge": {1, 0}}, grid)
+	g("gr6f", "L4", "x86_64", true, map[string][2]int{"4xlarge": {1, 0}}, grid)
+	sort.Slice(ps, func(i, j int) bool { return ps[i].InstanceType < ps[j].InstanceType })
+	return ps
 }
 
 // Lookup returns the profile of an instance type ("p6-b200.48xlarge"); case and surrounding
 // space are ignored.
 func Lookup(instanceType string) (Profile, bool) {
 	t := strings.ToLower(strings.TrimSpace(instanceType))
-	for _, p := range profiles {
-		if p.InstanceType == t {
-			return p, true
-		}
+	i := sort.Search(len(profiles), func(i int) bool { return profiles[i].InstanceType >= t })
+	if i < len(profiles) && profiles[i].InstanceType == t {
+		return profiles[i], true
 	}
 	return Profile{}, false
 }

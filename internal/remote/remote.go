@@ -1,43 +1,46 @@
-// Package remote runs commands on the build host through Packer's communicator. It only moves
-// bytes: what the output means is for the packages that judge it.
+// Package remote implements host.Host over Packer's communicator (SSH). It is the only place
+// that writes shell lines for the host API; it only moves bytes, and what the output means is
+// for the packages that judge it.
 package remote
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"strings"
 	"sync"
+	"time"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-// ErrDisconnected reports that the connection dropped before the command's exit status came
-// back (a reboot, a network blip).
-var ErrDisconnected = errors.New("connection to the host dropped")
+// ErrDisconnected is host.ErrDisconnected, kept here for callers that only see this package.
+var ErrDisconnected = host.ErrDisconnected
 
-// Host is where commands run.
-type Host interface {
-	// Run runs command with /bin/sh semantics as the login user, feeding stdin (may be nil)
-	// and streaming output to stdout and stderr (may be nil). It returns the exit status, or
-	// ErrDisconnected when the connection dropped first.
-	Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
-	// Upload writes data to the remote path dst, owned by the login user.
-	Upload(ctx context.Context, dst string, data io.Reader) error
-}
-
-// Comm adapts a Packer communicator to Host.
-type Comm struct {
+// SSH implements host.Host over a Packer communicator.
+type SSH struct {
 	C packersdk.Communicator
+	// TempDir is where Install stages files before moving them into place; "" means /tmp.
+	TempDir string
+	// Poll is how often Reboot and Reconnect look again; 0 means 2s.
+	Poll time.Duration
 }
 
-// Run implements Host.
-func (c Comm) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	cmd := &packersdk.RemoteCmd{Command: command, Stdin: stdin, Stdout: stdout, Stderr: stderr}
-	if err := c.C.Start(ctx, cmd); err != nil {
+var _ host.Host = SSH{}
+
+// exec runs one command line and waits for its exit status.
+func (s SSH) exec(ctx context.Context, command string, stdout, stderr io.Writer) (int, error) {
+	cmd := &packersdk.RemoteCmd{Command: command, Stdout: stdout, Stderr: stderr}
+	if err := s.C.Start(ctx, cmd); err != nil {
 		return 0, fmt.Errorf("starting remote command: %w", err)
 	}
 	done := make(chan int, 1)
@@ -53,10 +56,192 @@ func (c Comm) Run(ctx context.Context, command string, stdin io.Reader, stdout, 
 	}
 }
 
-// Upload implements Host.
-func (c Comm) Upload(ctx context.Context, dst string, data io.Reader) error {
+// short runs a command that must succeed, and reports its output when it does not.
+func (s SSH) short(ctx context.Context, what, command string) error {
+	var out Buffer
+	code, err := s.exec(ctx, command, &out, &out)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("%s: exit status %d: %s", what, code, textcut.Head(strings.TrimSpace(out.String()), 500))
+	}
+	return nil
+}
+
+// ScriptCommand returns the command line that runs script with /bin/sh. The script travels
+// as one single-quoted argument rather than on stdin, so a command inside it that reads
+// stdin can never eat the rest of the script.
+func ScriptCommand(script string) string {
+	return "/bin/sh -c " + bundle.Quote(script)
+}
+
+// output runs a read-only script and returns what it printed (stdout and stderr together)
+// and its exit status. A dropped connection is retried once, since running a read-only
+// script twice is harmless.
+func (s SSH) output(ctx context.Context, script string) (string, int, error) {
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		var out Buffer
+		code, err := s.exec(ctx, ScriptCommand(script), &out, &out)
+		if err == nil {
+			return out.String(), code, nil
+		}
+		lastErr = err
+		if !errors.Is(err, ErrDisconnected) || ctx.Err() != nil {
+			break
+		}
+	}
+	return "", 0, lastErr
+}
+
+// Query implements host.Runner. The whole bundle gets a deadline of every command's own
+// timeout plus slack, so one hung command cannot hold the bake past its budget.
+func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundle.Section, error) {
+	script, err := bundle.Script(cmds)
+	if err != nil {
+		return nil, err
+	}
+	budget := 30 * time.Second
+	for _, c := range cmds {
+		budget += time.Duration(bundle.Timeout(c)+2) * time.Second
+	}
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out, code, err := s.output(bctx, script)
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("the command bundle exited %d: %s", code, textcut.Tail(out, 2000))
+	}
+	return bundle.Parse(out, cmds)
+}
+
+// stopSession defines stop_session SID, which both scripts use to stop a job: TERM to every
+// process in the job's session, up to 3 s for them to go, then KILL. It walks /proc instead of
+// killing one process group because tools inside a job make groups of their own (timeout(1)
+// does, around mpirun) and those must stop too. The session id is the fourth field after the
+// ")" that closes the command name in /proc/PID/stat (the name may hold spaces); zombies have
+// already exited and only wait for their parent, so they are not waited for.
+const stopSession = `session_pids() {
+  want=$1
+  for f in /proc/[0-9]*/stat; do
+    read -r st <"$f" 2>/dev/null || continue
+    set -- ${st##*) }
+    [ "${4:-}" = "$want" ] || continue
+    [ "$1" = Z ] && continue
+    p=${f#/proc/}
+    echo "${p%/stat}"
+  done
+}
+stop_session() {
+  pids=$(session_pids "$1")
+  [ -n "$pids" ] || return 0
+  /bin/kill -TERM $pids 2>/dev/null
+  i=0
+  while [ "$i" -lt 30 ]; do
+    pids=$(session_pids "$1")
+    [ -n "$pids" ] || return 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  /bin/kill -KILL $pids 2>/dev/null
+  return 0
+}
+`
+
+// jobScript starts the job's script as the leader of a new session, records the session id
+// (its pid), and waits for it. A watchdog stops the session when the SSH session it was
+// started from goes away (Packer cancelled and killed, the connection dropped): nobody would
+// read its output or stop it any more, and a hung NCCL test would hold the GPUs. A session
+// process that exited but was not collected by its parent yet (a zombie) counts as gone: its
+// pid stays in /proc until then. The watchdog reads the session id as soon as the job wrote
+// it, so removing the staging folder does not disarm it. The pid file is removed when the job
+// ends, so a later Kill cannot reach a process that reused the id. setsid is called by its
+// absolute path: Packer's commands get no login PATH. $1 is the pid file, $2 the script.
+const jobScript = stopSession + `gone() {
+  read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+  case ${st##*) } in Z*|X*) return 0 ;; esac
+  return 1
+}
+s=$$
+while [ "$s" -gt 1 ]; do
+  read -r _ c _ p _ <"/proc/$s/stat" || break
+  case $c in "(sshd)"|"(sshd-session)") break ;; esac
+  s=$p
+done
+set=/usr/bin/setsid; [ -x "$set" ] || set=setsid
+"$set" -w /bin/sh -c 'echo $$ >"$1" && exec /bin/sh "$2"' dlami-job "$1" "$2" &
+job=$!
+if [ "$s" -gt 1 ]; then
+  (
+    g=
+    while kill -0 "$job" 2>/dev/null; do
+      if [ -z "$g" ]; then
+        g=$(cat "$1" 2>/dev/null)
+        case $g in *[!0-9]*) g= ;; esac
+      fi
+      if gone "$s"; then
+        [ -z "$g" ] || stop_session "$g"
+        exit 0
+      fi
+      if [ -z "$g" ]; then sleep 0.1; else sleep 1; fi
+    done
+  ) </dev/null >/dev/null 2>&1 &
+fi
+wait "$job"
+rc=$?
+rm -f "$1"
+exit "$rc"`
+
+// jobCommand is the command line that runs j through jobScript.
+func jobCommand(j host.Job) string {
+	cmd := "/bin/sh -c " + bundle.Quote(jobScript) + " dlami-job " + bundle.Quote(j.PIDFile) + " " + bundle.Quote(j.Script)
+	if j.AsRoot {
+		cmd = "sudo -n " + cmd
+	}
+	return cmd
+}
+
+// Run implements host.Runner.
+func (s SSH) Run(ctx context.Context, j host.Job) (int, error) {
+	w := j.Output
+	if w == nil {
+		w = io.Discard
+	}
+	code, err := s.exec(ctx, jobCommand(j), w, w)
+	if err != nil {
+		return code, fmt.Errorf("%s: %w", j.Name, err)
+	}
+	return code, nil
+}
+
+// killScript stops the job whose session id is in the pid file. A missing or empty pid file
+// means the job never started or already ended.
+const killScript = stopSession + `g=$(cat "$1" 2>/dev/null) || exit 0
+case $g in ''|*[!0-9]*) exit 0 ;; esac
+stop_session "$g"
+exit 0`
+
+// Kill implements host.Runner.
+func (s SSH) Kill(ctx context.Context, j host.Job) error {
+	cmd := "/bin/sh -c " + bundle.Quote(killScript) + " dlami-kill " + bundle.Quote(j.PIDFile)
+	if j.AsRoot {
+		cmd = "sudo -n " + cmd
+	}
+	return s.short(ctx, "stopping "+j.Name, cmd)
+}
+
+// MakeDir implements host.Files.
+func (s SSH) MakeDir(ctx context.Context, dir string) error {
+	return s.short(ctx, "creating "+dir, "mkdir -p -m 0700 "+bundle.Quote(dir))
+}
+
+// Upload implements host.Files.
+func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 	errc := make(chan error, 1)
-	go func() { errc <- c.C.Upload(dst, data, nil) }()
+	go func() { errc <- s.C.Upload(dst, data, nil) }()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -68,30 +253,145 @@ func (c Comm) Upload(ctx context.Context, dst string, data io.Reader) error {
 	}
 }
 
-// ScriptCommand returns the command line that runs script with /bin/sh. The script travels
-// as one single-quoted argument rather than on stdin, so a command inside it that reads
-// stdin can never eat the rest of the script.
-func ScriptCommand(script string) string {
-	return "sh -c " + bundle.Quote(script)
+// Install implements host.Files: the data is uploaded beside the other staged files as the
+// login user, then moved into place by root with install(1), which creates the parents.
+func (s SSH) Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error {
+	dir := s.TempDir
+	if dir == "" {
+		dir = "/tmp"
+	}
+	tmp := strings.TrimRight(dir, "/") + "/.dlami-install-" + randomSuffix()
+	if err := s.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("installing %s: %w", dst, err)
+	}
+	cmd := fmt.Sprintf("sudo -n install -D -m %04o %s %s; rc=$?; rm -f %s; exit $rc", mode.Perm(), bundle.Quote(tmp), bundle.Quote(dst), bundle.Quote(tmp))
+	return s.short(ctx, "installing "+dst, cmd)
 }
 
-// Output runs a read-only script and returns what it printed (stdout and stderr together)
-// and its exit status. A dropped connection is retried once, since running a read-only
-// script twice is harmless.
-func Output(ctx context.Context, h Host, script string) (string, int, error) {
+// readExitMissing is the read script's exit status when the file does not exist.
+const readExitMissing = 44
+
+// ReadFile implements host.Files. stdout carries the file as is; stderr is kept apart so a
+// warning can never end up inside the content.
+func (s SSH) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	script := fmt.Sprintf(`[ -e "$1" ] || exit %d; exec cat -- "$1"`, readExitMissing)
+	cmd := "sudo -n /bin/sh -c " + bundle.Quote(script) + " dlami-read " + bundle.Quote(path)
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		var out Buffer
-		code, err := h.Run(ctx, ScriptCommand(script), nil, &out, &out)
-		if err == nil {
-			return out.String(), code, nil
+		var out, errOut Buffer
+		code, err := s.exec(ctx, cmd, &out, &errOut)
+		switch {
+		case err != nil:
+			lastErr = fmt.Errorf("reading %s: %w", path, err)
+			if !errors.Is(err, ErrDisconnected) || ctx.Err() != nil {
+				return nil, lastErr
+			}
+			continue
+		case code == readExitMissing:
+			return nil, fmt.Errorf("reading %s: %w", path, fs.ErrNotExist)
+		case code != 0:
+			return nil, fmt.Errorf("reading %s: exit status %d: %s", path, code, textcut.Head(strings.TrimSpace(errOut.String()), 300))
 		}
-		lastErr = err
-		if !errors.Is(err, ErrDisconnected) || ctx.Err() != nil {
-			break
+		return []byte(out.String()), nil
+	}
+	return nil, lastErr
+}
+
+// RemoveAll implements host.Files.
+func (s SSH) RemoveAll(ctx context.Context, path string) error {
+	return s.short(ctx, "removing "+path, "sudo -n rm -rf -- "+bundle.Quote(path))
+}
+
+// Hold implements host.Packages.
+func (s SSH) Hold(ctx context.Context, pkgs []string) error {
+	if len(pkgs) == 0 {
+		return nil
+	}
+	args := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		args[i] = bundle.Quote(p)
+	}
+	return s.short(ctx, "apt-mark hold", "sudo -n /usr/bin/apt-mark hold -- "+strings.Join(args, " "))
+}
+
+// BootID implements host.Power.
+func (s SSH) BootID(ctx context.Context) (string, error) {
+	out, code, err := s.output(ctx, "cat /proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("reading the boot id: %w", err)
+	}
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" || strings.ContainsAny(id, " \n") {
+		return "", fmt.Errorf("reading the boot id: exit %d: %q", code, textcut.Head(id, 100))
+	}
+	return id, nil
+}
+
+func (s SSH) poll() time.Duration {
+	if s.Poll > 0 {
+		return s.Poll
+	}
+	return 2 * time.Second
+}
+
+// Reboot implements host.Power. The request runs in the background after a second so the
+// command that asks returns before the host goes down; the new boot id is what proves that
+// the host went down and came back (a command that still reaches the old boot cannot be
+// mistaken for the new one).
+func (s SSH) Reboot(ctx context.Context) error {
+	before, err := s.BootID(ctx)
+	if err != nil {
+		return fmt.Errorf("reboot: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = s.exec(rctx, `sudo -n /bin/sh -c '(sleep 1; /sbin/reboot || /sbin/shutdown -r now) >/dev/null 2>&1 &'`, nil, nil)
+	cancel()
+	if err != nil && !errors.Is(err, ErrDisconnected) {
+		return fmt.Errorf("requesting the reboot: %w", err)
+	}
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		id, err := s.BootID(pctx)
+		pcancel()
+		if err == nil && id != before {
+			return nil
+		}
+		if err := sleep(ctx, s.poll()); err != nil {
+			return fmt.Errorf("reboot: the host did not come back with a new boot id: %w", err)
 		}
 	}
-	return "", 0, lastErr
+}
+
+// Reconnect implements host.Power.
+func (s SSH) Reconnect(ctx context.Context) error {
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := s.BootID(pctx)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		if err := sleep(ctx, s.poll()); err != nil {
+			return fmt.Errorf("the host did not answer again: %w", err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
 }
 
 // Buffer collects a command's output when stdout and stderr share one writer. The

@@ -30,7 +30,7 @@ func TestBufferKeepsOutputOfConcurrentStreams(t *testing.T) {
 
 func TestScriptCommandQuotes(t *testing.T) {
 	got := ScriptCommand("echo 'a b'")
-	want := `sh -c 'echo '\''a b'\'''`
+	want := `/bin/sh -c 'echo '\''a b'\'''`
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 type junitSuites struct {
@@ -39,12 +40,14 @@ type junitProperty struct {
 }
 
 type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-	SystemOut *junitText    `xml:"system-out,omitempty"`
+	Name       string          `xml:"name,attr"`
+	Classname  string          `xml:"classname,attr"`
+	Time       string          `xml:"time,attr"`
+	Properties []junitProperty `xml:"properties>property,omitempty"`
+	Failure    *junitMessage   `xml:"failure,omitempty"`
+	Error      *junitMessage   `xml:"error,omitempty"`
+	Skipped    *junitMessage   `xml:"skipped,omitempty"`
+	SystemOut  *junitText      `xml:"system-out,omitempty"`
 }
 
 type junitMessage struct {
@@ -97,10 +100,17 @@ func JUnit(r Report) ([]byte, error) {
 		case result.Fail:
 			s.Failures++
 			jc.Failure = &junitMessage{Message: oneLine(firstNonEmpty(c.Message, "expected "+c.Expected+", got "+c.Actual)), Type: "fail", Text: xmlSafe(detail)}
+		case result.Error:
+			s.Errors++
+			jc.Error = &junitMessage{Message: oneLine(firstNonEmpty(c.Message, "did not complete")), Type: "error", Text: xmlSafe(detail)}
 		case result.Skip:
 			s.Skipped++
 			jc.Skipped = &junitMessage{Message: oneLine(firstNonEmpty(c.Message, "skipped"))}
-		case result.Pass, result.Warn:
+		case result.Warn:
+			// A warning passes, but a reader must see that it was not a clean pass: most
+			// often it is a check that had nothing to compare against.
+			jc.Properties = []junitProperty{{"dlami.status", "warn"}, {"dlami.warning", oneLine(c.Message)}}
+		case result.Pass:
 		default:
 			// An unknown status is not a pass.
 			s.Failures++
@@ -130,9 +140,13 @@ func JUnit(r Report) ([]byte, error) {
 		}
 	}
 	if len(r.Drift) > 0 {
-		s.SystemOut = &junitText{xmlSafe("drift:\n" + strings.Join(r.Drift, "\n"))}
+		lines := make([]string, len(r.Drift))
+		for i, d := range r.Drift {
+			lines[i] = d.String()
+		}
+		s.SystemOut = &junitText{xmlSafe("drift:\n" + strings.Join(lines, "\n"))}
 	}
-	doc := junitSuites{Name: "dlami", Tests: s.Tests, Failures: s.Failures, Skipped: s.Skipped, Time: s.Time, Suites: []junitSuite{s}}
+	doc := junitSuites{Name: "dlami", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Skipped: s.Skipped, Time: s.Time, Suites: []junitSuite{s}}
 	var b bytes.Buffer
 	b.WriteString(xml.Header)
 	enc := xml.NewEncoder(&b)
@@ -154,9 +168,5 @@ func firstNonEmpty(s ...string) string {
 }
 
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 300 {
-		return string(r[:300]) + "…"
-	}
-	return s
+	return textcut.Head(strings.Join(strings.Fields(s), " "), 600)
 }

@@ -18,10 +18,11 @@ import (
 const maxEvidenceRunes = 4000
 
 var statusIcon = map[result.Status]string{
-	result.Pass: "✅ pass",
-	result.Fail: "❌ fail",
-	result.Warn: "⚠️ warn",
-	result.Skip: "⏭️ skip",
+	result.Pass:  "✅ pass",
+	result.Fail:  "❌ fail",
+	result.Warn:  "⚠️ warn",
+	result.Skip:  "⏭️ skip",
+	result.Error: "💥 error",
 }
 
 // Markdown renders the normalized report as a summary fit for $GITHUB_STEP_SUMMARY: overall
@@ -29,9 +30,14 @@ var statusIcon = map[result.Status]string{
 // value is escaped, so a '|' or '<' in command output cannot break the tables or inject HTML.
 func Markdown(r Report) string {
 	var b strings.Builder
-	if r.Result == ResultPass {
+	switch r.Result {
+	case ResultPass:
 		b.WriteString("## ✅ DLAMI bake passed\n\n")
-	} else {
+	case ResultCancelled:
+		b.WriteString("## ⏹️ DLAMI bake cancelled\n\n")
+	case ResultError:
+		b.WriteString("## 💥 DLAMI bake ended with an error\n\n")
+	default:
 		b.WriteString("## ❌ DLAMI bake failed\n\n")
 	}
 	b.WriteString("| | |\n|---|---|\n")
@@ -85,7 +91,7 @@ func Markdown(r Report) string {
 
 	var details []result.Check
 	for _, c := range r.Checks {
-		if c.Status == result.Fail || c.Status == result.Warn {
+		if c.Status.Failing() || c.Status == result.Warn {
 			details = append(details, c)
 		}
 	}
@@ -107,14 +113,24 @@ func Markdown(r Report) string {
 		b.WriteString("None.\n")
 	}
 	for _, d := range r.Drift {
-		fmt.Fprintf(&b, "- %s\n", cell(d))
+		fmt.Fprintf(&b, "- `%s` %s\n", d.Kind, cell(d.String()))
 	}
 
-	if len(r.Layers) > 0 {
-		b.WriteString("\n### Layers\n\n| layer | status | duration |\n|---|---|---|\n")
-		for _, l := range r.Layers {
+	var layers []result.Check
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.ID, result.LayerPrefix) {
+			layers = append(layers, c)
+		}
+	}
+	if len(layers) > 0 {
+		b.WriteString("\n### Layers\n\n| layer | status | exit | duration |\n|---|---|---|---|\n")
+		for _, l := range layers {
 			d := (time.Duration(l.DurationMS) * time.Millisecond).Round(time.Second / 10).String()
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(l.Name), cell(l.Status), cell(d))
+			exit := "-"
+			if l.ExitCode != nil {
+				exit = fmt.Sprint(*l.ExitCode)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(strings.TrimPrefix(l.ID, result.LayerPrefix)), cell(string(l.Status)), cell(exit), cell(d))
 		}
 	}
 
@@ -131,7 +147,7 @@ func Markdown(r Report) string {
 	}
 
 	if r.NCCL != nil {
-		if raw, err := json.Marshal(r.NCCL); err == nil && string(raw) != "null" {
+		if raw, err := json.Marshal(r.NCCL); err == nil {
 			var pretty bytes.Buffer
 			if json.Indent(&pretty, raw, "", "  ") == nil {
 				raw = pretty.Bytes()

@@ -7,16 +7,21 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 // SchemaVersion is the version of the JSON report; bump it on any incompatible change.
-const SchemaVersion = 1
+// 2: typed drift and NCCL figures, layers as check entries, results cancelled and error.
+const SchemaVersion = 2
 
 // File names Write produces inside its directory.
 const (
@@ -29,6 +34,11 @@ const (
 const (
 	ResultPass = "pass"
 	ResultFail = "fail"
+	// ResultCancelled: the bake was interrupted (Ctrl-C, a CI job timeout) before it finished.
+	ResultCancelled = "cancelled"
+	// ResultError: the bake could not finish for a reason that is not a verdict on the host
+	// (an internal error, a host that stopped answering).
+	ResultError = "error"
 )
 
 // Report is one bake's outcome. See SCHEMA.md.
@@ -44,86 +54,63 @@ type Report struct {
 	InstanceTypeSource string            `json:"instance_type_source"`
 	Stage              string            `json:"stage"`
 	Checks             []result.Check    `json:"checks"`
-	Drift              []string          `json:"drift"`
+	Drift              []guard.Drift     `json:"drift"`
 	Manifest           map[string]string `json:"manifest"`
-	// NCCL is the NCCL test's figures: anything that marshals to a JSON object, or nil.
-	NCCL   any     `json:"nccl"`
-	Layers []Layer `json:"layers"`
+	// NCCL is the NCCL test's figures; nil when the test did not run.
+	NCCL *checks.NCCLFigures `json:"nccl"`
 	// HeldByPlugin lists guarded packages the provisioner put on hold (hold_unheld = true).
 	HeldByPlugin []string `json:"held_by_plugin,omitempty"`
 	// Error is the error the bake failed with, if any.
 	Error string `json:"error,omitempty"`
 }
 
-// Layer is one provisioning layer the bake ran.
-type Layer struct {
-	Name       string `json:"name"`
-	DurationMS int64  `json:"duration_ms"`
-	// Status is "pass", "fail" or "skip"; "fail" fails the report.
-	Status string `json:"status"`
-}
-
 // Normalize returns r ready to write: schema version set, nil lists and maps made empty (so
 // the JSON has [] and {}, never null, except nccl), failed_checks derived from the checks, and
 // result derived so that it can only be "pass" when nothing failed:
 //
-//   - "fail" when r.Result is "fail", any check failed or any layer failed;
+//   - "cancelled" and "error" are kept as the caller set them;
+//   - "fail" when r.Result is "fail" or any check (layers included) has status fail or error;
 //   - otherwise "pass" when r.Result is "pass", or when r.Result is empty and there is at
 //     least one check (a report that judged nothing does not pass by default).
 //
-// Any other r.Result is an error.
+// Whenever the result is not "pass", failed_checks is not empty: if no check failed, an entry
+// "bake:<result>" with status error (fail for "fail") and r.Error as its message is added, so
+// a CI test reporter never shows a failed bake as green. Any other r.Result is an error.
 func Normalize(r Report) (Report, error) {
 	switch r.Result {
-	case "", ResultPass, ResultFail:
+	case "", ResultPass, ResultFail, ResultCancelled, ResultError:
 	default:
-		return Report{}, fmt.Errorf("report: result %q: use %q, %q or leave it empty to derive it from the checks", r.Result, ResultPass, ResultFail)
+		return Report{}, fmt.Errorf("report: result %q: use %q, %q, %q, %q or leave it empty to derive it from the checks", r.Result, ResultPass, ResultFail, ResultCancelled, ResultError)
 	}
 	r.SchemaVersion = SchemaVersion
-	r.FailedChecks = []string{}
-	for _, c := range r.Checks {
-		if c.Status == result.Fail {
-			r.FailedChecks = append(r.FailedChecks, c.ID)
-		}
-	}
-	layerFailed := false
-	for _, l := range r.Layers {
-		if l.Status == ResultFail {
-			layerFailed = true
-		}
-	}
+	r.Checks = append([]result.Check{}, r.Checks...)
+	failed := result.Failed(r.Checks)
 	switch {
-	case r.Result == ResultFail || len(r.FailedChecks) > 0 || layerFailed:
+	case r.Result == ResultCancelled || r.Result == ResultError:
+	case r.Result == ResultFail || failed:
 		r.Result = ResultFail
 	case r.Result == ResultPass || len(r.Checks) > 0:
 		r.Result = ResultPass
 	default:
 		r.Result = ResultFail
 	}
-	if r.Checks == nil {
-		r.Checks = []result.Check{}
+	if r.Result != ResultPass && !failed {
+		st := result.Error
+		if r.Result == ResultFail {
+			st = result.Fail
+		}
+		msg := r.Error
+		if msg == "" {
+			msg = "the bake did not pass and no check says why"
+		}
+		r.Checks = append(r.Checks, result.Check{ID: result.BakePrefix + r.Result, Status: st, Expected: "the bake finishes", Actual: r.Result, Message: msg})
 	}
+	r.FailedChecks = result.FailedIDs(r.Checks)
 	if r.Drift == nil {
-		r.Drift = []string{}
+		r.Drift = []guard.Drift{}
 	}
 	if r.Manifest == nil {
 		r.Manifest = map[string]string{}
-	}
-	if r.Layers == nil {
-		r.Layers = []Layer{}
-	}
-	if r.NCCL != nil {
-		b, err := json.Marshal(r.NCCL)
-		if err != nil {
-			return Report{}, fmt.Errorf("report: nccl: %w", err)
-		}
-		if t := bytes.TrimSpace(b); len(t) == 0 || (t[0] != '{' && !bytes.Equal(t, []byte("null"))) {
-			return Report{}, fmt.Errorf("report: nccl must be a JSON object or null, got %.40s", t)
-		}
-		var obj any
-		if err := json.Unmarshal(b, &obj); err != nil {
-			return Report{}, fmt.Errorf("report: nccl: %w", err)
-		}
-		r.NCCL = json.RawMessage(b)
 	}
 	return r, nil
 }
@@ -149,16 +136,22 @@ func Write(dir string, r Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
-	var paths []string
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		data []byte
-	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
-		p := filepath.Join(dir, f.name)
-		if err := writeAtomic(p, f.data); err != nil {
-			return paths, err
-		}
-		paths = append(paths, p)
+	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}}
+	// The three files are written at once: on Ctrl-C Packer kills the plugin moments after
+	// cancelling it, and CI reads the JUnit file as much as people read the JSON.
+	paths := make([]string, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f.name)
+		wg.Go(func() { errs[i] = WriteAtomic(paths[i], f.data) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return paths, nil
 }
@@ -176,7 +169,9 @@ func JSON(r Report) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func writeAtomic(path string, data []byte) (err error) {
+// WriteAtomic writes data to path through a temporary file renamed into place, so a reader
+// never sees half a file.
+func WriteAtomic(path string, data []byte) (err error) {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
@@ -188,9 +183,9 @@ func writeAtomic(path string, data []byte) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
+	// No fsync: the rename is what keeps a reader from half a file, and on Ctrl-C the report
+	// must be on disk within the moments Packer leaves the plugin.
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -33,13 +35,19 @@ func sample() Report {
 				Evidence: "drift (1):\n  [hold] linux-image-7.0.0-1014-aws: held → not held\n<script>alert(1)</script> & co", DurationMS: 40},
 			{ID: result.GDRCopy, Status: result.Skip, Expected: "gdrdrv loaded", Actual: "not applicable", Message: "no GPUDirect on this type"},
 			{ID: result.Memlock, Status: result.Warn, Expected: "unlimited", Actual: "a|b `x` *y* ~~z~~", Message: "ulimit -l in the SSH shell only"},
+			{ID: result.LayerPrefix + "slurm", Status: result.Fail, Basis: "rule", Expected: "exit 0", Actual: "exit 100", ExitCode: &exit100, DurationMS: 83400, Evidence: "E: Unable to locate package slurmd"},
+			{ID: result.LayerPrefix + "enroot", Status: result.Skip, Expected: "exit 0", Actual: "not run"},
 		},
-		Drift:    []string{"linux-image-7.0.0-1014-aws: held → not held"},
+		Drift:    []guard.Drift{{Kind: guard.DriftHold, Package: "linux-image-7.0.0-1014-aws", Before: "held", After: "not held"}},
 		Manifest: map[string]string{"nvidia_driver": "595.91.07", "kernel": "7.0.0-1014-aws", "efa_installer": "1.50.0"},
-		NCCL:     map[string]any{"busbw_gbps": 711.2, "size_bytes": 1073741824},
-		Layers:   []Layer{{Name: "slurm", DurationMS: 83400, Status: "fail"}, {Name: "enroot", DurationMS: 0, Status: "skip"}},
+		NCCL:     &checks.NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
 	}
 }
+
+var (
+	exit100 = 100
+	busbw   = 711.2
+)
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -88,10 +96,13 @@ func TestNormalizeResult(t *testing.T) {
 	}{
 		{"all pass", Report{Checks: []result.Check{pass}}, ResultPass, []string{}},
 		{"a failed check overrides pass", Report{Result: ResultPass, Checks: []result.Check{pass, fail}}, ResultFail, []string{"b"}},
-		{"failed layer", Report{Checks: []result.Check{pass}, Layers: []Layer{{Name: "x", Status: "fail"}}}, ResultFail, []string{}},
-		{"nothing judged", Report{}, ResultFail, []string{}},
+		{"failed layer", Report{Checks: []result.Check{pass, {ID: "layer:x", Status: result.Fail}}}, ResultFail, []string{"layer:x"}},
+		{"an error fails", Report{Checks: []result.Check{pass, {ID: "stage:reboot", Status: result.Error}}}, ResultFail, []string{"stage:reboot"}},
+		{"nothing judged", Report{}, ResultFail, []string{"bake:fail"}},
 		{"explicit pass, nothing judged", Report{Result: ResultPass}, ResultPass, []string{}},
-		{"explicit fail", Report{Result: ResultFail, Checks: []result.Check{pass}}, ResultFail, []string{}},
+		{"explicit fail", Report{Result: ResultFail, Checks: []result.Check{pass}}, ResultFail, []string{"bake:fail"}},
+		{"cancelled", Report{Result: ResultCancelled, Checks: []result.Check{pass}}, ResultCancelled, []string{"bake:cancelled"}},
+		{"error with a failed check", Report{Result: ResultError, Checks: []result.Check{fail}}, ResultError, []string{"b"}},
 	}
 	for _, tt := range tests {
 		n, err := Normalize(tt.in)
@@ -105,11 +116,10 @@ func TestNormalizeResult(t *testing.T) {
 	if _, err := Normalize(Report{Result: "ok"}); err == nil {
 		t.Error("accepted result \"ok\"")
 	}
-	if _, err := Normalize(Report{NCCL: "711 GB/s"}); err == nil {
-		t.Error("accepted a string as nccl")
-	}
-	if _, err := Normalize(Report{NCCL: json.RawMessage(`{"a":`)}); err == nil {
-		t.Error("accepted broken nccl JSON")
+	// The entry that makes a non-pass machine-readable says why.
+	n, _ := Normalize(Report{Result: ResultCancelled, Error: "context canceled"})
+	if c := n.Checks[len(n.Checks)-1]; c.ID != "bake:cancelled" || c.Status != result.Error || c.Message != "context canceled" {
+		t.Errorf("cancel entry: %+v", c)
 	}
 }
 
@@ -126,7 +136,10 @@ func TestJSONHasNoNullLists(t *testing.T) {
 	if err := json.Unmarshal(js, &m); err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]string{"failed_checks": "[]", "checks": "[]", "drift": "[]", "layers": "[]", "manifest": "{}", "nccl": "null", "schema_version": "1"} {
+	if _, ok := m["layers"]; ok {
+		t.Error("schema 2 has no layers array: layers are check entries")
+	}
+	for k, want := range map[string]string{"drift": "[]", "manifest": "{}", "nccl": "null", "schema_version": "2"} {
 		if string(m[k]) != want {
 			t.Errorf("%s = %s, want %s", k, m[k], want)
 		}
@@ -135,6 +148,7 @@ func TestJSONHasNoNullLists(t *testing.T) {
 
 func TestJUnitParsesAndCounts(t *testing.T) {
 	r, _ := Normalize(sample())
+	r.Checks = append(r.Checks, result.Check{ID: "stage:reboot", Status: result.Error, Message: "the host did not come back"})
 	r.Checks = append(r.Checks, result.Check{ID: "weird", Status: "bogus", Evidence: "ctrl \x00\x1b[31m chars ]]> end"})
 	b, err := JUnit(r)
 	if err != nil {
@@ -144,12 +158,18 @@ func TestJUnitParsesAndCounts(t *testing.T) {
 		Suites []struct {
 			Tests    int `xml:"tests,attr"`
 			Failures int `xml:"failures,attr"`
+			Errors   int `xml:"errors,attr"`
 			Skipped  int `xml:"skipped,attr"`
 			Cases    []struct {
-				Name      string    `xml:"name,attr"`
-				Failure   *struct{} `xml:"failure"`
-				Skipped   *struct{} `xml:"skipped"`
-				SystemOut string    `xml:"system-out"`
+				Name       string    `xml:"name,attr"`
+				Failure    *struct{} `xml:"failure"`
+				Error      *struct{} `xml:"error"`
+				Skipped    *struct{} `xml:"skipped"`
+				SystemOut  string    `xml:"system-out"`
+				Properties []struct {
+					Name  string `xml:"name,attr"`
+					Value string `xml:"value,attr"`
+				} `xml:"properties>property"`
 			} `xml:"testcase"`
 		} `xml:"testsuite"`
 	}
@@ -169,12 +189,24 @@ func TestJUnitParsesAndCounts(t *testing.T) {
 			skipped++
 		}
 	}
-	// holds failed, and the unknown status counts as a failure, never a pass.
-	if s.Tests != 5 || len(s.Cases) != 5 || s.Failures != 2 || failures != 2 || s.Skipped != 1 || skipped != 1 {
-		t.Errorf("tests %d cases %d failures %d/%d skipped %d/%d", s.Tests, len(s.Cases), s.Failures, failures, s.Skipped, skipped)
+	errs := 0
+	for _, c := range s.Cases {
+		if c.Error != nil {
+			errs++
+		}
 	}
-	if !strings.Contains(s.Cases[4].SystemOut, "chars ]]> end") || !strings.Contains(s.Cases[4].SystemOut, "ctrl \uFFFD\uFFFD[31m") {
-		t.Errorf("CDATA end or control characters mangled: %q", s.Cases[4].SystemOut)
+	// holds and layer:slurm failed, the unknown status counts as a failure (never a pass), the
+	// stage error is an <error>; gdrcopy and layer:enroot were skipped.
+	if s.Tests != 8 || len(s.Cases) != 8 || s.Failures != 3 || failures != 3 || s.Errors != 1 || errs != 1 || s.Skipped != 2 || skipped != 2 {
+		t.Errorf("tests %d cases %d failures %d/%d errors %d/%d skipped %d/%d", s.Tests, len(s.Cases), s.Failures, failures, s.Errors, errs, s.Skipped, skipped)
+	}
+	last := s.Cases[len(s.Cases)-1]
+	if !strings.Contains(last.SystemOut, "chars ]]> end") || !strings.Contains(last.SystemOut, "ctrl \uFFFD\uFFFD[31m") {
+		t.Errorf("CDATA end or control characters mangled: %q", last.SystemOut)
+	}
+	// A warning passes but says so.
+	if w := s.Cases[3]; w.Name != "memlock" || len(w.Properties) == 0 || w.Properties[0].Value != "warn" {
+		t.Errorf("warn case: %+v", w)
 	}
 	if !strings.Contains(s.Cases[1].SystemOut, "<script>alert(1)</script> & co") {
 		t.Errorf("evidence lost in system-out: %q", s.Cases[1].SystemOut)
@@ -228,15 +260,15 @@ func TestWrite(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Result != ResultFail || !reflect.DeepEqual(got.FailedChecks, []string{"holds"}) || got.SchemaVersion != SchemaVersion {
+	if got.Result != ResultFail || !reflect.DeepEqual(got.FailedChecks, []string{"holds", "layer:slurm"}) || got.SchemaVersion != SchemaVersion || got.Drift[0].Kind != guard.DriftHold || *got.NCCL.BusBWGBps != 711.2 {
 		t.Errorf("round trip: result %q failed %v schema %d", got.Result, got.FailedChecks, got.SchemaVersion)
 	}
 
 	// A report that cannot be rendered writes nothing and leaves the previous one whole.
 	bad := sample()
-	bad.NCCL = []int{1}
+	bad.Result = "ok"
 	if _, err := Write(dir, bad); err == nil {
-		t.Fatal("Write accepted nccl as an array")
+		t.Fatal("Write accepted result \"ok\"")
 	}
 	after, _ := os.ReadFile(paths[0])
 	if string(after) != string(b) {

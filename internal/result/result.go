@@ -7,11 +7,22 @@ package result
 type Status string
 
 const (
+	// Pass: the check compared the host with an expectation and found it right.
 	Pass Status = "pass"
+	// Fail: the host is wrong, or could not be read (fail closed).
 	Fail Status = "fail"
+	// Warn: worth a look but not a failure; also every check that had nothing to compare
+	// against ("not judged"), whose message names the setting that would make it judge.
 	Warn Status = "warn"
+	// Skip: the check does not apply here, or never ran because the bake stopped first.
 	Skip Status = "skip"
+	// Error: the check or stage could not complete (cancelled, internal error); it fails the
+	// bake like Fail, and JUnit reports it as an <error>.
+	Error Status = "error"
 )
+
+// Failing reports whether a status fails the bake.
+func (s Status) Failing() bool { return s == Fail || s == Error }
 
 // Stable check IDs.
 const (
@@ -34,6 +45,18 @@ const (
 	NCCLCorrectness = "nccl-correctness"
 	NCCLBusBW       = "nccl-busbw"
 	NCCLTransport   = "nccl-transport"
+	// The first boot of an instance launched from the baked AMI (post-processor).
+	FirstBootKernel   = "first-boot-kernel"
+	FirstBootPackages = "first-boot-packages"
+)
+
+// Prefixes of the IDs of results that are not checks: each layer is a result entry
+// ("layer:slurm"), a stage that failed without a check of its own is one ("stage:reboot"),
+// and so is the way the bake ended when it did not finish ("bake:cancelled", "bake:error").
+const (
+	LayerPrefix = "layer:"
+	StagePrefix = "stage:"
+	BakePrefix  = "bake:"
 )
 
 // The check IDs in report order, by the part of the bake that judges them.
@@ -41,27 +64,56 @@ var (
 	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
 	HostIDs  = []string{GPU, NvidiaDriver, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
 	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
-	// IDs is every check in report order.
+	// IDs is every check of a bake, in report order.
 	IDs = append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...)
+	// FirstBootIDs are the checks of a first boot, before the host suite and the NCCL test.
+	FirstBootIDs = []string{FirstBootKernel, FirstBootPackages}
 )
 
 // Check is the judged outcome of one check.
 type Check struct {
-	ID         string `json:"id"`
-	Status     Status `json:"status"`
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	// Basis says where the expectation came from ("setting", "profile p6-b200.48xlarge",
+	// "PCI inventory", "baseline", "rule"). A pass always has one: a check that had nothing
+	// to compare against warns instead.
+	Basis      string `json:"basis,omitempty"`
 	Expected   string `json:"expected"`
 	Actual     string `json:"actual"`
 	Message    string `json:"message,omitempty"`
 	Evidence   string `json:"evidence,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
+	// ExitCode is a layer's exit status (layer entries only).
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
-// Failed reports whether any check failed.
+// Failed reports whether any check failed (status fail or error).
 func Failed(checks []Check) bool {
 	for _, c := range checks {
-		if c.Status == Fail {
+		if c.Status.Failing() {
 			return true
 		}
 	}
 	return false
+}
+
+// FailedIDs lists the IDs of the failing checks, in order.
+func FailedIDs(checks []Check) []string {
+	ids := []string{}
+	for _, c := range checks {
+		if c.Status.Failing() {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// Find returns the check with id.
+func Find(checks []Check, id string) (Check, bool) {
+	for _, c := range checks {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Check{}, false
 }

@@ -28,17 +28,21 @@ func HeadNote(s string, max int) string {
 
 // Tail returns the last whole lines of s that fit in max bytes, trimmed of surrounding space.
 // When no line boundary falls in the window, it returns the last max bytes from a character
-// boundary. It marks a cut with a leading "…".
+// boundary. It marks a cut with a leading "…"; the result is at most max bytes.
 func Tail(s string, max int) string {
 	s = strings.TrimSpace(s)
 	if len(s) <= max {
 		return s
 	}
-	w := suffix(s, max)
+	const mark = "…"
+	if max < len(mark)+1 {
+		return suffix(s, max)
+	}
+	w := suffix(s, max-len(mark))
 	if i := strings.IndexByte(w, '\n'); i >= 0 && i < len(w)-1 {
 		w = w[i+1:]
 	}
-	return "…" + w
+	return mark + w
 }
 
 // prefix is the longest prefix of s of at most max bytes that ends on a character boundary.

@@ -41,10 +41,10 @@ func TestTail(t *testing.T) {
 		want string
 	}{
 		{"  one\ntwo  ", 20, "one\ntwo"},
-		{"line1\nline2\nline3", 12, "…line2\nline3"},
-		{"line1\nline2\nline3", 10, "…line3"},
-		{"abcdefgh", 3, "…fgh"},
-		{"x€€", 4, "…€"},
+		{"line1\nline2\nline3", 15, "…line2\nline3"},
+		{"line1\nline2\nline3", 13, "…line3"},
+		{"abcdefgh", 6, "…fgh"},
+		{"xx€€", 6, "…€"},
 	} {
 		if got := Tail(c.in, c.max); got != c.want {
 			t.Errorf("Tail(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
@@ -65,6 +65,9 @@ func FuzzCuts(f *testing.F) {
 		}
 		if len(s) > max && !strings.HasSuffix(Head(s, max), "...") {
 			t.Fatalf("Head did not mark the cut")
+		}
+		if tl := Tail(s, max); len(strings.TrimSpace(s)) > max && len(tl) > max {
+			t.Fatalf("Tail too long: %d > %d", len(tl), max)
 		}
 		if h := Head(s, max); len(h) > max+3 {
 			t.Fatalf("Head too long: %d > %d", len(h), max+3)

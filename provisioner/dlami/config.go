@@ -1,13 +1,23 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,ExpectConfig,NCCLConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/packer-plugin-sdk/common"
 	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 )
 
 // Config is the provisioner's configuration. See docs/provisioners/dlami.mdx.
@@ -15,8 +25,8 @@ type Config struct {
 	common.PackerConfig `mapstructure:",squash"`
 
 	// Local directory that receives dlami-report.json, dlami-report.junit.xml and
-	// dlami-report.md. Defaults to `dlami-reports/<build name>`. Reports are written even when
-	// the bake fails.
+	// dlami-report.md. Defaults to `dlami-reports/<build name>`. Reports are written on every
+	// ending: pass, fail, cancel (Ctrl-C, a CI timeout) and error.
 	ReportDir string `mapstructure:"report_dir"`
 	// EC2 instance type whose built-in profile supplies the default expectations, used only
 	// when neither /sys/devices/virtual/dmi/id/product_name nor IMDSv2 names one.
@@ -24,9 +34,13 @@ type Config struct {
 	// Run every check and collect every failure instead of stopping at the first failing
 	// phase. Drift after a layer always stops the bake. Defaults to false.
 	KeepGoing bool `mapstructure:"keep_going"`
-	// Put guarded packages that are not on hold on hold (and record it in the report) instead
-	// of failing. Defaults to false: an unheld kernel fails the bake before any layer runs.
+	// Put guarded packages that the base image does not hold on hold, and record it in the
+	// report. Defaults to false: they are watched (any change fails the bake) and the holds
+	// check warns.
 	HoldUnheld bool `mapstructure:"hold_unheld"`
+	// Fail the holds check when a guarded package is not on hold, instead of warning.
+	// Defaults to false.
+	RequireHolds bool `mapstructure:"require_holds"`
 	// Run the host validation and the NCCL test after the layers. Defaults to true; set it to
 	// false on an intermediate `dlami` provisioner that only layers and guards.
 	Validate *bool `mapstructure:"validate"`
@@ -37,28 +51,45 @@ type Config struct {
 	// Where the bill of materials is written inside the image. Defaults to
 	// /etc/dlami-bake/manifest.json.
 	ManifestPath string `mapstructure:"manifest_path"`
-	// How long a reboot may take before the host must answer again. Defaults to 10m.
+	// How long a reboot (asked for with `reboot`, or done by a layer's own scripts) may take
+	// before the host must answer again. Defaults to 10m.
 	RebootTimeout time.Duration `mapstructure:"reboot_timeout"`
 
 	// Which packages the kernel hold guard watches, on top of the defaults.
 	Guard GuardConfig `mapstructure:"guard"`
 	// Ordered layers, run one after another; the drift check runs after each.
 	Layers []Layer `mapstructure:"layer"`
-	// What the host must look like; unset values come from the instance type's profile.
-	Expect ExpectConfig `mapstructure:"expect"`
+	// What the host must look like; unset values come from the instance type's profile, then
+	// from the host's PCI inventory.
+	Expect checks.Expectations `mapstructure:"expect"`
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
 
 	ctx interpolate.Context
 }
 
+// Defaults this package owns (the others belong to the packages that use them).
+const (
+	defaultCheckTimeout  = 60 * time.Second
+	defaultRebootTimeout = 10 * time.Minute
+	defaultRemoteFolder  = "/tmp"
+)
+
 // GuardConfig adjusts the set of guarded packages.
 type GuardConfig struct {
-	// Glob patterns of extra packages to guard (must stay held and unchanged).
+	// Glob patterns of extra packages to guard (must stay unchanged; held where the image
+	// holds). Wins over the default exclusions (the NVIDIA container toolkit).
 	Include []string `mapstructure:"include"`
 	// Glob patterns removed from the guarded set.
 	Exclude []string `mapstructure:"exclude"`
 }
+
+func (g GuardConfig) policy() guard.Policy {
+	return guard.Policy{Include: g.Include, Exclude: g.Exclude}
+}
+
+// Validate reports every bad pattern, in order.
+func (g GuardConfig) Validate() []error { return g.policy().Validate() }
 
 // Layer is one named step of the bake.
 type Layer struct {
@@ -80,6 +111,23 @@ type Layer struct {
 	Environment map[string]string `mapstructure:"environment"`
 	// Reboot after the layer, wait for the host, and check the running kernel.
 	Reboot bool `mapstructure:"reboot"`
+	// The layer's own scripts reboot the host (vendor installers often do): wait for it to
+	// come back (reboot_timeout) and go on with the drift check. Without it, a reboot during
+	// the layer fails the bake and says so.
+	ExpectReboot bool `mapstructure:"expect_reboot"`
+}
+
+// spec builds the layer's internal form.
+func (l Layer) spec() layer.Spec {
+	s := layer.Spec{
+		Name: l.Name, AptRepositories: l.AptRepositories, AptKeys: l.AptKeys,
+		AptPackages: l.AptPackages, Scripts: l.Scripts, Inline: l.Inline,
+		Environment: l.Environment, Reboot: l.Reboot, ExpectReboot: l.ExpectReboot,
+	}
+	for _, f := range l.Files {
+		s.Files = append(s.Files, layer.File{Source: f.Source, Destination: f.Destination, Mode: f.Mode})
+	}
+	return s
 }
 
 // LayerFile is one file a layer installs.
@@ -90,45 +138,6 @@ type LayerFile struct {
 	Destination string `mapstructure:"destination" required:"true"`
 	// Octal mode, default "0644".
 	Mode string `mapstructure:"mode"`
-}
-
-// ExpectConfig pins what the host must look like. Versions take an exact value or a constraint
-// such as ">= 3.3.0". Unset values come from the instance type's profile.
-type ExpectConfig struct {
-	// Running kernel, exact (`uname -r`).
-	Kernel string `mapstructure:"kernel"`
-	// NVIDIA driver version or constraint.
-	NvidiaDriver string `mapstructure:"nvidia_driver"`
-	// EFA kernel driver version or constraint (`modinfo -F version efa`).
-	EFADriver string `mapstructure:"efa_driver"`
-	// EFA installer version or constraint (/opt/amazon/efa_installed_packages).
-	EFAInstaller string `mapstructure:"efa_installer"`
-	// libfabric version or constraint.
-	Libfabric string `mapstructure:"libfabric"`
-	// aws-ofi-nccl version or constraint.
-	AWSOFINCCL string `mapstructure:"aws_ofi_nccl"`
-	// GDRCopy (gdrdrv module) version or constraint.
-	GDRCopy string `mapstructure:"gdrcopy"`
-	// Lustre client version or constraint.
-	Lustre string `mapstructure:"lustre"`
-	// Number of GPUs.
-	GPUCount int `mapstructure:"gpu_count"`
-	// GPU model, matched as a whole word of the nvidia-smi name, case-insensitively ("B200").
-	GPUModel string `mapstructure:"gpu_model"`
-	// Number of EFA devices.
-	EFACount int `mapstructure:"efa_count"`
-	// Whether Fabric Manager must be active.
-	FabricManager *bool `mapstructure:"fabric_manager"`
-	// Whether local NVMe must be mounted at nvme_path.
-	NVMe *bool `mapstructure:"nvme"`
-	// Where local NVMe is mounted. Defaults to /opt/dlami/nvme.
-	NVMePath string `mapstructure:"nvme_path"`
-	// Whether the Lustre client must be installed (FSx for Lustre).
-	LustreExpected *bool `mapstructure:"lustre_expected"`
-	// Lowest acceptable 1-node all-reduce busbw in GB/s at the largest size.
-	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
-	// XID numbers that do not fail the xid check (still reported).
-	IgnoreXids []int `mapstructure:"ignore_xids"`
 }
 
 // NCCLConfig controls the 1-node NCCL test.
@@ -145,4 +154,82 @@ type NCCLConfig struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 	// Extra environment passed to the ranks with mpirun -x. Values are never printed.
 	Env map[string]string `mapstructure:"env"`
+	// What nccl-transport requires: `efa` (aws-ofi-nccl over EFA) or `any` (whatever NCCL
+	// chose on one node, reported). Defaults to `efa` when the host has EFA devices (or the
+	// settings or profile expect them) and `any` otherwise.
+	Transport string `mapstructure:"transport"`
+}
+
+// options builds the NCCL test's internal form; zero values take checks' defaults.
+func (n NCCLConfig) options() checks.NCCLOptions {
+	return checks.NCCLOptions{
+		CUDAVersion: n.CUDAVersion, Ranks: n.Ranks, Args: n.Args,
+		TimeoutSeconds: int(n.Timeout / time.Second), Env: n.Env, Transport: n.Transport,
+	}
+}
+
+// Validate reports every bad setting of the nccl block, in order.
+func (n NCCLConfig) Validate() []error {
+	var errs []error
+	if n.Timeout != 0 && n.Timeout < time.Second {
+		errs = append(errs, fmt.Errorf("nccl.timeout must be at least 1s, got %s", n.Timeout))
+	}
+	if n.CUDAVersion != "" && !checks.CUDAVersionPattern.MatchString(n.CUDAVersion) {
+		errs = append(errs, fmt.Errorf("nccl.cuda_version %q must look like \"13.2\"", n.CUDAVersion))
+	}
+	if _, err := checks.NCCLCommand(n.options()); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// prepare fills in the defaults this package owns and validates every block in a fixed order.
+func (c *Config) prepare() []error {
+	if c.ReportDir == "" {
+		name := c.PackerBuildName
+		if name == "" {
+			name = "build"
+		}
+		c.ReportDir = filepath.Join("dlami-reports", name)
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = defaultCheckTimeout
+	}
+	if c.RebootTimeout == 0 {
+		c.RebootTimeout = defaultRebootTimeout
+	}
+	if c.RemoteFolder == "" {
+		c.RemoteFolder = defaultRemoteFolder
+	}
+	if c.ManifestPath == "" {
+		c.ManifestPath = bom.DefaultPath
+	}
+	var errs []error
+	if c.CheckTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("check_timeout must be at least 1s, got %s", c.CheckTimeout))
+	}
+	if !path.IsAbs(c.RemoteFolder) {
+		errs = append(errs, fmt.Errorf("remote_folder must be an absolute path, got %q", c.RemoteFolder))
+	}
+	if !path.IsAbs(c.ManifestPath) {
+		errs = append(errs, fmt.Errorf("manifest_path must be an absolute path, got %q", c.ManifestPath))
+	}
+	if c.HoldUnheld && c.RequireHolds {
+		errs = append(errs, errors.New("hold_unheld and require_holds: choose one (hold_unheld holds what the image does not; require_holds fails on it)"))
+	}
+	errs = append(errs, c.Guard.Validate()...)
+	seen := map[string]bool{}
+	exists := func(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
+	for _, l := range c.Layers {
+		if err := layer.Validate(l.spec(), exists); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[l.Name] {
+			errs = append(errs, fmt.Errorf("layer %q: name used twice; layer names must be unique", l.Name))
+		}
+		seen[l.Name] = true
+	}
+	errs = append(errs, c.Expect.Validate()...)
+	errs = append(errs, c.NCCL.Validate()...)
+	return errs
 }

@@ -3,6 +3,7 @@
 package dlami
 
 import (
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -10,27 +11,28 @@ import (
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	PackerBuildName     *string           `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
-	PackerBuilderType   *string           `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
-	PackerCoreVersion   *string           `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
-	PackerDebug         *bool             `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
-	PackerForce         *bool             `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
-	PackerOnError       *string           `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
-	PackerUserVars      map[string]string `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
-	PackerSensitiveVars []string          `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
-	ReportDir           *string           `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
-	InstanceType        *string           `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
-	KeepGoing           *bool             `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
-	HoldUnheld          *bool             `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
-	Validate            *bool             `mapstructure:"validate" cty:"validate" hcl:"validate"`
-	CheckTimeout        *string           `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
-	RemoteFolder        *string           `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
-	ManifestPath        *string           `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
-	RebootTimeout       *string           `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
-	Guard               *FlatGuardConfig  `mapstructure:"guard" cty:"guard" hcl:"guard"`
-	Layers              []FlatLayer       `mapstructure:"layer" cty:"layer" hcl:"layer"`
-	Expect              *FlatExpectConfig `mapstructure:"expect" cty:"expect" hcl:"expect"`
-	NCCL                *FlatNCCLConfig   `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	PackerBuildName     *string                  `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
+	PackerBuilderType   *string                  `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
+	PackerCoreVersion   *string                  `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
+	PackerDebug         *bool                    `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
+	PackerForce         *bool                    `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
+	PackerOnError       *string                  `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
+	PackerUserVars      map[string]string        `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
+	PackerSensitiveVars []string                 `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	ReportDir           *string                  `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
+	InstanceType        *string                  `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
+	KeepGoing           *bool                    `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
+	HoldUnheld          *bool                    `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
+	RequireHolds        *bool                    `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
+	Validate            *bool                    `mapstructure:"validate" cty:"validate" hcl:"validate"`
+	CheckTimeout        *string                  `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
+	RemoteFolder        *string                  `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
+	ManifestPath        *string                  `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
+	RebootTimeout       *string                  `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
+	Guard               *FlatGuardConfig         `mapstructure:"guard" cty:"guard" hcl:"guard"`
+	Layers              []FlatLayer              `mapstructure:"layer" cty:"layer" hcl:"layer"`
+	Expect              *checks.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
+	NCCL                *FlatNCCLConfig          `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -57,6 +59,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"instance_type":              &hcldec.AttrSpec{Name: "instance_type", Type: cty.String, Required: false},
 		"keep_going":                 &hcldec.AttrSpec{Name: "keep_going", Type: cty.Bool, Required: false},
 		"hold_unheld":                &hcldec.AttrSpec{Name: "hold_unheld", Type: cty.Bool, Required: false},
+		"require_holds":              &hcldec.AttrSpec{Name: "require_holds", Type: cty.Bool, Required: false},
 		"validate":                   &hcldec.AttrSpec{Name: "validate", Type: cty.Bool, Required: false},
 		"check_timeout":              &hcldec.AttrSpec{Name: "check_timeout", Type: cty.String, Required: false},
 		"remote_folder":              &hcldec.AttrSpec{Name: "remote_folder", Type: cty.String, Required: false},
@@ -64,63 +67,8 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"reboot_timeout":             &hcldec.AttrSpec{Name: "reboot_timeout", Type: cty.String, Required: false},
 		"guard":                      &hcldec.BlockSpec{TypeName: "guard", Nested: hcldec.ObjectSpec((*FlatGuardConfig)(nil).HCL2Spec())},
 		"layer":                      &hcldec.BlockListSpec{TypeName: "layer", Nested: hcldec.ObjectSpec((*FlatLayer)(nil).HCL2Spec())},
-		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*FlatExpectConfig)(nil).HCL2Spec())},
+		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*checks.FlatExpectations)(nil).HCL2Spec())},
 		"nccl":                       &hcldec.BlockSpec{TypeName: "nccl", Nested: hcldec.ObjectSpec((*FlatNCCLConfig)(nil).HCL2Spec())},
-	}
-	return s
-}
-
-// FlatExpectConfig is an auto-generated flat version of ExpectConfig.
-// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
-type FlatExpectConfig struct {
-	Kernel         *string  `mapstructure:"kernel" cty:"kernel" hcl:"kernel"`
-	NvidiaDriver   *string  `mapstructure:"nvidia_driver" cty:"nvidia_driver" hcl:"nvidia_driver"`
-	EFADriver      *string  `mapstructure:"efa_driver" cty:"efa_driver" hcl:"efa_driver"`
-	EFAInstaller   *string  `mapstructure:"efa_installer" cty:"efa_installer" hcl:"efa_installer"`
-	Libfabric      *string  `mapstructure:"libfabric" cty:"libfabric" hcl:"libfabric"`
-	AWSOFINCCL     *string  `mapstructure:"aws_ofi_nccl" cty:"aws_ofi_nccl" hcl:"aws_ofi_nccl"`
-	GDRCopy        *string  `mapstructure:"gdrcopy" cty:"gdrcopy" hcl:"gdrcopy"`
-	Lustre         *string  `mapstructure:"lustre" cty:"lustre" hcl:"lustre"`
-	GPUCount       *int     `mapstructure:"gpu_count" cty:"gpu_count" hcl:"gpu_count"`
-	GPUModel       *string  `mapstructure:"gpu_model" cty:"gpu_model" hcl:"gpu_model"`
-	EFACount       *int     `mapstructure:"efa_count" cty:"efa_count" hcl:"efa_count"`
-	FabricManager  *bool    `mapstructure:"fabric_manager" cty:"fabric_manager" hcl:"fabric_manager"`
-	NVMe           *bool    `mapstructure:"nvme" cty:"nvme" hcl:"nvme"`
-	NVMePath       *string  `mapstructure:"nvme_path" cty:"nvme_path" hcl:"nvme_path"`
-	LustreExpected *bool    `mapstructure:"lustre_expected" cty:"lustre_expected" hcl:"lustre_expected"`
-	BusBWFloorGBps *float64 `mapstructure:"busbw_floor_gbps" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
-	IgnoreXids     []int    `mapstructure:"ignore_xids" cty:"ignore_xids" hcl:"ignore_xids"`
-}
-
-// FlatMapstructure returns a new FlatExpectConfig.
-// FlatExpectConfig is an auto-generated flat version of ExpectConfig.
-// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
-func (*ExpectConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
-	return new(FlatExpectConfig)
-}
-
-// HCL2Spec returns the hcl spec of a ExpectConfig.
-// This spec is used by HCL to read the fields of ExpectConfig.
-// The decoded values from this spec will then be applied to a FlatExpectConfig.
-func (*FlatExpectConfig) HCL2Spec() map[string]hcldec.Spec {
-	s := map[string]hcldec.Spec{
-		"kernel":           &hcldec.AttrSpec{Name: "kernel", Type: cty.String, Required: false},
-		"nvidia_driver":    &hcldec.AttrSpec{Name: "nvidia_driver", Type: cty.String, Required: false},
-		"efa_driver":       &hcldec.AttrSpec{Name: "efa_driver", Type: cty.String, Required: false},
-		"efa_installer":    &hcldec.AttrSpec{Name: "efa_installer", Type: cty.String, Required: false},
-		"libfabric":        &hcldec.AttrSpec{Name: "libfabric", Type: cty.String, Required: false},
-		"aws_ofi_nccl":     &hcldec.AttrSpec{Name: "aws_ofi_nccl", Type: cty.String, Required: false},
-		"gdrcopy":          &hcldec.AttrSpec{Name: "gdrcopy", Type: cty.String, Required: false},
-		"lustre":           &hcldec.AttrSpec{Name: "lustre", Type: cty.String, Required: false},
-		"gpu_count":        &hcldec.AttrSpec{Name: "gpu_count", Type: cty.Number, Required: false},
-		"gpu_model":        &hcldec.AttrSpec{Name: "gpu_model", Type: cty.String, Required: false},
-		"efa_count":        &hcldec.AttrSpec{Name: "efa_count", Type: cty.Number, Required: false},
-		"fabric_manager":   &hcldec.AttrSpec{Name: "fabric_manager", Type: cty.Bool, Required: false},
-		"nvme":             &hcldec.AttrSpec{Name: "nvme", Type: cty.Bool, Required: false},
-		"nvme_path":        &hcldec.AttrSpec{Name: "nvme_path", Type: cty.String, Required: false},
-		"lustre_expected":  &hcldec.AttrSpec{Name: "lustre_expected", Type: cty.Bool, Required: false},
-		"busbw_floor_gbps": &hcldec.AttrSpec{Name: "busbw_floor_gbps", Type: cty.Number, Required: false},
-		"ignore_xids":      &hcldec.AttrSpec{Name: "ignore_xids", Type: cty.List(cty.Number), Required: false},
 	}
 	return s
 }
@@ -162,6 +110,7 @@ type FlatLayer struct {
 	Inline          []string          `mapstructure:"inline" cty:"inline" hcl:"inline"`
 	Environment     map[string]string `mapstructure:"environment" cty:"environment" hcl:"environment"`
 	Reboot          *bool             `mapstructure:"reboot" cty:"reboot" hcl:"reboot"`
+	ExpectReboot    *bool             `mapstructure:"expect_reboot" cty:"expect_reboot" hcl:"expect_reboot"`
 }
 
 // FlatMapstructure returns a new FlatLayer.
@@ -185,6 +134,7 @@ func (*FlatLayer) HCL2Spec() map[string]hcldec.Spec {
 		"inline":           &hcldec.AttrSpec{Name: "inline", Type: cty.List(cty.String), Required: false},
 		"environment":      &hcldec.AttrSpec{Name: "environment", Type: cty.Map(cty.String), Required: false},
 		"reboot":           &hcldec.AttrSpec{Name: "reboot", Type: cty.Bool, Required: false},
+		"expect_reboot":    &hcldec.AttrSpec{Name: "expect_reboot", Type: cty.Bool, Required: false},
 	}
 	return s
 }
@@ -225,6 +175,7 @@ type FlatNCCLConfig struct {
 	Args        []string          `mapstructure:"args" cty:"args" hcl:"args"`
 	Timeout     *string           `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
 	Env         map[string]string `mapstructure:"env" cty:"env" hcl:"env"`
+	Transport   *string           `mapstructure:"transport" cty:"transport" hcl:"transport"`
 }
 
 // FlatMapstructure returns a new FlatNCCLConfig.
@@ -245,6 +196,7 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 		"args":         &hcldec.AttrSpec{Name: "args", Type: cty.List(cty.String), Required: false},
 		"timeout":      &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 		"env":          &hcldec.AttrSpec{Name: "env", Type: cty.Map(cty.String), Required: false},
+		"transport":    &hcldec.AttrSpec{Name: "transport", Type: cty.String, Required: false},
 	}
 	return s
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 )
 
 var _ packersdk.Provisioner = new(Provisioner)
@@ -17,10 +19,26 @@ func TestPrepareDefaults(t *testing.T) {
 	}
 	o := p.opt
 	if o.ReportDir != "dlami-reports/golden" || !o.Validate || o.CheckTimeout != time.Minute ||
-		o.RemoteFolder != "/tmp" || o.ManifestPath != "/etc/dlami-bake/manifest.json" ||
-		o.Expect.NVMePath != "/opt/dlami/nvme" || o.NCCL.TimeoutSeconds != 900 ||
-		strings.Join(o.NCCL.Args, " ") != "-b 8 -e 1G -f 2 -g 1 -c 1 -n 50" {
+		o.RemoteFolder != "/tmp" || o.ManifestPath != "/etc/dlami-bake/manifest.json" || o.RebootTimeout != 10*time.Minute {
 		t.Errorf("unexpected defaults: %+v", o)
+	}
+	// The NVMe path, the NCCL arguments and timeout are left to their owner, package checks.
+	if o.Expect.NVMeMount() != "/opt/dlami/nvme" || o.NCCL.TimeoutSeconds != 0 || len(o.NCCL.Args) != 0 {
+		t.Errorf("defaults copied instead of owned by checks: %+v", o)
+	}
+	script, err := checks.NCCLCommand(o.NCCL)
+	if err != nil || !strings.Contains(script, "timeout -k 10 900 ") || !strings.Contains(script, `"$bin" '-b' '8' '-e' '1G' '-f' '2' '-g' '1' '-c' '1' '-n' '50'`) {
+		t.Errorf("NCCL defaults: %v\n%s", err, script)
+	}
+}
+
+func TestRunUUID(t *testing.T) {
+	if got := runUUID(map[string]interface{}{"PackerRunUUID": "abc"}); got != "abc" {
+		t.Errorf("from generated data: %q", got)
+	}
+	t.Setenv("PACKER_RUN_UUID", "from-env")
+	if got := runUUID(map[string]interface{}{}); got != "from-env" {
+		t.Errorf("from env: %q", got)
 	}
 }
 
@@ -31,14 +49,16 @@ func TestPrepareFullConfig(t *testing.T) {
 		"validate":      false,
 		"check_timeout": "5s",
 		"layer": []map[string]interface{}{{
-			"name":         "slurm",
-			"apt_packages": []string{"slurmd", "munge"},
-			"scripts":      []string{"test-fixtures/hello.sh"},
-			"environment":  map[string]string{"TOKEN": "s3cret"},
-			"reboot":       true,
+			"name":          "slurm",
+			"apt_packages":  []string{"slurmd", "munge"},
+			"scripts":       []string{"test-fixtures/hello.sh"},
+			"environment":   map[string]string{"TOKEN": "s3cret"},
+			"reboot":        true,
+			"expect_reboot": true,
 		}},
-		"expect": map[string]interface{}{"efa_driver": ">= 3.3.0", "gpu_count": 8, "fabric_manager": true, "ignore_xids": []int{31}},
-		"nccl":   map[string]interface{}{"cuda_version": "13.2", "timeout": "20s"},
+		"require_holds": true,
+		"expect":        map[string]interface{}{"efa_driver": ">= 3.3.0", "gpu_count": 8, "fabric_manager": true, "ignore_xids": []int{31}},
+		"nccl":          map[string]interface{}{"cuda_version": "13.2", "timeout": "20s", "transport": "any"},
 	}
 	if err := p.Prepare(raw); err != nil {
 		t.Fatalf("Prepare: %v", err)
@@ -46,7 +66,8 @@ func TestPrepareFullConfig(t *testing.T) {
 	o := p.opt
 	if o.Validate || o.CheckTimeout != 5*time.Second || len(o.Layers) != 1 || !o.Layers[0].Reboot ||
 		o.Expect.GPUCount != 8 || o.Expect.FabricManager == nil || !*o.Expect.FabricManager ||
-		o.NCCL.TimeoutSeconds != 20 || o.NCCL.CUDAVersion != "13.2" || len(o.Expect.IgnoreXids) != 1 {
+		o.NCCL.TimeoutSeconds != 20 || o.NCCL.CUDAVersion != "13.2" || len(o.Expect.IgnoreXids) != 1 ||
+		!o.Layers[0].ExpectReboot || !o.RequireHolds || o.NCCL.Transport != "any" {
 		t.Errorf("config not carried through: %+v", o)
 	}
 }
@@ -58,7 +79,10 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		want string
 	}{
 		{"bad constraint", map[string]interface{}{"expect": map[string]interface{}{"efa_driver": ">=> 3"}}, "expect.efa_driver"},
-		{"negative gpu count", map[string]interface{}{"expect": map[string]interface{}{"gpu_count": -1}}, "expect.gpu_count"},
+		{"negative gpu count", map[string]interface{}{"expect": map[string]interface{}{"gpu_count": -2}}, "expect.gpu_count"},
+		{"bad transport", map[string]interface{}{"nccl": map[string]interface{}{"transport": "ib"}}, "Transport"},
+		{"hold and require", map[string]interface{}{"hold_unheld": true, "require_holds": true}, "choose one"},
+		{"relative nvme path", map[string]interface{}{"expect": map[string]interface{}{"nvme_path": "mnt"}}, "expect.nvme_path"},
 		{"layer without name", map[string]interface{}{"layer": []map[string]interface{}{{"inline": []string{"true"}}}}, "name is required"},
 		{"duplicate layer", map[string]interface{}{"layer": []map[string]interface{}{{"name": "a"}, {"name": "a"}}}, "used twice"},
 		{"missing script", map[string]interface{}{"layer": []map[string]interface{}{{"name": "a", "scripts": []string{"nope.sh"}}}}, "scripts[0]"},
@@ -77,5 +101,35 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 				t.Fatalf("want error naming %q, got %v", tt.want, err)
 			}
 		})
+	}
+}
+
+// Errors come in the same order every time, one per bad setting.
+func TestPrepareErrorsAreOrdered(t *testing.T) {
+	raw := map[string]interface{}{
+		"check_timeout": "1ms",
+		"expect":        map[string]interface{}{"nvidia_driver": ">=> 1", "efa_driver": ">=> 2", "gdrcopy": "~~"},
+	}
+	var first string
+	for i := 0; i < 10; i++ {
+		var p Provisioner
+		err := p.Prepare(raw)
+		if err == nil {
+			t.Fatal("accepted")
+		}
+		if i == 0 {
+			first = err.Error()
+			want := []string{"check_timeout", "expect.nvidia_driver", "expect.efa_driver", "expect.gdrcopy"}
+			last := -1
+			for _, w := range want {
+				at := strings.Index(first, w)
+				if at < last {
+					t.Fatalf("%s out of order in %q", w, first)
+				}
+				last = at
+			}
+		} else if err.Error() != first {
+			t.Fatalf("error order changed:\n%s\n%s", first, err)
+		}
 	}
 }

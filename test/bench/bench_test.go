@@ -20,7 +20,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -34,7 +33,7 @@ func repoRoot(tb testing.TB) string {
 }
 
 // bootHost starts a simulated host and returns a Host connected to it over SSH.
-func bootHost(tb testing.TB) remote.Host {
+func bootHost(tb testing.TB) remote.SSH {
 	if st := os.Getenv("DLAMI_BENCH_STATE"); st != "" {
 		return dial(tb, st)
 	}
@@ -53,7 +52,7 @@ func bootHost(tb testing.TB) remote.Host {
 }
 
 // dial connects to a booted simulated host through Packer's own SSH communicator.
-func dial(tb testing.TB, state string) remote.Host {
+func dial(tb testing.TB, state string) remote.SSH {
 	env := readEnv(tb, filepath.Join(state, "env"))
 	key, err := os.ReadFile(env["ssh_private_key_file"])
 	if err != nil {
@@ -78,7 +77,7 @@ func dial(tb testing.TB, state string) remote.Host {
 	if err != nil {
 		tb.Fatalf("ssh to the simulated host: %v", err)
 	}
-	return remote.Comm{C: comm}
+	return remote.SSH{C: comm}
 }
 
 func readEnv(tb testing.TB, path string) map[string]string {
@@ -97,18 +96,10 @@ func readEnv(tb testing.TB, path string) map[string]string {
 	return env
 }
 
-func runBatch(tb testing.TB, h remote.Host, cmds []bundle.Command) map[string]bundle.Section {
-	script, err := bundle.Script(cmds)
+func runBatch(tb testing.TB, h remote.SSH, cmds []bundle.Command) map[string]bundle.Section {
+	sections, err := h.Query(context.Background(), cmds)
 	if err != nil {
-		tb.Fatal(err)
-	}
-	out, code, err := remote.Output(context.Background(), h, script)
-	if err != nil || code != 0 {
-		tb.Fatalf("batch: code %d err %v\n%s", code, err, out)
-	}
-	sections, err := bundle.Parse(out, cmds)
-	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("query: %v", err)
 	}
 	return sections
 }
@@ -142,9 +133,7 @@ func BenchmarkHostSuite(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		sections := runBatch(b, h, cmds)
-		typ, _ := checks.InstanceType(sections, "")
-		p, found := profile.Lookup(typ)
-		if cs := checks.EvaluateHost(sections, checks.Merge(p, found, checks.Expectations{})); result.Failed(cs) {
+		if cs := checks.EvaluateHost(sections, checks.Resolve(sections, checks.Expectations{}, "")); result.Failed(cs) {
 			b.Fatalf("the healthy simulated host failed validation: %+v", cs)
 		}
 	}

@@ -16,18 +16,26 @@ func TestCompare(t *testing.T) {
 		code    string
 		log     string
 		report  string // "" = no report file
+		junit   string // "" = no JUnit file
 		wantErr []string
 	}{
 		{name: "pass", exp: expectation{Build: "pass", FailedChecks: checks()}, code: "0",
 			report: `{"result":"pass","failed_checks":[]}`},
 		{name: "pass without report check", exp: expectation{Build: "pass"}, code: "0"},
+		{name: "cancelled", exp: expectation{Build: "cancelled", FailedChecks: checks("bake:cancelled"), Checks: map[string]string{"gpu": "pass"}}, code: "1",
+			report: `{"result":"cancelled","failed_checks":["bake:cancelled"],"checks":[{"id":"gpu","status":"pass"}]}`, junit: `<testsuites failures="0" errors="1"></testsuites>`},
+		{name: "failure a CI reporter would show green", exp: expectation{Build: "fail"}, code: "1", log: "errored",
+			report: `{"result":"fail","failed_checks":[]}`, junit: `<testsuites failures="0" errors="0"></testsuites>`,
+			wantErr: []string{"empty failed_checks", "no failure and no error"}},
+		{name: "check status", exp: expectation{Build: "pass", Checks: map[string]string{"holds": "warn"}}, code: "0",
+			report: `{"result":"pass","failed_checks":[],"checks":[{"id":"holds","status":"pass"}]}`, wantErr: []string{"check holds = pass, want warn"}},
 		{name: "pass but packer failed", exp: expectation{Build: "pass"}, code: "1", log: "Build 'null.dlami' errored",
 			wantErr: []string{"should pass"}},
 		{name: "fail as expected, order-insensitive", exp: expectation{Build: "fail", FailedChecks: checks("holds", "packages")}, code: "1",
-			log: "Build 'null.dlami' errored", report: `{"result":"fail","failed_checks":["packages","holds"]}`},
+			log: "Build 'null.dlami' errored", report: `{"result":"fail","failed_checks":["packages","holds"]}`, junit: `<testsuites failures="2" errors="0"></testsuites>`},
 		{name: "fail but exit 0", exp: expectation{Build: "fail"}, code: "0", wantErr: []string{"exited 0", "errored"}},
 		{name: "wrong check id", exp: expectation{Build: "fail", FailedChecks: checks("gpu")}, code: "1",
-			log: "errored", report: `{"result":"fail","failed_checks":["gpu","memlock"]}`, wantErr: []string{"failed_checks"}},
+			log: "errored", report: `{"result":"fail","failed_checks":["gpu","memlock"]}`, junit: `<testsuites failures="2"></testsuites>`, wantErr: []string{"failed_checks"}},
 		{name: "missing report", exp: expectation{Build: "fail", FailedChecks: checks("gpu")}, code: "1", log: "errored",
 			wantErr: []string{"no report"}},
 		{name: "log assertions", exp: expectation{Build: "fail", LogContains: []string{"careless"}, LogNotContains: []string{"RAN"}},
@@ -46,6 +54,9 @@ func TestCompare(t *testing.T) {
 			write("packer.log", tc.log)
 			if tc.report != "" {
 				write("dlami-report.json", tc.report)
+			}
+			if tc.junit != "" {
+				write("dlami-report.junit.xml", tc.junit)
 			}
 			got := compare(tc.exp, dir)
 			if len(got) != len(tc.wantErr) {

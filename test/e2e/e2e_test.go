@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -25,16 +26,32 @@ const preconditionExit = 3
 
 // expectation is a scenario's expect.json.
 type expectation struct {
-	Build          string    `json:"build"`            // "pass" or "fail"
+	Build          string    `json:"build"`            // "pass", "fail" or "cancelled"
 	FailedChecks   *[]string `json:"failed_checks"`    // compared as a set with the report's; nil: not checked
 	LogContains    []string  `json:"log_contains"`     // substrings packer.log or the UI output must contain
 	LogNotContains []string  `json:"log_not_contains"` // substrings neither may contain
+	// Result is the report's result when it is not the build's ("cancelled", "error").
+	Result string `json:"result"`
+	// ProcessesAbsent are names no process on the host may have once Packer has exited.
+	ProcessesAbsent []string `json:"processes_absent"`
+	// Checks maps a check ID to the status it must have ("warn", "pass", ...).
+	Checks map[string]string `json:"checks"`
 }
 
 // report is the part of dlami-report.json the scenarios assert on.
 type report struct {
 	Result       string   `json:"result"`
 	FailedChecks []string `json:"failed_checks"`
+	Checks       []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	} `json:"checks"`
+}
+
+// junitCounts is the part of dlami-report.junit.xml every failing scenario is checked for.
+type junitCounts struct {
+	Failures int `xml:"failures,attr"`
+	Errors   int `xml:"errors,attr"`
 }
 
 func TestScenarios(t *testing.T) {
@@ -150,8 +167,8 @@ func readExpectation(path string) (expectation, error) {
 	if err := dec.Decode(&exp); err != nil {
 		return exp, fmt.Errorf("%s: %w", path, err)
 	}
-	if exp.Build != "pass" && exp.Build != "fail" {
-		return exp, fmt.Errorf("%s: build must be \"pass\" or \"fail\", got %q", path, exp.Build)
+	if exp.Build != "pass" && exp.Build != "fail" && exp.Build != "cancelled" {
+		return exp, fmt.Errorf("%s: build must be \"pass\", \"fail\" or \"cancelled\", got %q", path, exp.Build)
 	}
 	return exp, nil
 }
@@ -183,6 +200,10 @@ func compare(exp expectation, out string) []string {
 		if !strings.Contains(all, "errored") {
 			problems = append(problems, "build should fail, but neither packer.log nor the UI output says the build errored")
 		}
+	case "cancelled":
+		if code == 0 {
+			problems = append(problems, "build should be cancelled, packer exited 0")
+		}
 	}
 	for _, s := range exp.LogContains {
 		if !strings.Contains(all, s) {
@@ -194,10 +215,21 @@ func compare(exp expectation, out string) []string {
 			problems = append(problems, fmt.Sprintf("log should not contain %q", s))
 		}
 	}
-	if exp.FailedChecks == nil {
-		return problems
+	if len(exp.ProcessesAbsent) > 0 {
+		ps, err := os.ReadFile(filepath.Join(out, "simhost", "processes-at-end.txt"))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("no process list of the host: %v", err))
+		}
+		for _, name := range exp.ProcessesAbsent {
+			if strings.Contains(string(ps), name) {
+				problems = append(problems, fmt.Sprintf("%s still runs on the host after Packer exited:\n%s", name, ps))
+			}
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(out, "dlami-report.json"))
+	if errors.Is(err, os.ErrNotExist) && exp.FailedChecks == nil && exp.Result == "" && len(exp.Checks) == 0 {
+		return problems // a scenario without the dlami provisioner
+	}
 	if err != nil {
 		return append(problems, fmt.Sprintf("no report: %v", err))
 	}
@@ -205,12 +237,46 @@ func compare(exp expectation, out string) []string {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return append(problems, fmt.Sprintf("dlami-report.json: %v", err))
 	}
-	want, got := set(*exp.FailedChecks), set(r.FailedChecks)
-	if !slices.Equal(want, got) {
-		problems = append(problems, fmt.Sprintf("failed_checks = %v, want %v", got, want))
+	if exp.FailedChecks != nil {
+		want, got := set(*exp.FailedChecks), set(r.FailedChecks)
+		if !slices.Equal(want, got) {
+			problems = append(problems, fmt.Sprintf("failed_checks = %v, want %v", got, want))
+		}
 	}
-	if wantResult := exp.Build; r.Result != wantResult {
+	wantResult := exp.Build
+	if exp.Result != "" {
+		wantResult = exp.Result
+	}
+	if r.Result != wantResult {
 		problems = append(problems, fmt.Sprintf("report result = %q, want %q", r.Result, wantResult))
+	}
+	for id, want := range exp.Checks {
+		got := "missing"
+		for _, c := range r.Checks {
+			if c.ID == id {
+				got = c.Status
+			}
+		}
+		if got != want {
+			problems = append(problems, fmt.Sprintf("check %s = %s, want %s", id, got, want))
+		}
+	}
+	// Every failing ending is machine-readable: a CI test reporter must never show it green.
+	if r.Result != "pass" {
+		if len(r.FailedChecks) == 0 {
+			problems = append(problems, fmt.Sprintf("result %q with an empty failed_checks", r.Result))
+		}
+		ju, err := os.ReadFile(filepath.Join(out, "dlami-report.junit.xml"))
+		var jc junitCounts
+		if err == nil {
+			err = xml.Unmarshal(ju, &jc)
+		}
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("dlami-report.junit.xml: %v", err))
+		case jc.Failures+jc.Errors == 0:
+			problems = append(problems, fmt.Sprintf("result %q but the JUnit report has no failure and no error", r.Result))
+		}
 	}
 	return problems
 }

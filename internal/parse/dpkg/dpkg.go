@@ -1,19 +1,21 @@
 // Package dpkg parses the output of dpkg-query into typed package records and orders Debian
-// version strings. It runs nothing: the guard sends QueryCommand and hands the output here.
+// version strings. It runs nothing: the guard runs dpkg-query with QueryArgs and hands the output here.
 package dpkg
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // QueryFormat is the dpkg-query -f format Parse understands: status abbreviation, name,
 // version and architecture, tab-separated, one package a line.
 const QueryFormat = `${db:Status-Abbrev}\t${Package}\t${Version}\t${Architecture}\n`
 
-// QueryCommand lists every package dpkg knows about (installed, held, config-files only, ...).
-// It reads the dpkg database only and needs no root.
-const QueryCommand = `dpkg-query -W -f='` + QueryFormat + `'`
+// QueryArgs are dpkg-query's arguments that list every package dpkg knows about (installed,
+// held, config-files only, ...) in QueryFormat. It reads the dpkg database only and needs no root.
+const QueryArgs = `-W -f='` + QueryFormat + `'`
 
 // Package is one line of dpkg-query output.
 type Package struct {
@@ -58,7 +60,7 @@ func ParseQuery(out string) (Query, error) {
 		}
 		p, err := parseLine(line)
 		if err != nil {
-			return Query{}, fmt.Errorf("dpkg-query line %d %q: %w (expected output of %s)", i+1, clip(line), err, QueryCommand)
+			return Query{}, fmt.Errorf("dpkg-query line %d %q: %w (expected output of dpkg-query %s)", i+1, textcut.Head(line, 120), err, QueryArgs)
 		}
 		q.Packages = append(q.Packages, p)
 	}
@@ -91,11 +93,4 @@ func parseLine(line string) (Package, error) {
 		Held:         st[0] == 'h',
 		Installed:    st[1] == 'i',
 	}, nil
-}
-
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "..."
-	}
-	return s
 }

@@ -1,5 +1,5 @@
-# preexisting-unhold: the host's kernel packages were unheld before the bake (see ./prepare);
-# the guard fails before any layer runs.
+# preexisting-unhold: the host's kernel packages were unheld before the bake (see ./prepare): the
+# image does not hold them, so the guard warns, watches them all the same, and the bake goes on.
 variable "ssh_host" { type = string }
 variable "ssh_port" { type = number }
 variable "ssh_private_key_file" { type = string }

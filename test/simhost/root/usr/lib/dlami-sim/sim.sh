@@ -39,12 +39,16 @@ layout() {
 	kv product-name p6-b200.48xlarge
 	L_TYPE=$REPLY L_KNOWN=1
 	L_GPUS=8 L_GPU_NAME="NVIDIA B200" L_GPU_DEV=0x2901 L_GPU_MEM=183359 L_CC=10.0
-	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=1 L_NVME=8
+	# HGX B200/B300 expose no NVSwitch function; Fabric Manager and NVLSM reach the switches
+	# through ConnectX-7 InfiniBand controllers (link DOWN for IP), and ParallelCluster enables
+	# Fabric Manager when more than one is present (aws-parallelcluster-cookbook nvidia.rb).
+	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=2 L_NVME=8
 	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
 	case $L_TYPE in
 	p6-b200.48xlarge) ;;
 	p6-b300.48xlarge)
-		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_BUSBW=720 L_TOPO="" ;;
+		# 16 EFA: 17 network cards, card 0 ENA-only (aws-parallelcluster#7143).
+		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_EFA=16 L_BUSBW=720 L_TOPO="" ;;
 	p5.48xlarge)
 		L_GPU_NAME="NVIDIA H100 80GB HBM3" L_GPU_DEV=0x2330 L_GPU_MEM=81559 L_CC=9.0
 		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml ;;

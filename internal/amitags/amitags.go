@@ -1,0 +1,17 @@
+// Package amitags names the AMI tags the plugin reads and writes, so that the data source's
+// rebake decision, the examples and the post-processor agree on one spelling.
+package amitags
+
+const (
+	// SourceAMI is the DLAMI a golden AMI was baked from (the rebake decision compares it with
+	// the newest DLAMI).
+	SourceAMI = "dlami:source_ami"
+	// Build is the DLAMI build date (YYYYMMDD) a golden AMI was baked from.
+	Build = "dlami:build"
+	// Verified is "true" or "false" once the post-processor has checked the AMI's first boot.
+	Verified = "dlami:verified"
+	// VerifiedAt is when it did (RFC 3339, UTC).
+	VerifiedAt = "dlami:verified_at"
+	// VerifiedBy names the check: the plugin version and the report.
+	VerifiedBy = "dlami:verified_by"
+)

@@ -1,0 +1,192 @@
+package bake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// query runs read-only commands in one round trip and reports how long it took.
+func (b *Bake) query(ctx context.Context, what string, cmds []bundle.Command) (map[string]bundle.Section, time.Duration, error) {
+	start := b.now()
+	sections, err := b.host.Query(ctx, cmds)
+	took := b.now().Sub(start)
+	if err != nil {
+		return nil, took, fmt.Errorf("%s: %w", what, err)
+	}
+	return sections, took, nil
+}
+
+// snapshot reads the guarded state. When it cannot be read or parsed, the five guard checks
+// are recorded as failed with the raw evidence: an unreadable host never passes the guard.
+func (b *Bake) snapshot(ctx context.Context, stage string) (guard.Snapshot, error) {
+	sections, took, err := b.query(ctx, "kernel guard snapshot", guard.Commands())
+	if err == nil {
+		var s guard.Snapshot
+		if s, err = guard.ParseSnapshot(sections); err == nil {
+			s.TakenAt = b.now().UTC().Truncate(time.Second)
+			b.guardTook = took
+			return s, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return guard.Snapshot{}, ctx.Err()
+	}
+	b.record(guard.Unjudgeable(stage, err)...)
+	return guard.Snapshot{}, verdict("kernel guard after %s: %w", stage, err)
+}
+
+// startGuard loads this run's baseline, or takes it when this is the run's first dlami
+// provisioner, and judges the host against it.
+func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
+	// Guard messages read "after <stage>".
+	stage := "the baseline was taken"
+	cur, err := b.snapshot(ctx, stage)
+	if err != nil {
+		return cur, err
+	}
+	base, found, err := b.loadBaseline(ctx)
+	if err != nil {
+		return cur, err
+	}
+	if !found {
+		base = cur
+	} else {
+		stage = "the provisioners before this one"
+	}
+	guarded := guard.Union(guard.Guarded(base, b.opt.Policy), guard.Guarded(cur, b.opt.Policy))
+	if unheld := guard.Unheld(cur, guarded); len(unheld) > 0 && b.opt.HoldUnheld {
+		b.ui.Say("dlami: putting on hold (hold_unheld = true): " + strings.Join(unheld, " "))
+		if err := b.host.Hold(ctx, unheld); err != nil {
+			return cur, fmt.Errorf("hold_unheld: %w", err)
+		}
+		b.update(func(r *report.Report) { r.HeldByPlugin = append(r.HeldByPlugin, unheld...) })
+		if cur, err = b.snapshot(ctx, stage); err != nil {
+			return cur, err
+		}
+		if !found {
+			base = cur
+		}
+	}
+	if !found {
+		if err := b.saveBaseline(ctx, base); err != nil {
+			return base, err
+		}
+		b.ui.Say(fmt.Sprintf("dlami: recorded the baseline of this build at %s: kernel %s, next boot %s, %d guarded packages",
+			guard.BaselinePath(b.opt.RunUUID), base.RunningKernel, base.NextBootKernel, len(guarded)))
+	} else {
+		b.ui.Say(fmt.Sprintf("dlami: comparing against this build's baseline, recorded at %s (kernel %s)", base.TakenAt.Format(time.RFC3339), base.RunningKernel))
+	}
+	b.guarded = guarded
+	return base, b.judgeGuard(base, cur, guarded, stage)
+}
+
+// guardAfter takes a new snapshot and judges it against the baseline.
+func (b *Bake) guardAfter(ctx context.Context, base guard.Snapshot, stage string) error {
+	cur, err := b.snapshot(ctx, stage)
+	if err != nil {
+		return err
+	}
+	// A package that appears only now (a layer installed a new kernel) is guarded too.
+	b.guarded = guard.Union(b.guarded, guard.Guarded(cur, b.opt.Policy))
+	return b.judgeGuard(base, cur, b.guarded, stage)
+}
+
+func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage string) error {
+	cs := guard.Judge(base, cur, guarded, stage, guard.Options{PinnedKernel: b.opt.Expect.Kernel, RequireHolds: b.opt.RequireHolds})
+	for i := range cs {
+		cs[i].DurationMS = b.guardTook.Milliseconds()
+	}
+	b.record(cs...)
+	b.lastSnapshot = cur
+	drift := guard.Diff(base, cur, guarded)
+	b.update(func(r *report.Report) {
+		r.Manifest = mergeManifest(r.Manifest, map[string]string{"kernel": cur.RunningKernel, "next_boot_kernel": cur.NextBootKernel})
+		r.Drift = drift
+	})
+	for _, c := range cs {
+		if c.Status == result.Warn {
+			b.ui.Error(fmt.Sprintf("dlami: warning: %s: %s", c.ID, c.Message))
+		}
+	}
+	var failed []string
+	for _, c := range cs {
+		if c.Status.Failing() {
+			failed = append(failed, c.ID)
+			b.ui.Error(fmt.Sprintf("dlami: %s failed: %s", c.ID, c.Message))
+		}
+	}
+	if len(failed) > 0 {
+		for _, d := range drift {
+			b.ui.Error("  " + d.String())
+		}
+		return &DriftError{Stage: stage, Failed: failed}
+	}
+	return nil
+}
+
+// loadBaseline reads this run's baseline. Not found means this is the run's first dlami
+// provisioner. Anything else that stops it being read is a failure, never "no baseline":
+// taking a new one would hide what the provisioners before this one changed.
+func (b *Bake) loadBaseline(ctx context.Context) (guard.Snapshot, bool, error) {
+	path := guard.BaselinePath(b.opt.RunUUID)
+	data, err := b.host.ReadFile(ctx, path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return guard.Snapshot{}, false, nil
+	case err != nil:
+		return guard.Snapshot{}, false, verdict("cannot read this build's baseline %s: %w (the guard fails closed: it will not take a new baseline over one it cannot read)", path, err)
+	}
+	s, err := guard.DecodeSnapshot(data)
+	if err != nil {
+		return s, false, verdict("this build's baseline %s is unreadable: %w", path, err)
+	}
+	return s, true, nil
+}
+
+// saveBaseline writes this run's baseline and removes the baselines of other runs: a golden
+// image baked from another golden image carries its parent's, which must neither be used nor
+// stay in the new image.
+func (b *Bake) saveBaseline(ctx context.Context, s guard.Snapshot) error {
+	data, err := s.Encode()
+	if err != nil {
+		return fmt.Errorf("encoding the baseline: %w", err)
+	}
+	own := guard.BaselinePath(b.opt.RunUUID)
+	if err := b.host.Install(ctx, data, own, 0o644); err != nil {
+		return fmt.Errorf("recording the baseline: %w", err)
+	}
+	sections, _, err := b.query(ctx, "listing baselines", []bundle.Command{guard.BaselinesCommand()})
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(sections[guard.SectionBaselines].Output, "\n") {
+		p := strings.TrimSpace(line)
+		if p == "" || p == own || !strings.HasPrefix(p, guard.BaselineDir+"/") {
+			continue
+		}
+		if err := b.host.RemoveAll(ctx, p); err != nil {
+			return fmt.Errorf("removing another build's baseline: %w", err)
+		}
+		b.ui.Say("dlami: removed the baseline of an earlier build: " + p)
+	}
+	return nil
+}
+
+func mergeManifest(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+	return dst
+}

@@ -1,0 +1,269 @@
+package bake
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// validate runs the host suite (one round trip), then the NCCL test, then writes the bill of
+// materials into the image.
+func (b *Bake) validate(ctx context.Context) error {
+	hopt := checks.HostOptions{NVMePath: b.opt.Expect.NVMeMount(), CheckTimeoutSeconds: int(b.opt.CheckTimeout / time.Second)}
+	cmds := checks.HostCommands(hopt)
+	sections, took, err := b.query(ctx, "host validation", cmds)
+	if err != nil {
+		return err
+	}
+	t := checks.Resolve(sections, b.opt.Expect, b.opt.InstanceType)
+	b.update(func(r *report.Report) { r.InstanceType, r.InstanceTypeSource = t.InstanceType, t.InstanceTypeSource })
+	b.sayTarget(t)
+	host := b.evaluateHost(sections, t)
+	// EFA devices can register late after boot (seen on p5en): when the device count is the
+	// only failure, look again a couple of times before failing the bake.
+	for try := 1; try <= b.opt.EFARetries && onlyFailure(host, result.EFADevices); try++ {
+		c, _ := result.Find(host, result.EFADevices)
+		b.ui.Say(fmt.Sprintf("dlami: efa-devices failed (%s); looking again in %s (%d/%d)", c.Actual, b.opt.EFARetryDelay, try, b.opt.EFARetries))
+		if err := sleep(ctx, b.opt.EFARetryDelay); err != nil {
+			return err
+		}
+		if sections, took, err = b.query(ctx, "host validation", cmds); err != nil {
+			return err
+		}
+		t = checks.Resolve(sections, b.opt.Expect, b.opt.InstanceType)
+		host = b.evaluateHost(sections, t)
+	}
+	for i := range host {
+		if host[i].DurationMS == 0 {
+			host[i].DurationMS = took.Milliseconds()
+		}
+	}
+	b.record(host...)
+	b.update(func(r *report.Report) { r.Manifest = mergeManifest(r.Manifest, checks.Manifest(sections)) })
+	if result.Failed(host) && !b.opt.KeepGoing {
+		return verdict("host validation failed: %s", failedIDs(host))
+	}
+	switch {
+	case b.opt.SkipNCCL:
+		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
+	case !gpuOK(host):
+		b.record(skipped("the GPU checks failed", result.NCCLIDs...)...)
+	default:
+		mark := kernlog.Mark(sections[checks.HostSectionDmesg].Output, strings.TrimSpace(sections[checks.HostSectionBootID].Output))
+		if err := b.runNCCL(ctx, t); err != nil {
+			return err
+		}
+		if err := b.xidDuringNCCL(ctx, hopt, t, mark); err != nil {
+			return err
+		}
+	}
+	if all := b.ordered(); result.Failed(all) {
+		return verdict("validation failed: %s", failedIDs(all))
+	}
+	if b.firstBoot {
+		return nil
+	}
+	return b.writeBOM(ctx)
+}
+
+// evaluateHost judges the host bundle; after a reboot during the bake, the kernel log is the
+// new boot's and the xid check says so.
+func (b *Bake) evaluateHost(sections map[string]bundle.Section, t checks.Target) []result.Check {
+	cs := checks.EvaluateHost(sections, t)
+	if b.reboot == nil {
+		return cs
+	}
+	for i, c := range cs {
+		if c.ID == result.Xid && c.Status == result.Fail && sections[checks.HostSectionDmesg].ExitCode == 0 {
+			// A mark of the old boot puts every line of the current boot after it.
+			old := kernlog.Position{BootID: "before the reboot of layer " + b.reboot.layer}
+			cs[i] = checks.JudgeXidAfter(result.Check{}, sections[checks.HostSectionDmesg].Output,
+				strings.TrimSpace(sections[checks.HostSectionBootID].Output), old, t, "since the reboot of layer "+fmt.Sprintf("%q", b.reboot.layer))
+		}
+	}
+	return cs
+}
+
+func (b *Bake) sayTarget(t checks.Target) {
+	typ := t.InstanceType
+	if typ == "" {
+		typ = "unknown"
+	}
+	switch {
+	case t.Profile != nil:
+		msg := fmt.Sprintf("dlami: instance type %s (from %s): built-in profile (%s)", typ, t.InstanceTypeSource, t.Profile.Source)
+		if t.Profile.Untested {
+			msg += "; this profile is built from public figures and has not been run against: report what you see"
+		}
+		b.ui.Say(msg)
+		if t.Profile.Note != "" {
+			b.ui.Say("dlami: note: " + t.Profile.Note)
+		}
+	default:
+		b.ui.Say(fmt.Sprintf("dlami: instance type %s (from %s) has no built-in profile: counts are judged against the host's PCI inventory, and checks with nothing to compare against warn", typ, or(t.InstanceTypeSource, "nowhere")))
+	}
+	if t.PCI == nil {
+		b.ui.Error("dlami: the PCI inventory could not be read: " + t.PCIProblem)
+	}
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// onlyFailure reports whether id is the one failed check in cs.
+func onlyFailure(cs []result.Check, id string) bool {
+	ids := result.FailedIDs(cs)
+	return len(ids) == 1 && ids[0] == id
+}
+
+func gpuOK(cs []result.Check) bool {
+	for _, c := range cs {
+		if (c.ID == result.GPU || c.ID == result.NvidiaDriver) && c.Status.Failing() {
+			return false
+		}
+	}
+	return true
+}
+
+// runNCCL runs the 1-node NCCL test as a job in its own process group, streaming its result
+// rows to the UI, and records the three NCCL checks. It returns an error only when the bake
+// must stop (cancelled); a failed test is a verdict in the checks.
+func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
+	o := b.opt.NCCL
+	x := t.NCCLExpect(o)
+	if o.Ranks == 0 {
+		// Zero leaves it to the script, which starts one rank per GPU nvidia-smi lists.
+		o.Ranks = x.Ranks
+	}
+	script, err := checks.NCCLCommand(o)
+	if err != nil {
+		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Fail, Expected: "a runnable NCCL test", Actual: "bad nccl settings", Message: err.Error()})
+		return nil
+	}
+	for _, w := range checks.NCCLWarnings(o) {
+		b.ui.Error("dlami: warning: " + w)
+	}
+	b.ui.Say(fmt.Sprintf("dlami: running the 1-node NCCL all-reduce test (transport policy %s: %s)", x.Transport, x.TransportBasis))
+	b.checkpoint("the NCCL test")
+	timeout := time.Duration(o.TimeoutSeconds) * time.Second
+	if timeout == 0 {
+		timeout = checks.NCCLDefaultTimeout
+	}
+	nctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
+	defer cancel()
+	// Uploaded rather than sent on the command line: Packer's SSH communicator logs command
+	// lines at debug level, and nccl.env values may be secret.
+	scriptPath := b.workDir + "/nccl.sh"
+	if err := b.host.Upload(ctx, scriptPath, strings.NewReader(script)); err != nil {
+		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Error, Expected: "the NCCL test runs to completion", Actual: "upload failed", Message: err.Error()})
+		return ctx.Err()
+	}
+	out := newTailWriter(ncclOutputMax)
+	progress := newRowPrinter(b.ui)
+	job := host.Job{Name: "the NCCL test", Script: scriptPath, PIDFile: path.Join(b.workDir, "nccl.pid"), Output: io.MultiWriter(out, progress)}
+	start := b.now()
+	code, runErr := b.host.Run(nctx, job)
+	progress.Flush()
+	took := b.now().Sub(start)
+	if ctx.Err() != nil {
+		b.stopLater = append(b.stopLater, job)
+		b.record(skipped("the bake was cancelled during the NCCL test; all_reduce_perf is stopped on the host", result.NCCLIDs...)...)
+		return ctx.Err()
+	}
+	timedOut := bundle.TimedOut(code) || nctx.Err() != nil
+	if nctx.Err() != nil {
+		b.kill(ctx, job)
+	}
+	if runErr != nil && !timedOut {
+		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Error, Expected: "the NCCL test runs to completion", Actual: runErr.Error(), Evidence: out.String()})
+		return nil
+	}
+	cs, figures := checks.JudgeNCCL(out.String(), code, timedOut, x, o)
+	for i := range cs {
+		cs[i].DurationMS = took.Milliseconds()
+	}
+	b.record(cs...)
+	b.update(func(r *report.Report) { r.NCCL = &figures })
+	return nil
+}
+
+// ncclOutputMax bounds the NCCL output kept for judging: the table and trailer are at the end,
+// and the INFO lines that matter come first, well inside it for any 1-node run.
+const ncclOutputMax = 8 << 20
+
+// xidDuringNCCL reads the kernel log again and judges the lines written since the mark taken
+// before the test: NVLink and fallen-off-the-bus Xids typically fire under that load.
+func (b *Bake) xidDuringNCCL(ctx context.Context, hopt checks.HostOptions, t checks.Target, mark kernlog.Position) error {
+	sections, _, err := b.query(ctx, "kernel log after the NCCL test", checks.KernelLogCommands(hopt))
+	before := b.checks[result.Xid]
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b.record(checks.JudgeXidAfter(before, "", "", mark, t, "during the NCCL test"))
+		return nil
+	}
+	log := sections[checks.HostSectionDmesg]
+	if log.ExitCode != 0 {
+		log.Output = ""
+	}
+	c := checks.JudgeXidAfter(before, log.Output, strings.TrimSpace(sections[checks.HostSectionBootID].Output), mark, t, "during the NCCL test")
+	c.DurationMS = before.DurationMS
+	b.record(c)
+	if c.Status.Failing() && before.Status != c.Status {
+		b.ui.Error("dlami: xid failed during the NCCL test: " + c.Message)
+	}
+	return nil
+}
+
+// writeBOM writes the bill of materials into the image.
+func (b *Bake) writeBOM(ctx context.Context) error {
+	if b.opt.ManifestPath == "" {
+		return nil
+	}
+	guarded := map[string]bom.Package{}
+	for _, n := range b.guarded {
+		if p, ok := b.lastSnapshot.Packages[n]; ok && p.Present() {
+			guarded[n] = bom.Package{Version: p.Version, Held: p.Held}
+		}
+	}
+	doc := bom.BOM{
+		GeneratedAt: b.now().UTC(), PluginVersion: b.opt.PluginVersion, BuildName: b.opt.BuildName,
+		RunUUID: b.opt.RunUUID, InstanceType: b.rep.InstanceType,
+		Kernel: b.lastSnapshot.RunningKernel, NextBootKernel: b.lastSnapshot.NextBootKernel,
+		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
+	}
+	data, err := doc.Encode()
+	if err != nil {
+		return err
+	}
+	if err := b.host.Install(ctx, data, b.opt.ManifestPath, 0o644); err != nil {
+		return fmt.Errorf("writing the bill of materials: %w", err)
+	}
+	local := filepath.Join(b.opt.ReportDir, bom.LocalFileName)
+	if err := os.MkdirAll(b.opt.ReportDir, 0o755); err != nil {
+		return fmt.Errorf("saving the bill of materials: %w", err)
+	}
+	if err := report.WriteAtomic(local, data); err != nil {
+		return fmt.Errorf("saving the bill of materials: %w", err)
+	}
+	b.ui.Say("dlami: wrote the bill of materials into the image at " + b.opt.ManifestPath + " (copy: " + local + ")")
+	return nil
+}

@@ -1,0 +1,76 @@
+package bake
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+)
+
+// bakedBOM bakes on a fresh fake host and returns the bill of materials it wrote.
+func bakedBOM(t *testing.T) bom.BOM {
+	h := newFakeHost(t)
+	opt := options(t)
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bom.Decode(h.files[opt.ManifestPath])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func verifyOptions(t *testing.T, b bom.BOM) VerifyOptions {
+	return VerifyOptions{BuildName: "unit", ReportDir: t.TempDir(), BOM: b, CheckTimeout: time.Minute,
+		SettleTimeout: time.Minute, RemoteDir: "/tmp", Expect: checks.Expectations{}}
+}
+
+func TestVerifyFirstBoot(t *testing.T) {
+	b := bakedBOM(t)
+
+	// A first boot as baked passes, without the NCCL test unless asked for.
+	h := newFakeHost(t)
+	o := verifyOptions(t, b)
+	if err := Verify(context.Background(), h, &recordingUI{}, o); err != nil {
+		t.Fatalf("healthy first boot: %v", err)
+	}
+	r := readReport(t, o.ReportDir)
+	if r.Result != "pass" || status(r, "first-boot-kernel") != "pass" || status(r, "first-boot-packages") != "pass" ||
+		status(r, "gpu") != "pass" || status(r, "nccl-correctness") != "skip" || status(r, "holds") != "missing" {
+		t.Errorf("healthy: %s %v", r.Result, r.Checks)
+	}
+	if _, ok := h.files[bom.DefaultPath]; ok {
+		t.Error("verification wrote a bill of materials")
+	}
+
+	// A per-instance script that dist-upgraded at first boot.
+	h = newFakeHost(t)
+	h.pkgs["linux-aws"] = fakePkg{"7.0.0.1015.15", false}
+	installKernel1015(h)
+	o = verifyOptions(t, b)
+	err := Verify(context.Background(), h, &recordingUI{}, o)
+	if err == nil {
+		t.Fatal("a first-boot dist-upgrade passed")
+	}
+	r = readReport(t, o.ReportDir)
+	if !slices.Contains(r.FailedChecks, "first-boot-packages") || !strings.Contains(check(r, "first-boot-packages").Message, "linux-aws: 7.0.0.1014.14 → 7.0.0.1015.15") {
+		t.Errorf("dist-upgrade: %v %q", r.FailedChecks, check(r, "first-boot-packages").Message)
+	}
+
+	// cloud-init still running at the deadline: not judged as settled.
+	h = newFakeHost(t)
+	h.settle = fakeSection{code: 124}
+	o = verifyOptions(t, b)
+	if err := Verify(context.Background(), h, &recordingUI{}, o); err == nil {
+		t.Fatal("an unsettled first boot passed")
+	}
+	r = readReport(t, o.ReportDir)
+	if !slices.Equal(r.FailedChecks, []string{"first-boot-kernel", "first-boot-packages"}) || status(r, "gpu") != "skip" {
+		t.Errorf("unsettled: %v gpu %s", r.FailedChecks, status(r, "gpu"))
+	}
+}

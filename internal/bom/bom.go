@@ -1,0 +1,79 @@
+// Package bom is the bill of materials the provisioner writes into the image
+// (/etc/dlami-bake/manifest.json by default) and the post-processor reads back from an
+// instance launched from the AMI: what was baked, so that what boots can be compared with it.
+package bom
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+)
+
+// SchemaVersion of the BOM; Decode refuses any other.
+const SchemaVersion = 2
+
+// DefaultPath is where the provisioner writes the BOM unless manifest_path says otherwise.
+const DefaultPath = "/etc/dlami-bake/manifest.json"
+
+// LocalFileName is the copy of the BOM the provisioner writes next to its reports, where the
+// post-processor finds the instance type to launch.
+const LocalFileName = "dlami-bom.json"
+
+// BOM is the bill of materials of one bake.
+type BOM struct {
+	SchemaVersion int       `json:"schema_version"`
+	GeneratedAt   time.Time `json:"generated_at"`
+	PluginVersion string    `json:"plugin_version"`
+	BuildName     string    `json:"build_name"`
+	RunUUID       string    `json:"packer_run_uuid"`
+	InstanceType  string    `json:"instance_type"`
+	// Kernel is the kernel the bake validated; NextBootKernel what the image boots.
+	Kernel         string `json:"kernel"`
+	NextBootKernel string `json:"next_boot_kernel"`
+	// Components are the host's component versions (checks.Manifest keys).
+	Components map[string]string `json:"components"`
+	// Guarded are the packages the kernel guard watched, as they were at the end of the bake.
+	Guarded map[string]Package `json:"guarded"`
+	// NCCL is the NCCL test's figures; nil when it did not run.
+	NCCL *checks.NCCLFigures `json:"nccl"`
+}
+
+// Package is one guarded package's state.
+type Package struct {
+	Version string `json:"version"`
+	Held    bool   `json:"held"`
+}
+
+// Encode renders b as indented JSON.
+func (b BOM) Encode() ([]byte, error) {
+	b.SchemaVersion = SchemaVersion
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bill of materials: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// Decode reads a BOM written by Encode. It refuses another schema, unknown fields and a BOM
+// without a kernel or guarded packages: a post-processor must not judge a first boot against
+// half a record.
+func Decode(data []byte) (BOM, error) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var b BOM
+	if err := dec.Decode(&b); err != nil {
+		return BOM{}, fmt.Errorf("bill of materials: not a dlami manifest: %w", err)
+	}
+	switch {
+	case b.SchemaVersion != SchemaVersion:
+		return BOM{}, fmt.Errorf("bill of materials: schema %d, this plugin reads %d (bake and verify with the same plugin version)", b.SchemaVersion, SchemaVersion)
+	case b.Kernel == "":
+		return BOM{}, fmt.Errorf("bill of materials: no kernel")
+	case len(b.Guarded) == 0:
+		return BOM{}, fmt.Errorf("bill of materials: no guarded packages")
+	}
+	return b, nil
+}

@@ -1,0 +1,44 @@
+package bom
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRoundTripAndRejects(t *testing.T) {
+	b := BOM{GeneratedAt: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), Kernel: "7.0.0-1014-aws", NextBootKernel: "7.0.0-1014-aws",
+		InstanceType: "p6-b200.48xlarge", Guarded: map[string]Package{"linux-aws": {"7.0.0.1014.14", true}}, Components: map[string]string{"nvidia_driver": "595.91.07"}}
+	data, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kernel != b.Kernel || got.Guarded["linux-aws"] != b.Guarded["linux-aws"] || got.SchemaVersion != SchemaVersion {
+		t.Errorf("round trip: %+v", got)
+	}
+	for name, in := range map[string]string{
+		"truncated":     string(data[:len(data)/2]),
+		"other schema":  strings.Replace(string(data), `"schema_version": 2`, `"schema_version": 1`, 1),
+		"unknown field": strings.Replace(string(data), `"schema_version": 2`, `"schema_version": 2, "x": 1`, 1),
+		"no kernel":     strings.Replace(string(data), `"kernel": "7.0.0-1014-aws"`, `"kernel": ""`, 1),
+		"no guarded":    `{"schema_version": 2, "kernel": "k", "guarded": {}}`,
+	} {
+		if _, err := Decode([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(`{"schema_version": 2, "kernel": "k", "guarded": {"a": {"version": "1", "held": true}}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := Decode([]byte(s))
+		if err == nil && (b.Kernel == "" || len(b.Guarded) == 0) {
+			t.Fatal("accepted an incomplete BOM")
+		}
+	})
+}

@@ -1,0 +1,236 @@
+package checks
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// checkEFADriver judges the EFA kernel module: present for the running kernel (the DLAMI
+// ships it whatever the instance type), at the pinned version if any.
+func checkEFADriver(sections map[string]bundle.Section, t Target) result.Check {
+	id := result.EFADriver
+	pin := t.Expect.EFADriver
+	expected, basis := "efa module present for the running kernel", BasisRule
+	if pin != "" {
+		expected, basis = pin, BasisSetting
+	}
+	ev := func() string { return evidence(sections, HostSectionModinfoEFA) }
+	s, problem := get(sections, HostSectionModinfoEFA)
+	if problem != "" {
+		return check(id, result.Fail, basis, expected, "efa kernel module not found", problem, ev())
+	}
+	v, err := modinfo.Field(s.Output)
+	if err != nil {
+		return check(id, result.Fail, basis, expected, "unreadable modinfo efa", err.Error(), ev())
+	}
+	if ok, msg := pinned(pin, v); !ok {
+		return check(id, result.Fail, basis, expected, v, msg, ev())
+	}
+	msg := ""
+	if pin == "" {
+		msg = "the version is not pinned (set expect.efa_driver to judge it)"
+	}
+	return check(id, result.Pass, basis, expected, v, msg, "")
+}
+
+// checkEFAInstaller judges the EFA installer record: readable, and at the pinned installer,
+// libfabric and aws-ofi-nccl versions if any.
+func checkEFAInstaller(sections map[string]bundle.Section, t Target) result.Check {
+	id := result.EFAInstaller
+	e := t.Expect
+	expected := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", or(e.EFAInstaller, "any"), or(e.Libfabric, "any"), or(e.AWSOFINCCL, "any"))
+	basis := BasisRule
+	if e.EFAInstaller != "" || e.Libfabric != "" || e.AWSOFINCCL != "" {
+		basis = BasisSetting
+	}
+	ev := func() string { return evidence(sections, HostSectionEFAPackages, HostSectionFiInfoVersion) }
+	s, problem := get(sections, HostSectionEFAPackages)
+	if problem != "" {
+		return check(id, result.Fail, basis, expected, "no EFA installer record", problem, ev())
+	}
+	in, err := efapkgs.Parse(s.Output)
+	if err != nil {
+		return check(id, result.Fail, basis, expected, "unreadable EFA installer record", err.Error(), ev())
+	}
+	lf, lfOK := libfabricVersion(sections, in)
+	ofi, ofiOK := in.AWSOFINCCL()
+	show := func(v string, ok bool) string {
+		if !ok {
+			return "not listed"
+		}
+		return v
+	}
+	actual := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", in.InstallerVersion, show(lf, lfOK), show(ofi, ofiOK))
+	var fails []string
+	if ok, msg := pinned(e.EFAInstaller, in.InstallerVersion); !ok {
+		fails = append(fails, "EFA installer: "+msg)
+	}
+	for _, c := range []struct {
+		name, pin, v string
+		found        bool
+	}{
+		{"libfabric", e.Libfabric, lf, lfOK},
+		{"aws-ofi-nccl", e.AWSOFINCCL, ofi, ofiOK},
+	} {
+		if c.pin == "" {
+			continue
+		}
+		if !c.found {
+			fails = append(fails, fmt.Sprintf("%s is pinned to %q but its version is not recorded", c.name, c.pin))
+			continue
+		}
+		if ok, msg := pinned(c.pin, c.v); !ok {
+			fails = append(fails, c.name+": "+msg)
+		}
+	}
+	if len(fails) > 0 {
+		return check(id, result.Fail, basis, expected, actual, strings.Join(fails, "; "), ev())
+	}
+	msg := ""
+	if basis == BasisRule {
+		msg = "versions not pinned (set expect.efa_installer, expect.libfabric, expect.aws_ofi_nccl to judge them)"
+	}
+	return check(id, result.Pass, basis, expected, actual, msg, "")
+}
+
+// libfabricVersion takes libfabric's version from the installer record, else from the
+// runtime's own `fi_info --version`.
+func libfabricVersion(sections map[string]bundle.Section, in efapkgs.Installed) (string, bool) {
+	if v, ok := in.Libfabric(); ok {
+		return v, true
+	}
+	if s, problem := get(sections, HostSectionFiInfoVersion); problem == "" {
+		if v, err := fiinfo.ParseVersion(s.Output); err == nil {
+			return v.Libfabric, true
+		}
+	}
+	return "", false
+}
+
+// efaNames lists the EFA devices under /sys/class/infiniband: "rdmapNsM" (and "efa_N" on old
+// kernels). ConnectX-7 ports (ibp*, mlx5_*) on some instance types are link-down and
+// irrelevant to EFA, so they are returned separately and ignored.
+func efaNames(out string) (efa, other []string) {
+	for _, line := range strings.Split(out, "\n") {
+		n := strings.TrimSpace(line)
+		switch {
+		case n == "":
+		case strings.HasPrefix(n, "rdmap"), oldEFAName.MatchString(n):
+			efa = append(efa, n)
+		default:
+			other = append(other, n)
+		}
+	}
+	return efa, other
+}
+
+var oldEFAName = regexp.MustCompile(`^efa_\d+$`)
+
+// checkEFADevices judges that the EFA PCI functions, the rdmap* devices and the fi_info domains
+// agree, and that their count is the expected one (setting, else profile, else the PCI bus).
+func checkEFADevices(sections map[string]bundle.Section, t Target) result.Check {
+	id := result.EFADevices
+	want, basis, counted := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i pci.Inventory) int { return len(i.EFA) })
+	expected := "PCI EFA functions = rdmap* devices = fi_info domains"
+	if counted {
+		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)
+	}
+	ev := func() string { return evidence(sections, HostSectionPCI, HostSectionInfiniband, HostSectionFiInfo) }
+
+	ib, ok := sections[HostSectionInfiniband]
+	var devs, other []string
+	switch {
+	case !ok || ib.TimedOut || ib.ExitCode == 127:
+		_, problem := get(sections, HostSectionInfiniband)
+		return check(id, result.Fail, basis, expected, "unknown", problem, ev())
+	case ib.ExitCode != 0:
+		// No RDMA device at all: the class directory does not exist. Anything else is a
+		// failure to look.
+		if !strings.Contains(ib.Output, "No such file or directory") {
+			_, problem := get(sections, HostSectionInfiniband)
+			return check(id, result.Fail, basis, expected, "unknown", problem, ev())
+		}
+	default:
+		devs, other = efaNames(ib.Output)
+	}
+	pciEFA := -1
+	if t.PCI != nil {
+		pciEFA = len(t.PCI.EFA)
+	}
+
+	fi, problem := get(sections, HostSectionFiInfo)
+	var domains []string
+	if problem == "" {
+		var err error
+		if domains, err = fiinfo.ParseDomains(fi.Output); err != nil {
+			problem = err.Error()
+		}
+	}
+	var notes []string
+	if len(other) > 0 {
+		notes = append(notes, "ignored non-EFA RDMA devices: "+strings.Join(other, ", "))
+	}
+	if problem != "" {
+		if len(devs) == 0 && pciEFA == 0 && counted && want == 0 {
+			return check(id, result.Skip, basis, expected, "0 EFA devices",
+				"no EFA on this host and none expected; fi_info: "+problem, ev())
+		}
+		return check(id, result.Fail, basis, expected, fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs)), problem, ev())
+	}
+
+	actual := fmt.Sprintf("%d rdmap devices, %d fi_info domains", len(devs), len(domains))
+	if pciEFA >= 0 {
+		actual = fmt.Sprintf("%d PCI EFA functions, %s", pciEFA, actual)
+	}
+	var fails []string
+	switch {
+	case t.PCI == nil:
+		fails = append(fails, "the PCI inventory could not be read, so the EFA devices cannot be compared with the bus: "+t.PCIProblem)
+	case pciEFA != len(devs):
+		fails = append(fails, fmt.Sprintf("the PCI bus has %d EFA functions but /sys/class/infiniband has %d EFA devices: the efa driver did not bind every function (dmesg | grep efa)", pciEFA, len(devs)))
+	}
+	if len(devs) != len(domains) {
+		fails = append(fails, fmt.Sprintf("/sys/class/infiniband has %d EFA devices but fi_info lists %d domains", len(devs), len(domains)))
+	} else if missing := notIn(domains, devs); len(missing) > 0 && len(domains) > 0 && strings.HasPrefix(domains[0], "rdmap") {
+		fails = append(fails, "fi_info domains not under /sys/class/infiniband: "+strings.Join(missing, ", "))
+	}
+	if t.Profile != nil && t.PCI != nil && t.Expect.EFACount == 0 && t.Profile.EFACount > 0 && pciEFA != t.Profile.EFACount {
+		fails = append(fails, fmt.Sprintf("the %s says %d EFA devices but the PCI bus has %d EFA functions (check the launch's EFA network interfaces)", t.profileName(), t.Profile.EFACount, pciEFA))
+	} else if counted && basis != BasisPCI && len(devs) != want {
+		fails = append(fails, fmt.Sprintf("%d EFA devices, %s says %d (check the launch's EFA network interfaces; p5en devices can come up late)", len(devs), basis, want))
+	}
+	if len(fails) > 0 {
+		return check(id, result.Fail, basis, expected, actual, strings.Join(append(fails, notes...), "; "), ev())
+	}
+	if !counted {
+		return check(id, result.Warn, "", expected, actual, strings.Join(append([]string{"count not judged: expect.efa_count = -1"}, notes...), "; "), "")
+	}
+	if len(devs) == 0 {
+		return check(id, result.Skip, basis, expected, actual, "no EFA on this host and none expected", "")
+	}
+	return check(id, result.Pass, basis, expected, actual, strings.Join(notes, "; "), "")
+}
+
+// notIn returns the names in a that are not in b.
+func notIn(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package checks
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// checkGPU judges the GPUs nvidia-smi lists. Whatever the profile or the settings say, fewer
+// GPUs in nvidia-smi than NVIDIA GPUs on the PCI bus fails: that is the signature of a GPU
+// that fell off the bus or that the driver lost.
+func checkGPU(sections map[string]bundle.Section, t Target) (result.Check, []nvsmi.GPU) {
+	id := result.GPU
+	want, basis, counted := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) })
+	model, modelBasis := t.Expect.GPUModel, BasisSetting
+	if model == "" && t.Profile != nil {
+		model, modelBasis = t.Profile.GPUModel, t.profileName()
+	}
+	var parts []string
+	if counted {
+		parts = append(parts, fmt.Sprintf("%d GPUs", want))
+	}
+	if model != "" {
+		parts = append(parts, model)
+	}
+	if t.PCI != nil {
+		parts = append(parts, fmt.Sprintf("= %d NVIDIA GPUs on the PCI bus", len(t.PCI.GPUs)))
+	}
+	expected := strings.Join(parts, ", ")
+	basisText := basis
+	if model != "" && modelBasis != basis {
+		basisText = strings.Trim(basis+", model: "+modelBasis, ", ")
+	}
+	ev := func() string { return evidence(sections, HostSectionNvidiaSMI, HostSectionPCI) }
+
+	s, problem := get(sections, HostSectionNvidiaSMI)
+	if problem != "" {
+		return check(id, result.Fail, basisText, expected, "nvidia-smi failed", problem, ev()), nil
+	}
+	gpus, err := nvsmi.Parse(s.Output)
+	if err != nil {
+		return check(id, result.Fail, basisText, expected, "unreadable nvidia-smi output", err.Error(), ev()), nil
+	}
+	names := map[string]int{}
+	var wrong []string
+	for _, g := range gpus {
+		names[g.Name]++
+		if !modelMatches(g.Name, model) {
+			wrong = append(wrong, fmt.Sprintf("GPU %d %q", g.Index, g.Name))
+		}
+	}
+	var have []string
+	for n, c := range names {
+		have = append(have, fmt.Sprintf("%d x %s", c, n))
+	}
+	sort.Strings(have)
+	actual := strings.Join(have, ", ")
+	if t.PCI != nil {
+		actual += fmt.Sprintf("; PCI: %d NVIDIA GPUs", len(t.PCI.GPUs))
+	}
+
+	var fails []string
+	switch {
+	case t.PCI == nil:
+		fails = append(fails, "the PCI inventory could not be read, so a GPU missing from nvidia-smi cannot be told from one missing from the bus: "+t.PCIProblem)
+	case len(gpus) < len(t.PCI.GPUs):
+		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has %d NVIDIA GPUs: a GPU fell off the bus or the driver lost it (check dmesg for Xid 79; reboot, else retire the instance)", len(gpus), len(t.PCI.GPUs)))
+	case len(gpus) > len(t.PCI.GPUs):
+		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has only %d NVIDIA GPUs (%s): the two cannot both be right", len(gpus), len(t.PCI.GPUs), pciIDs(t.PCI.GPUs)))
+	}
+	if t.Profile != nil && t.PCI != nil && t.Expect.GPUCount == 0 && t.Profile.GPUCount > 0 && len(t.PCI.GPUs) != t.Profile.GPUCount {
+		fails = append(fails, fmt.Sprintf("the %s says %d GPUs but the PCI bus has %d NVIDIA GPUs (%s)", t.profileName(), t.Profile.GPUCount, len(t.PCI.GPUs), pciIDs(t.PCI.GPUs)))
+	}
+	if counted && len(gpus) != want && (basis != BasisPCI || len(gpus) >= len(t.PCI.GPUs)) {
+		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs, %s says %d", len(gpus), basis, want))
+	}
+	if len(gpus) == 0 {
+		fails = append(fails, "no GPU at all: this host cannot bake a GPU image")
+	}
+	if len(wrong) > 0 {
+		fails = append(fails, fmt.Sprintf("not %s (%s): %s", model, modelBasis, strings.Join(wrong, ", ")))
+	}
+	if len(fails) > 0 {
+		return check(id, result.Fail, basisText, expected, actual, strings.Join(fails, "; "), ev()), gpus
+	}
+	if t.Profile == nil && t.Expect.GPUCount <= 0 && t.Expect.GPUModel == "" {
+		return check(id, result.Warn, basisText, expected, actual,
+			t.noProfileNote()+": the GPU count was judged against the PCI inventory only and the model not at all; set expect.gpu_count and expect.gpu_model to pin them", ""), gpus
+	}
+	return check(id, result.Pass, basisText, expected, actual, "", ""), gpus
+}
+
+// checkNvidiaDriver judges that nvidia-smi and the kernel module report the same driver (a
+// mismatch is NVML's "Driver/library version mismatch") and, when pinned, the version.
+func checkNvidiaDriver(sections map[string]bundle.Section, t Target, gpus []nvsmi.GPU) result.Check {
+	id := result.NvidiaDriver
+	pin := t.Expect.NvidiaDriver
+	expected, basis := "nvidia-smi and kernel module agree", BasisRule
+	if pin != "" {
+		expected, basis = pin+" (nvidia-smi and kernel module agree)", BasisSetting
+	}
+	ev := func() string {
+		return evidence(sections, HostSectionNvidiaSMI, HostSectionModinfoNvidia, HostSectionNvidiaLicense)
+	}
+	if gpus == nil {
+		s, problem := get(sections, HostSectionNvidiaSMI)
+		if problem == "" {
+			_, err := nvsmi.Parse(s.Output)
+			problem = fmt.Sprintf("nvidia-smi output unreadable: %v", err)
+		}
+		return check(id, result.Fail, basis, expected, "unknown", problem, ev())
+	}
+	s, problem := get(sections, HostSectionModinfoNvidia)
+	if problem != "" {
+		return check(id, result.Fail, basis, expected, "nvidia kernel module not found", problem, ev())
+	}
+	kmod, err := modinfo.Field(s.Output)
+	if err != nil {
+		return check(id, result.Fail, basis, expected, "unreadable modinfo nvidia", err.Error(), ev())
+	}
+	actual := kmod
+	if ls, p := get(sections, HostSectionNvidiaLicense); p == "" {
+		if lic, err := modinfo.Field(ls.Output); err == nil {
+			actual += " (license " + lic + ")"
+		}
+	}
+	var fails []string
+	for _, g := range gpus {
+		if g.DriverVersion != kmod {
+			fails = append(fails, fmt.Sprintf("nvidia-smi reports driver %s on GPU %d but the nvidia kernel module is %s (driver/library mismatch: reboot, or reinstall one driver)", g.DriverVersion, g.Index, kmod))
+			break
+		}
+	}
+	if ok, msg := pinned(pin, kmod); !ok {
+		fails = append(fails, msg)
+	}
+	if len(fails) > 0 {
+		return check(id, result.Fail, basis, expected, actual, strings.Join(fails, "; "), ev())
+	}
+	msg := ""
+	if pin == "" {
+		msg = "the version is not pinned (set expect.nvidia_driver to judge it); nvidia-smi and the module agree"
+	}
+	return check(id, result.Pass, basis, expected, actual, msg, "")
+}

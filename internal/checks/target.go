@@ -1,0 +1,199 @@
+package checks
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
+)
+
+// Bases of an expectation, in the order they are consulted.
+const (
+	BasisSetting = "setting"
+	BasisProfile = "profile"
+	BasisPCI     = "PCI inventory"
+	BasisRule    = "rule"
+)
+
+// Validate reports every bad setting of the expect block, in field order, naming each one.
+func (e Expectations) Validate() []error {
+	var errs []error
+	for _, p := range e.pins() {
+		if p.value == "" {
+			continue
+		}
+		if _, err := constraint.Parse(p.value); err != nil {
+			errs = append(errs, fmt.Errorf("expect.%s: %w", p.setting, err))
+		}
+	}
+	for _, n := range []struct {
+		setting string
+		v       int
+	}{{"gpu_count", e.GPUCount}, {"efa_count", e.EFACount}} {
+		if n.v < -1 {
+			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
+		}
+	}
+	if e.BusBWFloorGBps < 0 {
+		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
+	}
+	if e.NVMePath != "" && !path.IsAbs(e.NVMePath) {
+		errs = append(errs, fmt.Errorf("expect.nvme_path %q: must be an absolute path", e.NVMePath))
+	}
+	for i, x := range e.IgnoreXids {
+		if x <= 0 {
+			errs = append(errs, fmt.Errorf("expect.ignore_xids[%d] = %d: Xid numbers are positive", i, x))
+		}
+	}
+	return errs
+}
+
+type pin struct{ setting, value string }
+
+// pins are the version settings, which take an exact version or a constraint.
+func (e Expectations) pins() []pin {
+	return []pin{
+		{"nvidia_driver", e.NvidiaDriver}, {"efa_driver", e.EFADriver}, {"efa_installer", e.EFAInstaller},
+		{"libfabric", e.Libfabric}, {"aws_ofi_nccl", e.AWSOFINCCL}, {"gdrcopy", e.GDRCopy}, {"lustre", e.Lustre},
+	}
+}
+
+// Target is what the host checks compare against: the settings, the instance type's built-in
+// profile (when there is one) and the host's own PCI inventory (when it could be read).
+type Target struct {
+	Expect Expectations
+	// InstanceType and InstanceTypeSource: see InstanceType.
+	InstanceType       string
+	InstanceTypeSource string
+	// Profile is nil when the instance type has no built-in profile.
+	Profile *profile.Profile
+	// PCI is nil when the inventory could not be read; PCIProblem then says why.
+	PCI        *pci.Inventory
+	PCIProblem string
+}
+
+// Resolve builds the Target of a host from its bundle: the instance type (product_name, IMDS,
+// else configuredType), its profile, and the PCI inventory.
+func Resolve(sections map[string]bundle.Section, e Expectations, configuredType string) Target {
+	t := Target{Expect: e}
+	t.InstanceType, t.InstanceTypeSource = InstanceType(sections, configuredType)
+	if p, ok := profile.Lookup(t.InstanceType); ok {
+		t.Profile = &p
+	}
+	inv, err := readPCI(sections)
+	if err != nil {
+		t.PCIProblem = err.Error()
+	} else {
+		t.PCI = &inv
+	}
+	return t
+}
+
+func readPCI(sections map[string]bundle.Section) (pci.Inventory, error) {
+	s, problem := get(sections, HostSectionPCI)
+	if problem != "" {
+		return pci.Inventory{}, errors.New(problem)
+	}
+	inv, err := pci.Parse(s.Output)
+	if err != nil {
+		return pci.Inventory{}, err
+	}
+	if len(inv.Devices) == 0 {
+		return pci.Inventory{}, errors.New("/sys/bus/pci/devices lists no device: the PCI inventory is unreadable on this host")
+	}
+	return inv, nil
+}
+
+// profileName names the profile in messages and bases.
+func (t Target) profileName() string {
+	if t.Profile == nil {
+		return ""
+	}
+	return "profile " + t.Profile.InstanceType
+}
+
+// noProfileNote says why a check fell back to the PCI inventory.
+func (t Target) noProfileNote() string {
+	typ := t.InstanceType
+	if typ == "" {
+		typ = "unknown"
+	}
+	return fmt.Sprintf("instance type %s has no built-in profile", typ)
+}
+
+// expectedCount resolves a count setting: the setting (n > 0; -1 = off), else the profile's
+// (when it judges one), else the PCI inventory's. ok is false when nothing says; basis names
+// where the count came from.
+func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int, fromPCI func(pci.Inventory) int) (n int, basis string, ok bool) {
+	switch {
+	case setting > 0:
+		return setting, BasisSetting, true
+	case setting < 0:
+		return 0, "", false
+	}
+	if t.Profile != nil {
+		if v := fromProfile(*t.Profile); v > 0 {
+			return v, t.profileName(), true
+		}
+	}
+	if t.PCI != nil {
+		return fromPCI(*t.PCI), BasisPCI, true
+	}
+	return 0, "", false
+}
+
+// fabricManagerRequired resolves whether Fabric Manager must be active: the setting, else the
+// profile, else whether the PCI bus shows an NVSwitch fabric.
+func (t Target) fabricManagerRequired() (want bool, basis string, ok bool) {
+	switch {
+	case t.Expect.FabricManager != nil:
+		return *t.Expect.FabricManager, BasisSetting, true
+	case t.Profile != nil:
+		return t.Profile.NVSwitch, t.profileName(), true
+	case t.PCI != nil:
+		return t.PCI.HasNVLinkFabric(), BasisPCI, true
+	}
+	return false, "", false
+}
+
+// fabricSummary describes what the PCI bus shows of an NVSwitch fabric.
+func fabricSummary(inv pci.Inventory) string {
+	switch {
+	case len(inv.NVSwitches) > 0:
+		return fmt.Sprintf("%d NVSwitch functions (10de, class 0680)", len(inv.NVSwitches))
+	case len(inv.GPUs) > 1 && len(inv.NVLinkManagementBridge) > 1:
+		return fmt.Sprintf("%d ConnectX-7 NVLink management bridges (15b3, class 0207)", len(inv.NVLinkManagementBridge))
+	}
+	return "no NVSwitch fabric"
+}
+
+// withBasis renders "what (basis)".
+func withBasis(what, basis string) string {
+	if basis == "" {
+		return what
+	}
+	return what + " (" + basis + ")"
+}
+
+// pciIDs lists the distinct vendor:device ids of devices, in order: "10de:2901 x8".
+func pciIDs(devs []pci.Device) string {
+	var order []string
+	count := map[string]int{}
+	for _, d := range devs {
+		id := fmt.Sprintf("%04x:%04x", d.Vendor, d.Device)
+		if count[id] == 0 {
+			order = append(order, id)
+		}
+		count[id]++
+	}
+	parts := make([]string, len(order))
+	for i, id := range order {
+		parts[i] = fmt.Sprintf("%s x%d", id, count[id])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,42 @@
+// Package hosttools names the executables the checks run on a DLAMI host, at their real
+// absolute paths. Packer's SSH commands get no login shell, so nothing here relies on a
+// profile script's PATH; each tool falls back to a PATH lookup only after its real paths, and
+// the report shows which path answered. One owner: the guard and the host checks take their
+// tools from here.
+package hosttools
+
+import "github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+
+// Ubuntu 24.04 is usr-merged: /bin, /sbin and /lib point into /usr. The /usr paths come first;
+// the unmerged ones are kept for older images.
+var (
+	// NvidiaSMI is installed by every driver packaging (NVIDIA's repository, Ubuntu's
+	// archive, the .run installer) at /usr/bin.
+	NvidiaSMI = tool("nvidia-smi", "/usr/bin/nvidia-smi")
+	// Systemctl is systemd's.
+	Systemctl = tool("systemctl", "/usr/bin/systemctl", "/bin/systemctl")
+	// Modinfo and Lsmod come from kmod.
+	Modinfo = tool("modinfo", "/usr/sbin/modinfo", "/sbin/modinfo")
+	Lsmod   = tool("lsmod", "/usr/sbin/lsmod", "/sbin/lsmod")
+	// FiInfo lives only in the EFA installer's prefix; /opt/amazon/efa/bin reaches PATH only
+	// through /etc/profile.d, which Packer's non-login commands never read
+	// (awsome-distributed-training PR 849, libfabric PR 11314).
+	FiInfo = tool("fi_info", "/opt/amazon/efa/bin/fi_info", "/usr/bin/fi_info")
+	// Findmnt and Dmesg come from util-linux.
+	Findmnt = tool("findmnt", "/usr/bin/findmnt", "/bin/findmnt")
+	Dmesg   = tool("dmesg", "/usr/bin/dmesg", "/bin/dmesg")
+	// Lfs is lustre-client-utils'.
+	Lfs = tool("lfs", "/usr/bin/lfs", "/usr/sbin/lfs")
+	// Uname and DpkgQuery are coreutils' and dpkg's.
+	Uname     = tool("uname", "/usr/bin/uname", "/bin/uname")
+	DpkgQuery = tool("dpkg-query", "/usr/bin/dpkg-query")
+	// DKMS is optional: a host without it simply has no DKMS modules.
+	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
+)
+
+func tool(name string, paths ...string) bundle.Tool {
+	return bundle.Tool{Name: name, Paths: paths}
+}
+
+// Ptr returns a pointer to a copy of t, for bundle.Command.Tool.
+func Ptr(t bundle.Tool) *bundle.Tool { return &t }

@@ -1,0 +1,289 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+)
+
+// localComm is a Packer communicator that runs command lines on this machine with /bin/sh,
+// as sshd would on the host: the SSH type's shell lines are exercised for real (sh, setsid,
+// kill, cat, install), with a sudo shim in front because the test runs without sudo.
+type localComm struct{ path string }
+
+func newLocalComm(t *testing.T) localComm {
+	dir := t.TempDir()
+	shim := "#!/bin/sh\n[ \"$1\" = -n ] && shift\nexec \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "sudo"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return localComm{path: dir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+func (c localComm) Start(ctx context.Context, rc *packersdk.RemoteCmd) error {
+	cmd := exec.Command("/bin/sh", "-c", rc.Command)
+	cmd.Env = []string{"PATH=" + c.path, "HOME=/tmp"}
+	cmd.Stdout, cmd.Stderr = orDiscard(rc.Stdout), orDiscard(rc.Stderr)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		rc.SetExited(code)
+	}()
+	return nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func (localComm) Upload(dst string, r io.Reader, _ *os.FileInfo) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o600)
+}
+func (localComm) UploadDir(string, string, []string) error   { return errors.New("not used") }
+func (localComm) Download(string, io.Writer) error           { return errors.New("not used") }
+func (localComm) DownloadDir(string, string, []string) error { return errors.New("not used") }
+
+func TestSSHFiles(t *testing.T) {
+	s := SSH{C: newLocalComm(t), TempDir: t.TempDir()}
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	if _, err := s.ReadFile(ctx, filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := s.ReadFile(ctx, dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a directory must be unreadable, not absent: %v", err)
+	}
+	dst := filepath.Join(dir, "nested", "it's a file.json")
+	if err := s.Install(ctx, []byte("{\"a\": 1}\n"), dst, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadFile(ctx, dst)
+	if err != nil || string(got) != "{\"a\": 1}\n" {
+		t.Fatalf("read back %q %v", got, err)
+	}
+	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %o", st.Mode().Perm())
+	}
+	if ents, _ := os.ReadDir(s.TempDir); len(ents) != 0 {
+		t.Errorf("staged files left behind: %v", ents)
+	}
+	if err := s.MakeDir(ctx, filepath.Join(dir, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveAll(ctx, filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+		t.Error("RemoveAll left the directory")
+	}
+	if id, err := s.BootID(ctx); err != nil || len(id) != 36 {
+		t.Errorf("boot id %q %v", id, err)
+	}
+}
+
+func TestSSHQuery(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	cmds := []bundle.Command{{Name: "a", Shell: "echo one"}, {Name: "b", Shell: "echo two >&2; exit 3"}}
+	got, err := s.Query(context.Background(), cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"].Output != "one" || got["b"].Output != "two" || got["b"].ExitCode != 3 {
+		t.Errorf("sections %+v", got)
+	}
+}
+
+// sessionMembers returns the processes in session sid, read from /proc the way the scripts do.
+func sessionMembers(t *testing.T, sid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 4 || fields[3] != strconv.Itoa(sid) {
+			continue
+		}
+		if fields[0] == "Z" {
+			continue // exited, waiting for its parent to collect it
+		}
+		pid, _ := strconv.Atoi(strings.Split(f, "/")[2])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitSessionGone fails the test when session sid still has live processes after d.
+func waitSessionGone(t *testing.T, sid int, d time.Duration, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; {
+		left := sessionMembers(t, sid)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d still has processes %v %s", sid, left, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// jobScriptWithOwnGroup starts a process in a process group of its own (timeout(1) makes one,
+// as it does around mpirun in the NCCL job) beside one in the job's group.
+const jobScriptWithOwnGroup = "echo started\ntimeout 300 sleep 300 &\nsleep 300\n"
+
+// A job runs as the leader of its own session, so Kill stops everything it started, even
+// processes in other groups, after the caller stopped waiting for it.
+func TestSSHJobAndKill(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte(jobScriptWithOwnGroup), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := host.Job{Name: "long job", Script: script, PIDFile: filepath.Join(dir, "pid"), Output: io.Discard}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := s.Run(ctx, j); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run: %v", err)
+	}
+	pidText, err := os.ReadFile(j.PIDFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sessionMembers(t, pgid)); n < 3 {
+		t.Fatalf("the job's session has %d processes before Kill, want 3 (sh, timeout, sleep)", n)
+	}
+	kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer kcancel()
+	if err := s.Kill(kctx, j); err != nil {
+		t.Fatal(err)
+	}
+	waitSessionGone(t, pgid, 5*time.Second, "after Kill")
+	// Killing a job that already ended, or never started, is not an error.
+	if err := s.Kill(kctx, j); err != nil {
+		t.Errorf("second kill: %v", err)
+	}
+	if err := s.Kill(kctx, host.Job{Name: "never", PIDFile: filepath.Join(dir, "none")}); err != nil {
+		t.Errorf("kill without pid file: %v", err)
+	}
+}
+
+func TestSSHJobExitStatus(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("echo out; echo err >&2; exit 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out Buffer
+	code, err := s.Run(context.Background(), host.Job{Name: "j", Script: script, AsRoot: true, PIDFile: filepath.Join(dir, "pid"), Output: &out})
+	if err != nil || code != 7 || !strings.Contains(out.String(), "out") || !strings.Contains(out.String(), "err") {
+		t.Errorf("code %d err %v out %q", code, err, out.String())
+	}
+	// The pid file goes with the job, so a later Kill cannot reach a process that reused the id.
+	if _, err := os.Stat(filepath.Join(dir, "pid")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pid file left after the job ended: %v", err)
+	}
+}
+
+// When the SSH session a job was started from goes away (Packer killed on Ctrl-C), the job's
+// whole session is stopped on the host by the watchdog, without anyone calling Kill; also when
+// the session process lingers as a zombie because nobody collected it, and when the staging
+// folder holding the pid file was removed first.
+func TestSSHJobStopsWhenItsSessionGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		reaped, removePIDs bool
+	}{
+		{"session reaped", true, false},
+		{"session a zombie", false, false},
+		{"pid file removed", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// A stand-in for the SSH session process: the job runs under a process named sshd.
+			sshd := filepath.Join(dir, "sshd")
+			if err := os.Symlink("/bin/sh", sshd); err != nil {
+				t.Fatal(err)
+			}
+			script := filepath.Join(dir, "job.sh")
+			if err := os.WriteFile(script, []byte(jobScriptWithOwnGroup), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := filepath.Join(dir, "pid")
+			session := exec.Command(sshd, "-c", jobCommand(host.Job{Script: script, PIDFile: pidFile}))
+			session.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+			if err := session.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sid := 0
+			for deadline := time.Now().Add(5 * time.Second); sid == 0; {
+				if b, err := os.ReadFile(pidFile); err == nil {
+					sid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the job did not record its session")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tc.removePIDs {
+				// As the bake's cleanup does, long after the job started (the watchdog reads
+				// the file within 0.1 s of its writing).
+				time.Sleep(500 * time.Millisecond)
+				if err := os.Remove(pidFile); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The session dies (SIGKILL: no chance to clean up).
+			if err := session.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.reaped {
+				_ = session.Wait()
+			} else {
+				defer session.Wait()
+			}
+			waitSessionGone(t, sid, 10*time.Second, "10 s after the SSH session went")
+		})
+	}
+}

@@ -1,0 +1,176 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config
+//go:generate packer-sdc struct-markdown
+
+package dlami
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/packer-plugin-sdk/common"
+	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+)
+
+// Config is the post-processor's configuration. See docs/post-processors/dlami.mdx.
+type Config struct {
+	common.PackerConfig `mapstructure:",squash"`
+	// AWS access, with the amazon plugin's names.
+	awsaccess.AccessConfig `mapstructure:",squash"`
+
+	// The build's own region: which copy of the AMI to verify when the artifact has several
+	// (`ami_regions`). Not needed when the artifact has one region or `regions` is set.
+	Region string `mapstructure:"region"`
+	// The regions whose copies to verify (each gets its own instance). Default: `region`.
+	Regions []string `mapstructure:"regions"`
+	// Instance type to launch. Default: the one recorded in the bill of materials the
+	// provisioner wrote (`bom_file`).
+	InstanceType string `mapstructure:"instance_type"`
+	// Local copy of the bill of materials the provisioner saved next to its reports, read for
+	// the default instance type. Default `dlami-reports/<build name>/dlami-bom.json`.
+	BOMFile string `mapstructure:"bom_file"`
+	// Where the bill of materials is inside the image. Default /etc/dlami-bake/manifest.json.
+	ManifestPath string `mapstructure:"manifest_path"`
+	// Subnet to launch in; default the region's default VPC.
+	SubnetID string `mapstructure:"subnet_id"`
+	// Security groups for the instance; default a temporary group admitting SSH.
+	SecurityGroupIDs []string `mapstructure:"security_group_ids"`
+	// Source CIDR the temporary security group admits on port 22. Default 0.0.0.0/0.
+	SSHCIDR string `mapstructure:"temporary_security_group_source_cidr"`
+	// Whether the instance gets a public IP address; default the subnet's setting.
+	AssociatePublicIPAddress *bool `mapstructure:"associate_public_ip_address"`
+	// Instance profile name for the instance.
+	IAMInstanceProfile string `mapstructure:"iam_instance_profile"`
+	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs.
+	CapacityReservationPreference string `mapstructure:"capacity_reservation_preference"`
+	// Capacity Reservation (ODCR or Capacity Block for ML) to launch into.
+	CapacityReservationID string `mapstructure:"capacity_reservation_id"`
+	// Capacity Reservation resource group to launch into.
+	CapacityReservationGroupARN string `mapstructure:"capacity_reservation_group_arn"`
+	// SSH user. Default `ubuntu`.
+	SSHUsername string `mapstructure:"ssh_username"`
+	// Address to connect to: `public_ip`, `private_ip`, `public_dns` or `private_dns`.
+	// Default: the public IP, else the private one.
+	SSHInterface string `mapstructure:"ssh_interface"`
+	// How long to wait for the instance to run and answer SSH. Default 10m.
+	SSHTimeout time.Duration `mapstructure:"ssh_timeout"`
+	// How long to wait for cloud-init and apt to settle before judging. Default 15m.
+	SettleTimeout time.Duration `mapstructure:"settle_timeout"`
+	// Timeout of each check command. Default 60s.
+	CheckTimeout time.Duration `mapstructure:"check_timeout"`
+	// Run the 1-node NCCL test on the instance too (it costs GPU minutes). Default false.
+	NCCL bool `mapstructure:"nccl"`
+	// Local directory for the reports, one subdirectory per region. Default
+	// `dlami-verify/<build name>`.
+	ReportDir string `mapstructure:"report_dir"`
+	// What to do with the AMI when its first boot fails: `keep` (touch nothing), `tag`
+	// (tag it `dlami:verified = false`, the default) or `deregister` (deregister it and delete
+	// its snapshots in every region of the artifact). The build fails either way.
+	OnFailure string `mapstructure:"on_failure"`
+	// Tags for the instance and the temporary key pair and security group.
+	RunTags map[string]string `mapstructure:"run_tags"`
+	// What the host must look like, as the provisioner's `expect` block.
+	Expect checks.Expectations `mapstructure:"expect"`
+
+	ctx interpolate.Context
+}
+
+// What to do with a failed AMI.
+const (
+	OnFailureKeep       = "keep"
+	OnFailureTag        = "tag"
+	OnFailureDeregister = "deregister"
+)
+
+// Defaults this package owns.
+const (
+	defaultSSHUsername   = "ubuntu"
+	defaultSSHTimeout    = 10 * time.Minute
+	defaultSettleTimeout = 15 * time.Minute
+	defaultCheckTimeout  = 60 * time.Second
+)
+
+// BOMFileName is the local copy of the bill of materials the provisioner writes next to its
+// reports.
+const BOMFileName = bom.LocalFileName
+
+func (c *Config) prepare() (errs []error, warnings []string) {
+	name := c.PackerBuildName
+	if name == "" {
+		name = "build"
+	}
+	if c.ReportDir == "" {
+		c.ReportDir = filepath.Join("dlami-verify", name)
+	}
+	if c.BOMFile == "" {
+		c.BOMFile = filepath.Join("dlami-reports", name, BOMFileName)
+	}
+	if c.ManifestPath == "" {
+		c.ManifestPath = bom.DefaultPath
+	}
+	if c.SSHUsername == "" {
+		c.SSHUsername = defaultSSHUsername
+	}
+	if c.SSHTimeout == 0 {
+		c.SSHTimeout = defaultSSHTimeout
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = defaultSettleTimeout
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = defaultCheckTimeout
+	}
+	if c.OnFailure == "" {
+		c.OnFailure = OnFailureTag
+	}
+	accessErrs, deprecations := c.AccessConfig.Prepare()
+	errs = append(errs, accessErrs...)
+	if c.Region != "" {
+		if err := c.CheckRegion("region", c.Region); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, r := range c.Regions {
+		if err := c.CheckRegion(fmt.Sprintf("regions[%d]", i), r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch c.OnFailure {
+	case OnFailureKeep, OnFailureTag, OnFailureDeregister:
+	default:
+		errs = append(errs, fmt.Errorf("on_failure %q: use keep, tag or deregister", c.OnFailure))
+	}
+	switch c.SSHInterface {
+	case "", "public_ip", "private_ip", "public_dns", "private_dns":
+	default:
+		errs = append(errs, fmt.Errorf("ssh_interface %q: use public_ip, private_ip, public_dns or private_dns", c.SSHInterface))
+	}
+	switch c.CapacityReservationPreference {
+	case "", "open", "none", "capacity-reservations-only":
+	default:
+		errs = append(errs, fmt.Errorf("capacity_reservation_preference %q: use open, none or capacity-reservations-only", c.CapacityReservationPreference))
+	}
+	if c.CapacityReservationID != "" && c.CapacityReservationGroupARN != "" {
+		errs = append(errs, errors.New("capacity_reservation_id and capacity_reservation_group_arn: set one"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ssh_timeout", c.SSHTimeout}, {"settle_timeout", c.SettleTimeout}, {"check_timeout", c.CheckTimeout}} {
+		if d.v < time.Second {
+			errs = append(errs, fmt.Errorf("%s must be at least 1s, got %s", d.name, d.v))
+		}
+	}
+	errs = append(errs, c.Expect.Validate()...)
+	return errs, deprecations
+}
+
+// policy is the guard's default: the first boot is compared with what the image's bill of
+// materials lists, plus any default-guarded package that appeared.
+func (c *Config) policy() guard.Policy { return guard.Policy{} }

@@ -1,0 +1,327 @@
+// Package dlami is the `dlami` post-processor: it launches an instance from the AMI an
+// amazon-ebs build registered, checks its first boot against the bill of materials the
+// provisioner baked into it (kernel, guarded packages and holds, the host suite, optionally the
+// NCCL test), tags the AMI verified or keeps it out of circulation, and always terminates the
+// instance and deletes its temporaries.
+package dlami
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2/hcldec"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	sshcomm "github.com/hashicorp/packer-plugin-sdk/sdk-internals/communicator/ssh"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/version"
+)
+
+// AmazonEBSBuilderID is the builder id of amazon-ebs artifacts.
+const AmazonEBSBuilderID = "mitchellh.amazonebs"
+
+// PostProcessor implements packersdk.PostProcessor.
+type PostProcessor struct {
+	config Config
+	// ec2For returns the EC2 client of a region; replaced in tests.
+	ec2For func(ctx context.Context, region string) (launch.EC2API, error)
+}
+
+// ConfigSpec implements packersdk.PostProcessor.
+func (p *PostProcessor) ConfigSpec() hcldec.ObjectSpec { return p.config.FlatMapstructure().HCL2Spec() }
+
+// Configure implements packersdk.PostProcessor. It does no network I/O.
+func (p *PostProcessor) Configure(raws ...interface{}) error {
+	err := config.Decode(&p.config, &config.DecodeOpts{PluginType: "dlami", Interpolate: true, InterpolateContext: &p.config.ctx}, raws...)
+	if err != nil {
+		return err
+	}
+	packersdk.LogSecretFilter.Set(p.config.Secrets()...)
+	errs, warnings := p.config.prepare()
+	for _, w := range warnings {
+		fmt.Fprintln(os.Stderr, "dlami: warning: "+w)
+	}
+	return errors.Join(errs...)
+}
+
+// target is one AMI copy to verify.
+type target struct{ region, ami string }
+
+// amis parses an amazon-ebs artifact id: "us-east-1:ami-0a,us-west-2:ami-0b".
+func amis(a packersdk.Artifact) (map[string]string, error) {
+	if a.BuilderId() != AmazonEBSBuilderID {
+		return nil, fmt.Errorf("the artifact is from builder %q, not amazon-ebs (%s): the dlami post-processor verifies AMIs", a.BuilderId(), AmazonEBSBuilderID)
+	}
+	out := map[string]string{}
+	for _, part := range strings.Split(a.Id(), ",") {
+		region, ami, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || !strings.HasPrefix(ami, "ami-") || region == "" {
+			return nil, fmt.Errorf("the artifact id %q is not a list of region:ami-id pairs", a.Id())
+		}
+		out[region] = ami
+	}
+	return out, nil
+}
+
+// targets picks the copies to verify: `regions`, else `region`, else the only one.
+func (c *Config) targets(all map[string]string) ([]target, error) {
+	want := c.Regions
+	if len(want) == 0 && c.Region != "" {
+		want = []string{c.Region}
+	}
+	if len(want) == 0 {
+		if len(all) != 1 {
+			regions := make([]string, 0, len(all))
+			for r := range all {
+				regions = append(regions, r)
+			}
+			sort.Strings(regions)
+			return nil, fmt.Errorf("the AMI exists in %s: set region (the build's own region) or regions to say which copies to verify", strings.Join(regions, ", "))
+		}
+		for r := range all {
+			want = []string{r}
+		}
+	}
+	var out []target
+	for _, r := range want {
+		ami, ok := all[r]
+		if !ok {
+			return nil, fmt.Errorf("regions: the AMI has no copy in %s (it exists in %d region(s); add %s to the builder's ami_regions)", r, len(all), r)
+		}
+		out = append(out, target{r, ami})
+	}
+	return out, nil
+}
+
+// instanceType is the setting, else the bill of materials' record.
+func (c *Config) instanceType() (string, error) {
+	if c.InstanceType != "" {
+		return c.InstanceType, nil
+	}
+	data, err := os.ReadFile(c.BOMFile)
+	if err != nil {
+		return "", fmt.Errorf("instance_type is not set and the bill of materials to read it from is unreadable (bom_file %s: %v): set instance_type, or point bom_file at the dlami provisioner's %s", c.BOMFile, err, BOMFileName)
+	}
+	b, err := bom.Decode(data)
+	if err != nil {
+		return "", fmt.Errorf("bom_file %s: %w", c.BOMFile, err)
+	}
+	if b.InstanceType == "" {
+		return "", fmt.Errorf("bom_file %s records no instance type: set instance_type", c.BOMFile)
+	}
+	return b.InstanceType, nil
+}
+
+// PostProcess implements packersdk.PostProcessor. The build fails when any verified copy's
+// first boot fails; the artifact is returned as it is.
+func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
+	c := &p.config
+	all, err := amis(a)
+	if err != nil {
+		return a, true, false, fmt.Errorf("dlami: %w", err)
+	}
+	targets, err := c.targets(all)
+	if err != nil {
+		return a, true, false, fmt.Errorf("dlami: %w", err)
+	}
+	typ, err := c.instanceType()
+	if err != nil {
+		return a, true, false, fmt.Errorf("dlami: %w", err)
+	}
+	ec2For := p.ec2For
+	if ec2For == nil {
+		ec2For = c.ec2Client
+	}
+	var failed []string
+	for _, t := range targets {
+		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, typ))
+		err := p.verify(ctx, ui, ec2For, t, typ)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return a, true, false, fmt.Errorf("dlami: cancelled while verifying %s in %s: %w", t.ami, t.region, err)
+		}
+		failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
+	}
+	if len(failed) == 0 {
+		return a, true, false, nil
+	}
+	if err := p.onFailure(ctx, ui, ec2For, all); err != nil {
+		failed = append(failed, err.Error())
+	}
+	return a, true, false, fmt.Errorf("dlami: the AMI did not boot healthy: %s", strings.Join(failed, "; "))
+}
+
+func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, error) {
+	opts := c.Options(region)
+	cfg, err := dlamiresolve.LoadAWSConfig(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !c.SkipCredentialValidation {
+		if _, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, region, time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	return dlamiresolve.NewEC2Client(cfg, opts, region), nil
+}
+
+// verify launches one instance from t.ami, checks it, tags the AMI on success, and always
+// cleans up.
+func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), t target, typ string) (err error) {
+	c := &p.config
+	api, err := ec2For(ctx, t.region)
+	if err != nil {
+		return err
+	}
+	say := func(s string) { ui.Say("dlami: " + t.region + ": " + s) }
+	tags := map[string]string{"Name": "dlami-verify " + t.ami, "dlami:verify": t.ami}
+	for k, v := range c.RunTags {
+		tags[k] = v
+	}
+	spec := launch.Spec{
+		ImageID: t.ami, InstanceType: typ, SubnetID: c.SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
+		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
+		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
+		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags,
+	}
+	lctx, lcancel := context.WithTimeout(ctx, c.SSHTimeout)
+	in, err := launch.Launch(lctx, api, spec, say)
+	lcancel()
+	if err != nil {
+		return err
+	}
+	// Always terminate and delete the temporaries: success, failure, timeout and Ctrl-C.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		if cerr := launch.Cleanup(cctx, in, say); cerr != nil {
+			ui.Error("dlami: " + cerr.Error())
+			err = errors.Join(err, cerr)
+		}
+	}()
+	addr, err := in.Address(c.SSHInterface)
+	if err != nil {
+		return err
+	}
+	comm, err := dialSSH(ctx, addr, c.SSHUsername, in.Signer, c.SSHTimeout, say)
+	if err != nil {
+		return err
+	}
+	h := remote.SSH{C: comm}
+	data, err := h.ReadFile(ctx, c.ManifestPath)
+	if err != nil {
+		return fmt.Errorf("reading the bill of materials %s from the instance (was the image baked by the dlami provisioner? manifest_path): %w", c.ManifestPath, err)
+	}
+	b, err := bom.Decode(data)
+	if err != nil {
+		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
+	}
+	o := bake.VerifyOptions{
+		BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
+		ReportDir: filepath.Join(c.ReportDir, t.region), BOM: b, InstanceType: typ, Expect: c.Expect,
+		Policy: c.policy(), CheckTimeout: c.CheckTimeout, SettleTimeout: c.SettleTimeout, NCCL: c.NCCL,
+		RemoteDir: "/tmp",
+	}
+	if err := bake.Verify(ctx, h, ui, o); err != nil {
+		return err
+	}
+	tagCtx := context.WithoutCancel(ctx)
+	if err := launch.TagImage(tagCtx, api, t.ami, map[string]string{
+		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
+		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
+	}); err != nil {
+		return err
+	}
+	say(fmt.Sprintf("%s booted healthy: tagged %s = true", t.ami, amitags.Verified))
+	return nil
+}
+
+// onFailure applies on_failure to every copy of the AMI.
+func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), all map[string]string) error {
+	c := &p.config
+	if c.OnFailure == OnFailureKeep {
+		ui.Error("dlami: on_failure = keep: the AMI is left as it is")
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	regions := make([]string, 0, len(all))
+	for r := range all {
+		regions = append(regions, r)
+	}
+	sort.Strings(regions)
+	var errs []error
+	for _, r := range regions {
+		api, err := ec2For(ctx, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch c.OnFailure {
+		case OnFailureTag:
+			err = launch.TagImage(ctx, api, all[r], map[string]string{amitags.Verified: "false", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339)})
+			if err == nil {
+				ui.Error(fmt.Sprintf("dlami: %s: tagged %s %s = false", r, all[r], amitags.Verified))
+			}
+		case OnFailureDeregister:
+			err = launch.Deregister(ctx, api, all[r])
+			if err == nil {
+				ui.Error(fmt.Sprintf("dlami: %s: deregistered %s and deleted its snapshots (on_failure = deregister)", r, all[r]))
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("on_failure = %s in %s: %w", c.OnFailure, r, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dialSSH connects to the instance through Packer's own SSH communicator, retrying until
+// timeout (sshd starts late in the boot).
+func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout time.Duration, say func(string)) (packersdk.Communicator, error) {
+	hostport := net.JoinHostPort(addr, "22")
+	deadline := time.Now().Add(timeout)
+	say("waiting for SSH on " + hostport)
+	var last error
+	for {
+		comm, err := sshcomm.New(hostport, &sshcomm.Config{
+			SSHConfig: &ssh.ClientConfig{
+				User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+				// A fresh throwaway instance: its host key is not known beforehand.
+				HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
+			},
+			Connection:       func() (net.Conn, error) { return net.DialTimeout("tcp", hostport, 10*time.Second) },
+			HandshakeTimeout: 10 * time.Second,
+			UseSftp:          true,
+		})
+		if err == nil {
+			return comm, nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("SSH to %s did not answer within ssh_timeout %s: %w", hostport, timeout, last)
+		}
+		t := time.NewTimer(3 * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
