@@ -1,10 +1,11 @@
 # The simulated demo (run it with `make demo`, which calls ./run). This is the template you would
 # bake a golden AMI with on real AWS: the dlami data source resolves the DLAMI, amazon-ebs
 # launches a p6-b200.48xlarge from it, the dlami provisioner layers Slurm behind the kernel-hold
-# guard, validates the host and runs the NCCL test, and the AMI is tagged with the DLAMI it came
-# from. The only difference: the lines marked "simulation only" point every AWS call at the
-# local fake endpoint (cmd/dlami-fake-aws --simhost), whose EC2 instances are simulated DLAMI
-# hosts (test/simhost) on this machine.
+# guard, validates the host and runs the NCCL test, the AMI is tagged with the DLAMI it came
+# from, and the dlami post-processor boots the registered AMI on a fresh instance and tags it
+# dlami:verified when its first boot matches the bake. The only difference: the lines marked
+# "simulation only" point every AWS call at the local fake endpoint (cmd/dlami-fake-aws
+# --simhost), whose EC2 instances are simulated DLAMI hosts (test/simhost) on this machine.
 #
 # For real AWS: delete the lines marked "simulation only" and the aws_endpoint variable, use
 # your AWS credentials (profile, SSO, instance role, OIDC in CI), then `packer init . && packer
@@ -119,5 +120,15 @@ build {
       gpu_model     = "B200"
       efa_count     = 8
     }
+  }
+
+  # The registered AMI's first boot, on a fresh instance: the AMI is tagged
+  # dlami:verified = true when it boots as it was baked.
+  post-processor "dlami" {
+    region              = var.region
+    custom_endpoint_ec2 = var.aws_endpoint # simulation only
+    sts_endpoint        = var.aws_endpoint # simulation only
+    bom_file            = "${var.report_dir}/dlami-bom.json"
+    report_dir          = "${var.report_dir}/first-boot"
   }
 }

@@ -117,6 +117,20 @@ build {
     }
   }
 
+  # The registered AMI's first boot on a fresh instance of the same type: tags the AMI
+  # dlami:verified = true, or deregisters it (with its snapshots, in every region) when its
+  # first boot differs from what was baked. The manifest below keeps Packer from deregistering
+  # the AMI on its own after a failure, so on_failure decides.
+  post-processor "dlami" {
+    region         = var.region
+    instance_type  = var.instance_type
+    subnet_id      = var.subnet_id
+    bom_file       = "${var.report_dir}/dlami-bom.json"
+    report_dir     = "${var.report_dir}/first-boot"
+    on_failure     = "deregister"
+    settle_timeout = "20m"
+  }
+
   post-processor "manifest" {
     output     = "${var.report_dir}/packer-manifest.json"
     strip_path = true

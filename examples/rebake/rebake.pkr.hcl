@@ -138,4 +138,16 @@ build {
       inline       = ["systemctl enable munge", "systemctl disable slurmd"]
     }
   }
+
+  # The new AMI's first boot: only an AMI tagged dlami:verified = true should reach the fleet's
+  # launch templates; one whose first boot differs from the bake is deregistered.
+  post-processor "dlami" {
+    region         = var.region
+    instance_type  = var.instance_type
+    subnet_id      = var.subnet_id
+    bom_file       = "${var.report_dir}/dlami-bom.json"
+    report_dir     = "${var.report_dir}/first-boot"
+    on_failure     = "deregister"
+    settle_timeout = "20m"
+  }
 }

@@ -302,6 +302,10 @@ func (s *Server) describeImages(region string, in DescribeImagesInput) response 
 	if len(in.ImageIDs) > 0 {
 		for _, id := range in.ImageIDs {
 			img := rd.images[id]
+			if d, ok := rd.deregistered[id]; img == nil && ok && s.now().Sub(d.at) < DeregisteredVisible && s.visibleTo(&d.img) {
+				gone := cloneImage(d.img)
+				img = &gone
+			}
 			if img == nil || !s.visibleTo(img) {
 				return ec2Error(http.StatusBadRequest, "InvalidAMIID.NotFound", fmt.Sprintf("The image id '[%s]' does not exist", id))
 			}

@@ -998,3 +998,44 @@ func TestListeningProbe(t *testing.T) {
 		t.Errorf("a closed port reads as busy")
 	}
 }
+
+// A deregistered image still answers a lookup by id, as "deregistered", for a short interval
+// (amazon-ebs's artifact cleanup describes it right after a post-processor deregistered it),
+// never a filter search; afterwards the id is unknown.
+func TestDeregisteredImageLingers(t *testing.T) {
+	e := newEC2Env(t, nil)
+	c := e.client("us-east-1")
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e.fake.SetNow(func() time.Time { return now })
+	id := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{}).InstanceId)
+	waitFor(t, func() bool { return instanceOfState(t, c, id) == "running" })
+	img, err := c.CreateImage(ctx, &ec2.CreateImageInput{InstanceId: aws.String(id), Name: aws.String("golden-doomed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ami := aws.ToString(img.ImageId)
+	waitFor(t, func() bool { return imageOf(t, c, ami).State == "available" })
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := imageOf(t, c, ami); got.State != "deregistered" {
+		t.Errorf("lookup right after deregistering: %s, want deregistered", got.State)
+	}
+	out, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{Owners: []string{"self"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range out.Images {
+		if aws.ToString(i.ImageId) == ami {
+			t.Errorf("a search lists the deregistered image")
+		}
+	}
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.NotFound" {
+		t.Errorf("deregistering twice: %v", err)
+	}
+	now = now.Add(DeregisteredVisible)
+	if _, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{ami}}); errorCode(err) != "InvalidAMIID.NotFound" {
+		t.Errorf("lookup after the interval: %v, want InvalidAMIID.NotFound", err)
+	}
+}

@@ -1219,6 +1219,9 @@ func (s *Server) deregisterImage(region string, in ImageIDInput) response {
 	}
 	delete(rd.images, img.ID)
 	delete(rd.imageSettle, img.ID)
+	gone := cloneImage(*img)
+	gone.State = "deregistered"
+	rd.deregistered[img.ID] = deregisteredImage{img: gone, at: s.now()}
 	if in.DeleteAssociatedSnapshots {
 		for _, bd := range img.BlockDevices {
 			delete(rd.snapshots, bd.SnapshotID)

@@ -172,7 +172,21 @@ type regionData struct {
 	// imageSettle/snapshotSettle hold the images and snapshots still pending.
 	imageSettle    map[string]*settle
 	snapshotSettle map[string]*settle
+	// deregistered holds images deregistered lately: EC2 still answers a lookup by id with
+	// them, in state "deregistered", for a short interval (DescribeImages reference).
+	deregistered map[string]deregisteredImage
 }
+
+// deregisteredImage is an image as it was deregistered, and when.
+type deregisteredImage struct {
+	img Image
+	at  time.Time
+}
+
+// DeregisteredVisible is how long a deregistered image still answers DescribeImages by id.
+// EC2 documents "a short interval" and no figure; a minute covers the calls a client makes
+// right after deregistering (amazon-ebs's artifact cleanup describes the image again).
+const DeregisteredVisible = time.Minute
 
 // regionHash derives stable per-region ids for the default network.
 func regionHash(region, what string) uint64 {
@@ -186,6 +200,7 @@ func newRegionData(region, account string) *regionData {
 		images: map[string]*Image{}, params: map[string]*Parameter{}, instances: map[string]*instanceRec{},
 		keyPairs: map[string]*KeyPair{}, groups: map[string]*SecurityGroup{}, snapshots: map[string]*Snapshot{},
 		volumes: map[string]*Volume{}, imageSettle: map[string]*settle{}, snapshotSettle: map[string]*settle{},
+		deregistered: map[string]deregisteredImage{},
 	}
 	rd.vpc = Vpc{ID: fmt.Sprintf("vpc-0%016x", regionHash(region, "vpc")), CIDRBlock: "172.31.0.0/16", IsDefault: true}
 	rd.subnet = Subnet{ID: fmt.Sprintf("subnet-0%016x", regionHash(region, "subnet")), VpcID: rd.vpc.ID,

@@ -245,6 +245,17 @@ func (s *Server) PutImage(region string, img Image) {
 	s.region(region).images[img.ID] = &c
 }
 
+// PutSnapshot adds or replaces a snapshot in a region, e.g. the one a PutImage's block device
+// names, so deregistering the image can delete it.
+func (s *Server) PutSnapshot(region string, sn Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := sn
+	c.Tags = copyTags(sn.Tags)
+	c.CreateVolumeUsers = append([]string(nil), sn.CreateVolumeUsers...)
+	s.region(region).snapshots[sn.ID] = &c
+}
+
 // cloneImage copies img so the caller's maps and slices stay its own.
 func cloneImage(img Image) Image {
 	c := img

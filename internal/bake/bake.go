@@ -105,6 +105,15 @@ func (e *verdictError) Unwrap() error { return e.err }
 
 func verdict(format string, a ...any) error { return &verdictError{fmt.Errorf(format, a...)} }
 
+// Judged reports whether err ended a bake or a verification because the host was judged and
+// found wrong, as opposed to an error that kept it from being judged (SSH, a tool that could
+// not run, a cancellation).
+func Judged(err error) bool {
+	var ve *verdictError
+	var de *DriftError
+	return errors.As(err, &ve) || errors.As(err, &de)
+}
+
 // DriftError is returned when the guard finds drift or an unheld package.
 type DriftError struct {
 	Stage  string
@@ -133,14 +142,19 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 		StartedAt:     b.now().UTC(),
 		InstanceType:  opt.InstanceType,
 	}
-	// On Ctrl-C Packer cancels and kills the plugin within moments: a report saying so goes
-	// to disk the moment the context ends, before anything else happens.
+	return b.withReports(ctx, b.run)
+}
+
+// withReports runs body and writes the final reports whatever its ending. On Ctrl-C Packer
+// cancels and kills the plugin within moments: a report saying so goes to disk the moment the
+// context ends, before anything else happens.
+func (b *Bake) withReports(ctx context.Context, body func(context.Context) error) error {
 	written := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(written)
 		b.cancelledReport()
 	})
-	err := b.run(ctx)
+	err := body(ctx)
 	if !stop() {
 		<-written // the final report must land after the cancellation's
 	}
@@ -148,7 +162,7 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 		if err == nil {
 			return werr
 		}
-		ui.Error(werr.Error())
+		b.ui.Error(werr.Error())
 	}
 	return err
 }
@@ -290,14 +304,12 @@ func failedIDs(cs []result.Check) string {
 // the bake's context except to know whether it was cancelled.
 func (b *Bake) finish(ctx context.Context, runErr error) error {
 	ended := report.ResultFail
-	var ve *verdictError
-	var de *DriftError
 	switch {
 	case runErr == nil:
 		ended = ""
 	case ctx.Err() != nil && (errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, ctx.Err())):
 		ended = report.ResultCancelled
-	case errors.As(runErr, &ve), errors.As(runErr, &de):
+	case Judged(runErr):
 	default:
 		ended = report.ResultError
 		b.record(result.Check{ID: result.StagePrefix + b.stageName(), Status: result.Error, Expected: "the stage completes", Actual: "error", Message: runErr.Error()})

@@ -15,6 +15,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -37,7 +38,7 @@ func (b *Bake) validate(ctx context.Context) error {
 	for try := 1; try <= b.opt.EFARetries && onlyFailure(host, result.EFADevices); try++ {
 		c, _ := result.Find(host, result.EFADevices)
 		b.ui.Say(fmt.Sprintf("dlami: efa-devices failed (%s); looking again in %s (%d/%d)", c.Actual, b.opt.EFARetryDelay, try, b.opt.EFARetries))
-		if err := sleep(ctx, b.opt.EFARetryDelay); err != nil {
+		if err := pause.Sleep(ctx, b.opt.EFARetryDelay); err != nil {
 			return err
 		}
 		if sections, took, err = b.query(ctx, "host validation", cmds); err != nil {

@@ -2,6 +2,7 @@ package bake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,16 +54,7 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 		SkipNCCL: !o.NCCL, KillTimeout: o.KillTimeout, EFARetries: DefaultEFARetries, EFARetryDelay: DefaultEFARetryDelay, Now: o.Now,
 	}, firstBoot: true}
 	b.rep = report.Report{PluginVersion: o.PluginVersion, BuildName: o.BuildName, StartedAt: b.now().UTC(), InstanceType: o.InstanceType}
-	stop := context.AfterFunc(ctx, b.cancelledReport)
-	err := b.verify(ctx, o)
-	stop()
-	if werr := b.finish(ctx, err); werr != nil {
-		if err == nil {
-			return werr
-		}
-		ui.Error(werr.Error())
-	}
-	return err
+	return b.withReports(ctx, func(ctx context.Context) error { return b.verify(ctx, o) })
 }
 
 func (b *Bake) verify(ctx context.Context, o VerifyOptions) error {
@@ -105,8 +97,11 @@ func (b *Bake) verify(ctx context.Context, o VerifyOptions) error {
 	}
 	b.stage("validation")
 	err = b.validate(ctx)
-	if err == nil && result.Failed(cs) {
-		err = verdict("first boot: %s", failedIDs(cs))
+	var v *verdictError
+	if result.Failed(cs) && (err == nil || errors.As(err, &v)) {
+		// Every failed check, the first-boot ones first: the build's error is what a reader of
+		// the CI log sees.
+		err = verdict("first boot failed: %s", failedIDs(b.ordered()))
 	}
 	return err
 }

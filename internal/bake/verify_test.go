@@ -61,6 +61,15 @@ func TestVerifyFirstBoot(t *testing.T) {
 	if !slices.Contains(r.FailedChecks, "first-boot-packages") || !strings.Contains(check(r, "first-boot-packages").Message, "linux-aws: 7.0.0.1014.14 → 7.0.0.1015.15") {
 		t.Errorf("dist-upgrade: %v %q", r.FailedChecks, check(r, "first-boot-packages").Message)
 	}
+	// The build's error names every failed check, the first-boot ones first.
+	if !strings.HasPrefix(err.Error(), "first boot failed: first-boot-") {
+		t.Errorf("error %q", err)
+	}
+	for _, id := range r.FailedChecks {
+		if !strings.Contains(err.Error(), id) {
+			t.Errorf("error %q does not name failed check %s", err, id)
+		}
+	}
 
 	// cloud-init still running at the deadline: not judged as settled.
 	h = newFakeHost(t)

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 )
 
 // EC2API is the part of the EC2 client launch uses.
@@ -274,7 +276,7 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 				return fmt.Errorf("instance %s is %s instead of running%s", in.ID, i.State.Name, reason)
 			}
 		}
-		if err := sleep(ctx, in.poll); err != nil {
+		if err := pause.Sleep(ctx, in.poll); err != nil {
 			return fmt.Errorf("instance %s did not reach running: %w", in.ID, err)
 		}
 	}
@@ -299,7 +301,7 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 				if err != nil || (i.State != nil && i.State.Name == types.InstanceStateNameTerminated) {
 					break
 				}
-				if err := sleep(ctx, in.poll); err != nil {
+				if err := pause.Sleep(ctx, in.poll); err != nil {
 					errs = append(errs, fmt.Errorf("waiting for %s to terminate: %w", in.ID, err))
 					break
 				}
@@ -376,17 +378,6 @@ func toTags(m map[string]string) []types.Tag {
 		out[i] = types.Tag{Key: aws.String(k), Value: aws.String(m[k])}
 	}
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func randomSuffix() string {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -356,7 +357,7 @@ func (s SSH) Reboot(ctx context.Context) error {
 		if err == nil && id != before {
 			return nil
 		}
-		if err := sleep(ctx, s.poll()); err != nil {
+		if err := pause.Sleep(ctx, s.poll()); err != nil {
 			return fmt.Errorf("reboot: the host did not come back with a new boot id: %w", err)
 		}
 	}
@@ -371,20 +372,9 @@ func (s SSH) Reconnect(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if err := sleep(ctx, s.poll()); err != nil {
+		if err := pause.Sleep(ctx, s.poll()); err != nil {
 			return fmt.Errorf("the host did not answer again: %w", err)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
@@ -146,25 +147,41 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	if ec2For == nil {
 		ec2For = c.ec2Client
 	}
-	var failed []string
+	// failed: copies whose first boot was judged and found wrong; unverified: copies that
+	// could not be judged (credentials, capacity, SSH, a tool that did not run). on_failure
+	// applies to the first only: nothing is known against an image nobody could check.
+	var failed, unverified []string
 	for _, t := range targets {
 		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, typ))
 		err := p.verify(ctx, ui, ec2For, t, typ)
-		if err == nil {
-			continue
-		}
-		if ctx.Err() != nil {
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return a, true, false, fmt.Errorf("dlami: cancelled while verifying %s in %s: %w", t.ami, t.region, err)
+		case bake.Judged(err):
+			failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
+		default:
+			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		}
-		failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 	}
-	if len(failed) == 0 {
+	if len(failed) == 0 && len(unverified) == 0 {
 		return a, true, false, nil
 	}
-	if err := p.onFailure(ctx, ui, ec2For, all); err != nil {
-		failed = append(failed, err.Error())
+	var problems []string
+	if len(failed) > 0 {
+		if err := p.onFailure(ctx, ui, ec2For, all); err != nil {
+			failed = append(failed, err.Error())
+		}
+		problems = append(problems, "the AMI did not boot healthy: "+strings.Join(failed, "; "))
 	}
-	return a, true, false, fmt.Errorf("dlami: the AMI did not boot healthy: %s", strings.Join(failed, "; "))
+	if len(unverified) > 0 {
+		problems = append(problems, "the first boot could not be verified (on_failure was not applied): "+strings.Join(unverified, "; "))
+	}
+	// Packer destroys a build's artifact (deregisters the AMI and deletes its snapshots in
+	// every region) when a post-processor fails, unless another post-processor sequence kept
+	// it; say so, so nobody looks for the AMI afterwards or mistakes that cleanup for ours.
+	ui.Error("dlami: Packer now deregisters the AMI as it does after any failed post-processor, unless another post-processor sequence (a manifest, say) keeps it")
+	return a, true, false, fmt.Errorf("dlami: %s", strings.Join(problems, "; "))
 }
 
 func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, error) {
@@ -316,12 +333,8 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("SSH to %s did not answer within ssh_timeout %s: %w", hostport, timeout, last)
 		}
-		t := time.NewTimer(3 * time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := pause.Sleep(ctx, 3*time.Second); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -1,19 +1,5 @@
-# Default template of test/e2e/run-scenario: the dlami provisioner with its
-# defaults against the simulated host. Every template run by run-scenario
-# must declare these four variables (run-scenario always passes them).
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
+# Default build of test/e2e/run-scenario: the dlami provisioner with its defaults against the
+# simulated host (source.null.dlami and the variables are in host.pkr.hcl).
 
 build {
   sources = ["source.null.dlami"]

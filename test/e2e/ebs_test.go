@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,6 +116,9 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 				cp.ID, cp.State, cp.Name, cp.SourceImageID, cp.SourceRegion, golden.Name, golden.ID, ebsRegion)
 		}
 		for k, v := range golden.Tags {
+			if strings.HasPrefix(k, "dlami:verified") {
+				continue // the post-processor's, set on the verified copy after the copy was made
+			}
 			if cp.Tags[k] != v {
 				t.Errorf("copy tag %s = %q, want %q", k, cp.Tags[k], v)
 			}
@@ -127,6 +131,23 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		}
 		assertCleanedUp(t, s, ebsCopyRegion)
 		assertNoInstanceState(t, fake)
+
+		// The dlami post-processor booted the registered AMI on a fresh instance (terminated
+		// since: assertCleanedUp) and found its first boot healthy.
+		if golden.Tags["dlami:verified"] != "true" || golden.Tags["dlami:verified_at"] == "" {
+			t.Errorf("golden AMI tags %v: want dlami:verified = true with dlami:verified_at", golden.Tags)
+		}
+		if cp.Tags["dlami:verified"] != "" {
+			t.Errorf("the us-west-2 copy was tagged %q although only region = %s was verified", cp.Tags["dlami:verified"], ebsRegion)
+		}
+		verify := readReport(t, filepath.Join(out, "verify", ebsRegion))
+		if verify.Result != "pass" || checkStatus(verify, "first-boot-kernel") != "pass" || checkStatus(verify, "first-boot-packages") != "pass" || checkStatus(verify, "gpu") != "pass" {
+			t.Errorf("first-boot report: %s, failed %v, first-boot-kernel %s, first-boot-packages %s",
+				verify.Result, verify.FailedChecks, checkStatus(verify, "first-boot-kernel"), checkStatus(verify, "first-boot-packages"))
+		}
+		if n := verifyInstances(s, ebsRegion, golden.ID); n != 1 {
+			t.Errorf("%d verification instances of %s, want 1", n, golden.ID)
+		}
 	})
 
 	t.Run("golden-on-golden", func(t *testing.T) {
@@ -171,6 +192,10 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		assertNoInstanceState(t, fake)
 	})
 
+	t.Run("first-boot-dist-upgrade", func(t *testing.T) { firstBootDistUpgrade(t, e, fake, ebsDir) })
+	t.Run("first-boot-grub-1015", func(t *testing.T) { firstBootGrub(t, e, fake, ebsDir) })
+	t.Run("verify-interrupted", func(t *testing.T) { verifyInterrupted(t, e, fake, ebsDir) })
+
 	t.Run("drift", func(t *testing.T) {
 		exp, err := readExpectation(filepath.Join("scenarios", "unhold-dist-upgrade", "expect.json"))
 		if err != nil {
@@ -203,6 +228,175 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 
 	// Last: it ends with the fake's SIGTERM.
 	t.Run("packer-killed", func(t *testing.T) { packerKilled(t, e, fake, ebsDir) })
+}
+
+// firstBootDistUpgrade: the bake passes, but a layer left a per-instance script that runs
+// apt-get -y dist-upgrade on first boot. The post-processor's first boot fails
+// first-boot-packages, and on_failure = "deregister" removes the AMI and its snapshots in both
+// regions of the artifact.
+func firstBootDistUpgrade(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
+	before := fake.state(t)
+	out := outDir(t, "ebs-first-boot-dist-upgrade")
+	r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+		"-except=keep-ami", "-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "-var", "mode=dist-upgrade", "firstboot.pkr.hcl")
+	t.Logf("first-boot dist-upgrade (bake, ami_regions copy, verification, deregistration): %s", r.took.Round(time.Second))
+	if r.code == 0 {
+		t.Fatalf("the build passed although the first boot upgraded the NVIDIA userspace:\n%s", tail(filepath.Join(out, "packer.out"), 40))
+	}
+	if bake := readReport(t, out); bake.Result != "pass" {
+		t.Errorf("the bake itself should pass (nothing drifts during it): %s, failed %v", bake.Result, bake.FailedChecks)
+	}
+	verify := readReport(t, filepath.Join(out, "verify", ebsRegion))
+	if verify.Result != "fail" || checkStatus(verify, "first-boot-packages") != "fail" {
+		t.Errorf("first-boot report: %s, failed %v; want first-boot-packages failed", verify.Result, verify.FailedChecks)
+	}
+	for _, want := range []string{"did not boot healthy", "first-boot-packages", "deregistered"} {
+		if !strings.Contains(r.ui, want) {
+			t.Errorf("Packer's output lacks %q:\n%s", want, tail(filepath.Join(out, "packer.out"), 30))
+		}
+	}
+	// Packer then destroys the failed build's artifact itself (nothing kept it): the amazon
+	// plugin describes the AMI the post-processor already deregistered, which EC2 still shows
+	// for a short while, and must not crash on it.
+	if strings.Contains(r.all(), "PACKER CRASH") || strings.Contains(r.all(), "panic:") {
+		t.Errorf("Packer crashed destroying the already deregistered AMI:\n%s", grepLines(r.all(), "panic"))
+	}
+	t.Logf("Packer's own cleanup of the artifact said: %s", grepLines(r.ui, "destroying builder artifact"))
+	after := fake.state(t)
+	for _, region := range []string{ebsRegion, ebsCopyRegion} {
+		for _, img := range ownImages(after, region) {
+			if strings.HasPrefix(img.Name, "firstboot-dist-upgrade-") {
+				t.Errorf("%s: %s (%s) is still registered after on_failure = deregister", region, img.ID, img.State)
+			}
+		}
+		if left := newSnapshots(before, after, region); len(left) > 0 {
+			t.Errorf("%s: snapshots of the deregistered AMI left: %v", region, left)
+		}
+		assertCleanedUp(t, after, region)
+	}
+	assertNoInstanceState(t, fake)
+}
+
+// firstBootGrub: a shell provisioner after the dlami provisioner installs kernel 1015, holds it
+// and makes it the GRUB default. The bake's checks never see it; the first boot runs 1015 and
+// fails first-boot-kernel, and the AMI is tagged dlami:verified = false.
+func firstBootGrub(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
+	out := outDir(t, "ebs-first-boot-grub-1015")
+	r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+		"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "-var", "mode=grub-1015", "firstboot.pkr.hcl")
+	t.Logf("first-boot GRUB default 1015: %s", r.took.Round(time.Second))
+	if r.code == 0 {
+		t.Fatalf("the build passed although the image boots kernel 1015:\n%s", tail(filepath.Join(out, "packer.out"), 40))
+	}
+	if bake := readReport(t, out); bake.Result != "pass" {
+		t.Errorf("the dlami provisioner's bake should pass (the change came after it): %s, failed %v", bake.Result, bake.FailedChecks)
+	}
+	verify := readReport(t, filepath.Join(out, "verify", ebsRegion))
+	if checkStatus(verify, "first-boot-kernel") != "fail" {
+		t.Errorf("first-boot-kernel %s, want fail (failed %v)", checkStatus(verify, "first-boot-kernel"), verify.FailedChecks)
+	}
+	if !strings.Contains(r.ui, "first-boot-kernel") {
+		t.Errorf("the build's error does not name first-boot-kernel:\n%s", tail(filepath.Join(out, "packer.out"), 30))
+	}
+	s := fake.state(t)
+	var img *awsfake.Image
+	for _, i := range ownImages(s, ebsRegion) {
+		if strings.HasPrefix(i.Name, "firstboot-grub-1015-") {
+			img = &i
+		}
+	}
+	if img == nil {
+		t.Fatalf("the AMI is gone: on_failure = tag must keep it; account %s images: %+v", s.Account, s.Regions[ebsRegion].Images)
+	}
+	if img.Tags["dlami:verified"] != "false" {
+		t.Errorf("AMI tags %v, want dlami:verified = false", img.Tags)
+	}
+	assertCleanedUp(t, s, ebsRegion)
+	assertNoInstanceState(t, fake)
+}
+
+// verifyInterrupted: Ctrl-C while the post-processor waits for a slow first boot. The
+// verification instance is terminated, the temporaries deleted, a partial report says
+// cancelled, and the AMI is not tagged either way.
+func verifyInterrupted(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
+	out := outDir(t, "ebs-verify-interrupted")
+	interrupted := false
+	r := e.build(t, ebsDir, out, fake.packerEnv(e), func(cmd *exec.Cmd) {
+		deadline := time.Now().Add(10 * time.Minute)
+		for time.Now().Before(deadline) {
+			if b, _ := os.ReadFile(filepath.Join(out, "packer.log")); strings.Contains(string(b), "first boot: waiting for cloud-init") {
+				time.Sleep(2 * time.Second)
+				interrupted = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) == nil
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("the verification never started waiting for the first boot (output in %s)", out)
+	}, "-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "-var", "mode=slow", "firstboot.pkr.hcl")
+	t.Logf("Ctrl-C during verification: %s", r.took.Round(time.Second))
+	if !interrupted {
+		t.Fatalf("Ctrl-C was not sent (exit %d):\n%s", r.code, tail(filepath.Join(out, "packer.out"), 30))
+	}
+	if r.code == 0 {
+		t.Error("the interrupted build exited 0")
+	}
+	verify := readReport(t, filepath.Join(out, "verify", ebsRegion))
+	if verify.Result != "cancelled" || !slices.Contains(verify.FailedChecks, "bake:cancelled") {
+		t.Errorf("partial report: %s, failed %v; want cancelled", verify.Result, verify.FailedChecks)
+	}
+	s := fake.state(t)
+	for _, img := range ownImages(s, ebsRegion) {
+		if strings.HasPrefix(img.Name, "firstboot-slow-") && img.Tags["dlami:verified"] != "" {
+			t.Errorf("an unverified AMI was tagged dlami:verified = %q", img.Tags["dlami:verified"])
+		}
+	}
+	launched := false
+	for _, img := range ownImages(s, ebsRegion) {
+		if strings.HasPrefix(img.Name, "firstboot-slow-") {
+			launched = verifyInstances(s, ebsRegion, img.ID) == 1
+		}
+	}
+	if !launched {
+		t.Errorf("no verification instance of the firstboot-slow AMI was launched; instances: %+v", s.Regions[ebsRegion].Instances)
+	}
+	assertCleanedUp(t, s, ebsRegion)
+	assertNoInstanceState(t, fake)
+}
+
+// verifyInstances counts the post-processor's instances of an AMI.
+func verifyInstances(s awsfake.StateDump, region, ami string) int {
+	n := 0
+	for _, in := range s.Regions[region].Instances {
+		if in.Tags["dlami:verify"] == ami && in.ImageID == ami {
+			n++
+		}
+	}
+	return n
+}
+
+// newSnapshots are the snapshots of region in after that were not in before.
+func newSnapshots(before, after awsfake.StateDump, region string) []string {
+	old := map[string]bool{}
+	for _, sn := range before.Regions[region].Snapshots {
+		old[sn.ID] = true
+	}
+	var out []string
+	for _, sn := range after.Regions[region].Snapshots {
+		if !old[sn.ID] {
+			out = append(out, sn.ID)
+		}
+	}
+	return out
+}
+
+// checkStatus is the status of check id in r, "absent" when it has none.
+func checkStatus(r report, id string) string {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c.Status
+		}
+	}
+	return "absent"
 }
 
 // capacityScenario: InsufficientInstanceCapacity (HTTP 500, as EC2 answers it) on the first

@@ -124,7 +124,22 @@ func withFakeEndpoints(src []byte, name, endpoint string) ([]byte, error) {
 		lines []string
 	}
 	var ins []insertion
+	// The blocks that talk to AWS: top-level data and sources, and the dlami post-processors
+	// inside build blocks (alone or in a post-processors sequence).
+	var blocks []*hclsyntax.Block
 	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+		blocks = append(blocks, b)
+		if b.Type != "build" {
+			continue
+		}
+		for _, inner := range b.Body.Blocks {
+			blocks = append(blocks, inner)
+			if inner.Type == "post-processors" {
+				blocks = append(blocks, inner.Body.Blocks...)
+			}
+		}
+	}
+	for _, b := range blocks {
 		if len(b.Labels) == 0 {
 			continue
 		}
@@ -134,6 +149,8 @@ func withFakeEndpoints(src []byte, name, endpoint string) ([]byte, error) {
 			attrs = []string{"custom_endpoint_ec2 = " + quoted, "ssm_endpoint = " + quoted, "sts_endpoint = " + quoted}
 		case b.Type == "source" && b.Labels[0] == "amazon-ebs":
 			attrs = []string{"custom_endpoint_ec2 = " + quoted, "skip_credential_validation = true"}
+		case b.Type == "post-processor" && b.Labels[0] == "dlami":
+			attrs = []string{"custom_endpoint_ec2 = " + quoted, "sts_endpoint = " + quoted}
 		default:
 			continue
 		}
@@ -191,7 +208,7 @@ func TestWithFakeEndpointsOnlyAddsEndpoints(t *testing.T) {
 		t.Fatalf("original line %d %q is missing or changed in the derived template", i+1, orig[i])
 	}
 	want := map[string]int{
-		`custom_endpoint_ec2 = "` + ep + `"`: 2, `ssm_endpoint = "` + ep + `"`: 1, `sts_endpoint = "` + ep + `"`: 1,
+		`custom_endpoint_ec2 = "` + ep + `"`: 3, `ssm_endpoint = "` + ep + `"`: 1, `sts_endpoint = "` + ep + `"`: 2,
 		`skip_credential_validation = true`: 1,
 	}
 	if fmt.Sprint(added) != fmt.Sprint(want) {

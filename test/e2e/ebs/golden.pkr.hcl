@@ -1,7 +1,7 @@
 # Golden bake through the real amazon-ebs builder (ebs_test.go): the README's "Using it against
-# real AWS" template with a Slurm layer and ami_regions copies. It differs from a user's only in
-# the lines marked "fake endpoint"; credentials come from the environment (fake static keys),
-# as a CI job's do. No ssh_host/ssh_port: amazon-ebs connects to the instance's IP on port 22.
+# real AWS" template with a Slurm layer, ami_regions copies and the dlami post-processor. It
+# differs from a user's only in the lines marked "fake endpoint"; credentials come from the
+# environment (fake static keys), as a CI job's do. No ssh_host/ssh_port: amazon-ebs connects to the instance's IP on port 22.
 
 variable "aws_endpoint" {
   type        = string
@@ -84,5 +84,16 @@ build {
       kernel        = "7.0.0-1014-aws"
       nvidia_driver = "595.91.07"
     }
+  }
+
+  # The registered AMI's first boot, on a fresh instance: tagged dlami:verified = true when healthy.
+  post-processor "dlami" {
+    region              = var.region
+    custom_endpoint_ec2 = var.aws_endpoint # fake endpoint
+    sts_endpoint        = var.aws_endpoint # fake endpoint
+    bom_file            = "${var.report_dir}/dlami-bom.json"
+    report_dir          = "${var.report_dir}/verify"
+    ssh_timeout         = "5m"
+    settle_timeout      = "5m"
   }
 }

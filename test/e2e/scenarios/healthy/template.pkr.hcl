@@ -1,18 +1,5 @@
 # healthy: a clean bake on the validated P6-B200 host; a layer installs a real Debian
 # package (jq) through real apt; guard + full validation + NCCL pass.
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
 
 build {
   sources = ["source.null.dlami"]

@@ -2,19 +2,6 @@
 # package is not an upgrade). It pulls the flavour headers linux-aws-7.0-headers-7.0.0-1015 and, as
 # DKMS does, builds efa, gdrdrv and nvidia for 7.0.0-1015-aws: kernel-matched packages for a kernel the
 # image does not run.
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
 
 build {
   sources = ["source.null.dlami"]

@@ -3,19 +3,6 @@
 # driver meta, libnvidia-compute and everything nvidia-driver-open pins with "=" back (its new version
 # needs nvidia-dkms-open 595.99.01, which is held), but Fabric Manager, NSCQ and IMEX depend on nothing
 # of the driver and move to 595.99.01: a Fabric Manager that no longer matches the loaded module.
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
 
 build {
   sources = ["source.null.dlami"]

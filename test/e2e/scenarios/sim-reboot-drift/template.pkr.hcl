@@ -1,19 +1,6 @@
 # sim-reboot-drift: no dlami provisioner. Proves the simulation itself: real apt installs
 # kernel 7.0.0-1015-aws from the local repo with holds intact, the reboot stand-in drops
 # the connection and the host comes back on 1015, where the EFA/NVIDIA modules are missing.
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
 
 build {
   sources = ["source.null.dlami"]

@@ -2,19 +2,6 @@
 # bake on another host (a baseline the plugin wrote on this simulated host, edited to an older
 # DLAMI: kernel 7.0.0-1013-aws, driver 580.95.05, taken 2026-09-14). A new build must take a
 # fresh baseline of the host it runs on, never judge against the old one: pass.
-variable "ssh_host" { type = string }
-variable "ssh_port" { type = number }
-variable "ssh_private_key_file" { type = string }
-variable "report_dir" { type = string }
-
-source "null" "dlami" {
-  communicator         = "ssh"
-  ssh_host             = var.ssh_host
-  ssh_port             = var.ssh_port
-  ssh_username         = "ubuntu"
-  ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "1m"
-}
 
 build {
   sources = ["source.null.dlami"]

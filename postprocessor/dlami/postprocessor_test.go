@@ -1,0 +1,281 @@
+package dlami
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+)
+
+type artifact struct{ builder, id string }
+
+func (a artifact) BuilderId() string           { return a.builder }
+func (a artifact) Files() []string             { return nil }
+func (a artifact) Id() string                  { return a.id }
+func (a artifact) String() string              { return a.id }
+func (a artifact) State(string) interface{}    { return nil }
+func (a artifact) Destroy() error              { return nil }
+func ebsArtifact(id string) packersdk.Artifact { return artifact{AmazonEBSBuilderID, id} }
+
+func configure(t *testing.T, raw map[string]interface{}) (*PostProcessor, error) {
+	t.Helper()
+	p := &PostProcessor{}
+	return p, p.Configure(raw)
+}
+
+func TestConfigureErrorsNameTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+		want string
+	}{
+		{"on_failure", map[string]interface{}{"on_failure": "delete"}, `on_failure "delete": use keep, tag or deregister`},
+		{"ssh_interface", map[string]interface{}{"ssh_interface": "eth0"}, `ssh_interface "eth0"`},
+		{"capacity preference", map[string]interface{}{"capacity_reservation_preference": "always"}, `capacity_reservation_preference "always"`},
+		{"two reservations", map[string]interface{}{"capacity_reservation_id": "cr-1", "capacity_reservation_group_arn": "arn:aws:resource-groups:us-east-1:1:group/x"}, "set one"},
+		{"region", map[string]interface{}{"region": "us-east-1 "}, "region"},
+		{"regions", map[string]interface{}{"regions": []string{"us-east-1", "mars-1"}}, "regions[1]"},
+		{"timeout", map[string]interface{}{"ssh_timeout": "10ms"}, "ssh_timeout must be at least 1s"},
+		{"expect", map[string]interface{}{"expect": map[string]interface{}{"gpu_count": -2}}, "expect.gpu_count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := configure(t, tc.raw)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	p, err := configure(t, map[string]interface{}{"packer_build_name": "golden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.config
+	if c.OnFailure != OnFailureTag || c.SSHUsername != "ubuntu" || c.ReportDir != filepath.Join("dlami-verify", "golden") ||
+		c.BOMFile != filepath.Join("dlami-reports", "golden", BOMFileName) || c.NCCL {
+		t.Errorf("defaults %+v", c)
+	}
+}
+
+func TestArtifactAndTargets(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		a       packersdk.Artifact
+		cfg     Config
+		want    string // "region=ami ..." of the targets
+		wantErr string
+	}{
+		{"one region", ebsArtifact("us-east-1:ami-0a"), Config{}, "us-east-1=ami-0a", ""},
+		{"region picks the build's copy", ebsArtifact("us-east-1:ami-0a,us-west-2:ami-0b"), Config{Region: "us-west-2"}, "us-west-2=ami-0b", ""},
+		{"regions", ebsArtifact("us-east-1:ami-0a,us-west-2:ami-0b"), Config{Regions: []string{"us-east-1", "us-west-2"}}, "us-east-1=ami-0a us-west-2=ami-0b", ""},
+		{"several without region", ebsArtifact("us-east-1:ami-0a,us-west-2:ami-0b"), Config{}, "", "the AMI exists in us-east-1, us-west-2: set region"},
+		{"missing copy", ebsArtifact("us-east-1:ami-0a"), Config{Regions: []string{"eu-west-1"}}, "", "no copy in eu-west-1"},
+		{"not amazon-ebs", artifact{"packer.post-processor.manifest", "x"}, Config{}, "", `not amazon-ebs`},
+		{"not AMIs", ebsArtifact("us-east-1:snap-0a"), Config{}, "", "not a list of region:ami-id pairs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all, err := amis(tc.a)
+			var ts []target
+			if err == nil {
+				ts, err = tc.cfg.targets(all)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, x := range ts {
+				got = append(got, x.region+"="+x.ami)
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("targets %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestInstanceTypeFromTheBOM(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	encode := func(b bom.BOM) string {
+		data, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	baked := bom.BOM{BuildName: "golden", InstanceType: "p5.48xlarge", Kernel: "7.0.0-1014-aws", NextBootKernel: "7.0.0-1014-aws",
+		Guarded: map[string]bom.Package{"linux-image-7.0.0-1014-aws": {Version: "7.0.0-1014.14", Held: true}}}
+	good := write("good.json", encode(baked))
+	baked.InstanceType = ""
+	noType := write("notype.json", encode(baked))
+	for _, tc := range []struct {
+		name, setting, bom, want, wantErr string
+	}{
+		{"setting wins", "g5.xlarge", good, "g5.xlarge", ""},
+		{"from the bill of materials", "", good, "p5.48xlarge", ""},
+		{"no file", "", filepath.Join(dir, "missing.json"), "", "instance_type is not set and the bill of materials to read it from is unreadable"},
+		{"not JSON", "", write("bad.json", "{"), "", "bom_file"},
+		{"no type recorded", "", noType, "", "records no instance type: set instance_type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{InstanceType: tc.setting, BOMFile: tc.bom}
+			got, err := c.instanceType()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("instance type %q %v, want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// Bad input ends PostProcess before anything is launched, with the artifact kept.
+func TestPostProcessRefusesBadInputBeforeLaunching(t *testing.T) {
+	p, err := configure(t, map[string]interface{}{"bom_file": filepath.Join(t.TempDir(), "none.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	launched := false
+	p.ec2For = func(context.Context, string) (launch.EC2API, error) { launched = true; return nil, nil }
+	ui := packersdk.TestUi(t)
+	for _, a := range []packersdk.Artifact{artifact{"mitchellh.amazon.instance", "us-east-1:ami-0a"}, ebsArtifact("us-east-1:ami-0a")} {
+		out, keep, forceOverride, err := p.PostProcess(context.Background(), ui, a)
+		if err == nil || out != a || !keep || forceOverride {
+			t.Errorf("PostProcess(%s) = %v, %v, %v, %v", a.BuilderId(), out, keep, forceOverride, err)
+		}
+	}
+	if launched {
+		t.Error("an EC2 client was made for bad input")
+	}
+}
+
+type fakeEC2 struct {
+	srv *awsfake.Server
+	url string
+}
+
+func newFakeEC2(t *testing.T, regions ...string) fakeEC2 {
+	srv := awsfake.NewSeeded(regions...)
+	srv.SetTransitionPolls(0)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return fakeEC2{srv, hs.URL}
+}
+
+func (f fakeEC2) client(_ context.Context, region string) (launch.EC2API, error) {
+	return ec2.NewFromConfig(aws.Config{Region: region, BaseEndpoint: aws.String(f.url), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKEPPTEST000000", "secret", "")}), nil
+}
+
+// own registers an image of the account, with a snapshot, as a bake leaves it.
+func (f fakeEC2) own(t *testing.T, region, id, snapshot string) {
+	t.Helper()
+	account := f.srv.State(region, false).Account
+	f.srv.PutSnapshot(region, awsfake.Snapshot{ID: snapshot, State: "completed", OwnerID: account, VolumeSize: 200})
+	f.srv.PutImage(region, awsfake.Image{ID: id, Name: "golden-" + region, OwnerID: account, Architecture: "x86_64",
+		RootDeviceName: "/dev/sda1", BlockDevices: []awsfake.BlockDevice{{DeviceName: "/dev/sda1", SnapshotID: snapshot, VolumeSize: 200}}})
+}
+
+func (f fakeEC2) image(region, id string) (awsfake.Image, bool) {
+	for _, img := range f.srv.State(region, false).Regions[region].Images {
+		if img.ID == id {
+			return img, true
+		}
+	}
+	return awsfake.Image{}, false
+}
+
+// on_failure acts on every copy of the artifact, not only the verified one.
+func TestOnFailure(t *testing.T) {
+	all := map[string]string{"us-east-1": "ami-0000000000000e001", "us-west-2": "ami-0000000000000e002"}
+	for _, mode := range []string{OnFailureKeep, OnFailureTag, OnFailureDeregister} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFakeEC2(t, "us-east-1", "us-west-2")
+			f.own(t, "us-east-1", all["us-east-1"], "snap-00000000000000e01")
+			f.own(t, "us-west-2", all["us-west-2"], "snap-00000000000000e02")
+			p := &PostProcessor{config: Config{OnFailure: mode}}
+			if err := p.onFailure(context.Background(), packersdk.TestUi(t), f.client, all); err != nil {
+				t.Fatal(err)
+			}
+			for region, id := range all {
+				img, ok := f.image(region, id)
+				switch mode {
+				case OnFailureKeep:
+					if !ok || img.Tags[amitags.Verified] != "" {
+						t.Errorf("%s: keep changed the image: %v %+v", region, ok, img.Tags)
+					}
+				case OnFailureTag:
+					if !ok || img.Tags[amitags.Verified] != "false" || img.Tags[amitags.VerifiedAt] == "" {
+						t.Errorf("%s: tags %+v, want %s = false with the time", region, img.Tags, amitags.Verified)
+					}
+				case OnFailureDeregister:
+					if ok {
+						t.Errorf("%s: %s still registered", region, id)
+					}
+					if sn := f.srv.State(region, false).Regions[region].Snapshots; len(sn) != 0 {
+						t.Errorf("%s: snapshots left after deregistering: %+v", region, sn)
+					}
+				}
+			}
+		})
+	}
+}
+
+// When the first boot cannot be judged (here: nothing answers SSH), the build fails saying so,
+// on_failure is not applied, and the instance and temporaries are still removed.
+func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
+	f := newFakeEC2(t, "us-east-1")
+	const ami = "ami-0000000000000e003"
+	f.own(t, "us-east-1", ami, "snap-00000000000000e03")
+	p, err := configure(t, map[string]interface{}{
+		"instance_type": "p5.48xlarge", "on_failure": "deregister", "ssh_timeout": "1s",
+		"skip_credential_validation": true, "report_dir": t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ec2For = f.client
+	_, _, _, err = p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
+	if err == nil || !strings.Contains(err.Error(), "could not be verified (on_failure was not applied)") || strings.Contains(err.Error(), "did not boot healthy") {
+		t.Fatalf("err %v", err)
+	}
+	if img, ok := f.image("us-east-1", ami); !ok || img.Tags[amitags.Verified] != "" {
+		t.Errorf("the unverified AMI was touched: registered %v, tags %v", ok, img.Tags)
+	}
+	rs := f.srv.State("us-east-1", false).Regions["us-east-1"]
+	for _, in := range rs.Instances {
+		if in.State != "terminated" {
+			t.Errorf("instance %s left %s", in.ID, in.State)
+		}
+	}
+	if len(rs.Instances) != 1 || len(rs.KeyPairs) != 0 {
+		t.Errorf("instances %d (want the one launch), key pairs left %v", len(rs.Instances), rs.KeyPairs)
+	}
+}
