@@ -126,6 +126,12 @@ func (e *DriftError) Error() string {
 
 // Run does the whole provisioner's work and writes the reports on every ending.
 func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
+	b := newBake(h, ui, opt)
+	return b.withReports(ctx, b.run)
+}
+
+// newBake applies the defaults of the Options fields left zero and starts the report.
+func newBake(h host.Host, ui UI, opt Options) *Bake {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -142,7 +148,7 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 		StartedAt:     b.now().UTC(),
 		InstanceType:  opt.InstanceType,
 	}
-	return b.withReports(ctx, b.run)
+	return b
 }
 
 // withReports runs body and writes the final reports whatever its ending. On Ctrl-C Packer
@@ -227,22 +233,29 @@ func (b *Bake) writeUnfinished(why string) {
 	r := b.rep
 	r.Checks = b.orderedLocked()
 	b.mu.Unlock()
-	seen := map[string]bool{}
-	for _, c := range r.Checks {
-		seen[c.ID] = true
-	}
-	if b.opt.Validate {
-		for _, id := range b.checkIDs() {
-			if !seen[id] {
-				r.Checks = append(r.Checks, skipped(why, id)...)
-			}
-		}
-	}
+	r.Checks = append(r.Checks, b.notRun(r.Checks, why)...)
 	r.FinishedAt = b.now().UTC()
 	r.Result, r.Error = report.ResultCancelled, why
-	if n, err := report.Normalize(r); err == nil {
-		_, _ = report.Write(b.opt.ReportDir, n)
+	_, _ = report.Write(b.opt.ReportDir, r)
+}
+
+// notRun are the checks this run reports that cs lacks, skipped with why; none when
+// validation is off (a bake without validation reports only what it did).
+func (b *Bake) notRun(cs []result.Check, why string) []result.Check {
+	if !b.opt.Validate {
+		return nil
 	}
+	have := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		have[c.ID] = true
+	}
+	var out []result.Check
+	for _, id := range b.checkIDs() {
+		if !have[id] {
+			out = append(out, skipped(why, id)...)
+		}
+	}
+	return out
 }
 
 // checkIDs are the checks this run reports.
@@ -314,20 +327,11 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		ended = report.ResultError
 		b.record(result.Check{ID: result.StagePrefix + b.stageName(), Status: result.Error, Expected: "the stage completes", Actual: "error", Message: runErr.Error()})
 	}
-	if b.opt.Validate {
-		why := "the bake stopped at " + b.stageName()
-		if ended == report.ResultCancelled {
-			why = "the bake was cancelled at " + b.stageName()
-		}
-		for _, id := range b.checkIDs() {
-			b.mu.Lock()
-			_, ok := b.checks[id]
-			b.mu.Unlock()
-			if !ok {
-				b.record(skipped(why, id)...)
-			}
-		}
+	why := "the bake stopped at " + b.stageName()
+	if ended == report.ResultCancelled {
+		why = "the bake was cancelled at " + b.stageName()
 	}
+	b.record(b.notRun(b.ordered(), why)...)
 	checks := b.ordered()
 	b.update(func(r *report.Report) {
 		r.Checks = checks

@@ -42,18 +42,12 @@ type VerifyOptions struct {
 // packages with the bill of materials, runs the host suite and, if asked, the NCCL test, and
 // writes the reports on every ending. It changes nothing on the instance.
 func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.KillTimeout == 0 {
-		o.KillTimeout = DefaultKillTimeout
-	}
-	b := &Bake{host: h, ui: ui, now: o.Now, checks: map[string]result.Check{}, opt: Options{
+	b := newBake(h, ui, Options{
 		BuildName: o.BuildName, PluginVersion: o.PluginVersion, ReportDir: o.ReportDir, InstanceType: o.InstanceType,
 		Validate: true, CheckTimeout: o.CheckTimeout, Expect: o.Expect, Policy: o.Policy, NCCL: o.NCCLOptions,
-		SkipNCCL: !o.NCCL, KillTimeout: o.KillTimeout, EFARetries: DefaultEFARetries, EFARetryDelay: DefaultEFARetryDelay, Now: o.Now,
-	}, firstBoot: true}
-	b.rep = report.Report{PluginVersion: o.PluginVersion, BuildName: o.BuildName, StartedAt: b.now().UTC(), InstanceType: o.InstanceType}
+		SkipNCCL: !o.NCCL, KillTimeout: o.KillTimeout, Now: o.Now,
+	})
+	b.firstBoot = true
 	return b.withReports(ctx, func(ctx context.Context) error { return b.verify(ctx, o) })
 }
 

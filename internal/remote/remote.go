@@ -77,23 +77,30 @@ func ScriptCommand(script string) string {
 	return "/bin/sh -c " + bundle.Quote(script)
 }
 
-// output runs a read-only script and returns what it printed (stdout and stderr together)
-// and its exit status. A dropped connection is retried once, since running a read-only
-// script twice is harmless.
-func (s SSH) output(ctx context.Context, script string) (string, int, error) {
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
-		var out Buffer
-		code, err := s.exec(ctx, ScriptCommand(script), &out, &out)
-		if err == nil {
-			return out.String(), code, nil
-		}
-		lastErr = err
-		if !errors.Is(err, ErrDisconnected) || ctx.Err() != nil {
-			break
-		}
+// retryOnDrop runs attempt once more when the connection dropped under it; callers pass only
+// read-only work, which is harmless to run twice.
+func retryOnDrop(ctx context.Context, attempt func() error) error {
+	err := attempt()
+	if errors.Is(err, ErrDisconnected) && ctx.Err() == nil {
+		err = attempt()
 	}
-	return "", 0, lastErr
+	return err
+}
+
+// output runs a read-only script and returns what it printed (stdout and stderr together)
+// and its exit status, retried once on a dropped connection.
+func (s SSH) output(ctx context.Context, script string) (string, int, error) {
+	var out *Buffer
+	var code int
+	err := retryOnDrop(ctx, func() (err error) {
+		out = new(Buffer)
+		code, err = s.exec(ctx, ScriptCommand(script), out, out)
+		return err
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	return out.String(), code, nil
 }
 
 // Query implements host.Runner. The whole bundle gets a deadline of every command's own
@@ -277,25 +284,22 @@ const readExitMissing = 44
 func (s SSH) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	script := fmt.Sprintf(`[ -e "$1" ] || exit %d; exec cat -- "$1"`, readExitMissing)
 	cmd := "sudo -n /bin/sh -c " + bundle.Quote(script) + " dlami-read " + bundle.Quote(path)
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
-		var out, errOut Buffer
-		code, err := s.exec(ctx, cmd, &out, &errOut)
-		switch {
-		case err != nil:
-			lastErr = fmt.Errorf("reading %s: %w", path, err)
-			if !errors.Is(err, ErrDisconnected) || ctx.Err() != nil {
-				return nil, lastErr
-			}
-			continue
-		case code == readExitMissing:
-			return nil, fmt.Errorf("reading %s: %w", path, fs.ErrNotExist)
-		case code != 0:
-			return nil, fmt.Errorf("reading %s: exit status %d: %s", path, code, textcut.Head(strings.TrimSpace(errOut.String()), 300))
-		}
-		return []byte(out.String()), nil
+	var out, errOut *Buffer
+	var code int
+	err := retryOnDrop(ctx, func() (err error) {
+		out, errOut = new(Buffer), new(Buffer)
+		code, err = s.exec(ctx, cmd, out, errOut)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	case code == readExitMissing:
+		return nil, fmt.Errorf("reading %s: %w", path, fs.ErrNotExist)
+	case code != 0:
+		return nil, fmt.Errorf("reading %s: exit status %d: %s", path, code, textcut.Head(strings.TrimSpace(errOut.String()), 300))
 	}
-	return nil, lastErr
+	return []byte(out.String()), nil
 }
 
 // RemoveAll implements host.Files.

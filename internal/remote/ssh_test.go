@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -285,5 +286,50 @@ func TestSSHJobStopsWhenItsSessionGoes(t *testing.T) {
 			}
 			waitSessionGone(t, sid, 10*time.Second, "10 s after the SSH session went")
 		})
+	}
+}
+
+// dropComm drops the connection under the first `drops` commands (exit CmdDisconnect, some
+// output already written), then behaves as its inner communicator.
+type dropComm struct {
+	localComm
+	drops *int
+}
+
+func (c dropComm) Start(ctx context.Context, rc *packersdk.RemoteCmd) error {
+	if *c.drops > 0 {
+		*c.drops--
+		fmt.Fprint(orDiscard(rc.Stdout), "half an answer")
+		rc.SetExited(packersdk.CmdDisconnect)
+		return nil
+	}
+	return c.localComm.Start(ctx, rc)
+}
+
+// Read-only work is run again, once, when the connection drops under it: the partial output
+// of the dropped attempt never reaches the caller. A second drop is an error.
+func TestReadOnlyWorkSurvivesOneDrop(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	drops := 1
+	s := SSH{C: dropComm{newLocalComm(t), &drops}}
+	if b, err := s.ReadFile(ctx, file); err != nil || string(b) != "content" {
+		t.Errorf("ReadFile after one drop: %q %v", b, err)
+	}
+	drops = 1
+	if id, err := s.BootID(ctx); err != nil || len(id) != 36 {
+		t.Errorf("BootID after one drop: %q %v", id, err)
+	}
+	drops = 2
+	if _, err := s.ReadFile(ctx, file); !errors.Is(err, ErrDisconnected) {
+		t.Errorf("ReadFile after two drops: %v", err)
+	}
+	drops = 2
+	if _, err := s.BootID(ctx); !errors.Is(err, ErrDisconnected) {
+		t.Errorf("BootID after two drops: %v", err)
 	}
 }

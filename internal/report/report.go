@@ -7,11 +7,9 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
@@ -136,22 +134,16 @@ func Write(dir string, r Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
-	files := []struct {
+	var paths []string
+	for _, f := range []struct {
 		name string
 		data []byte
-	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}}
-	// The three files are written at once: on Ctrl-C Packer kills the plugin moments after
-	// cancelling it, and CI reads the JUnit file as much as people read the JSON.
-	paths := make([]string, len(files))
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	for i, f := range files {
-		paths[i] = filepath.Join(dir, f.name)
-		wg.Go(func() { errs[i] = WriteAtomic(paths[i], f.data) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
+		p := filepath.Join(dir, f.name)
+		if err := WriteAtomic(p, f.data); err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
 	}
 	return paths, nil
 }
