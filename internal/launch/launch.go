@@ -11,7 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -368,14 +369,9 @@ func tagSpec(rt types.ResourceType, tags map[string]string) []types.TagSpecifica
 }
 
 func toTags(m map[string]string) []types.Tag {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]types.Tag, len(keys))
-	for i, k := range keys {
-		out[i] = types.Tag{Key: aws.String(k), Value: aws.String(m[k])}
+	out := make([]types.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
 	}
 	return out
 }

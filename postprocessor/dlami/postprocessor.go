@@ -9,10 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,16 +86,9 @@ func (c *Config) targets(all map[string]string) ([]target, error) {
 		want = []string{c.Region}
 	}
 	if len(want) == 0 {
-		if len(all) != 1 {
-			regions := make([]string, 0, len(all))
-			for r := range all {
-				regions = append(regions, r)
-			}
-			sort.Strings(regions)
-			return nil, fmt.Errorf("the AMI exists in %s: set region (the build's own region) or regions to say which copies to verify", strings.Join(regions, ", "))
-		}
-		for r := range all {
-			want = []string{r}
+		want = slices.Sorted(maps.Keys(all))
+		if len(want) != 1 {
+			return nil, fmt.Errorf("the AMI exists in %s: set region (the build's own region) or regions to say which copies to verify", strings.Join(want, ", "))
 		}
 	}
 	var out []target
@@ -147,6 +141,9 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	if ec2For == nil {
 		ec2For = c.ec2Client
 	}
+	// One client per region for the whole run: verifying and on_failure use the same one, and
+	// the credentials are checked once.
+	ec2For = perRegion(ec2For)
 	// failed: copies whose first boot was judged and found wrong; unverified: copies that
 	// could not be judged (credentials, capacity, SSH, a tool that did not run). on_failure
 	// applies to the first only: nothing is known against an image nobody could check.
@@ -182,6 +179,21 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	// it; say so, so nobody looks for the AMI afterwards or mistakes that cleanup for ours.
 	ui.Error("dlami: Packer now deregisters the AMI as it does after any failed post-processor, unless another post-processor sequence (a manifest, say) keeps it")
 	return a, true, false, fmt.Errorf("dlami: %s", strings.Join(problems, "; "))
+}
+
+// perRegion remembers the client f made for each region; errors are not remembered.
+func perRegion(f func(context.Context, string) (launch.EC2API, error)) func(context.Context, string) (launch.EC2API, error) {
+	clients := map[string]launch.EC2API{}
+	return func(ctx context.Context, region string) (launch.EC2API, error) {
+		if api, ok := clients[region]; ok {
+			return api, nil
+		}
+		api, err := f(ctx, region)
+		if err == nil {
+			clients[region] = api
+		}
+		return api, err
+	}
 }
 
 func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, error) {
@@ -277,13 +289,8 @@ func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For f
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	regions := make([]string, 0, len(all))
-	for r := range all {
-		regions = append(regions, r)
-	}
-	sort.Strings(regions)
 	var errs []error
-	for _, r := range regions {
+	for _, r := range slices.Sorted(maps.Keys(all)) {
 		api, err := ec2For(ctx, r)
 		if err != nil {
 			errs = append(errs, err)

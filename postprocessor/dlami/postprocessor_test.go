@@ -2,6 +2,7 @@ package dlami
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -277,5 +278,26 @@ func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
 	}
 	if len(rs.Instances) != 1 || len(rs.KeyPairs) != 0 {
 		t.Errorf("instances %d (want the one launch), key pairs left %v", len(rs.Instances), rs.KeyPairs)
+	}
+}
+
+// A run makes one client per region (credentials checked once), and tries again after an error.
+func TestPerRegionClients(t *testing.T) {
+	calls := map[string]int{}
+	fail := true
+	f := perRegion(func(_ context.Context, region string) (launch.EC2API, error) {
+		calls[region]++
+		if region == "eu-west-1" && fail {
+			fail = false
+			return nil, errors.New("throttled")
+		}
+		return &ec2.Client{}, nil
+	})
+	ctx := context.Background()
+	for _, r := range []string{"us-east-1", "us-east-1", "eu-west-1", "eu-west-1", "eu-west-1"} {
+		_, _ = f(ctx, r)
+	}
+	if calls["us-east-1"] != 1 || calls["eu-west-1"] != 2 {
+		t.Errorf("clients made %v: want 1 for us-east-1, 2 for eu-west-1 (one failed)", calls)
 	}
 }
