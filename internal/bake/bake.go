@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
@@ -28,36 +29,42 @@ type UI interface {
 	Error(string)
 }
 
-// Options is one provisioner's resolved configuration.
-type Options struct {
+// Common are the settings a bake and a first-boot verification share.
+type Common struct {
 	BuildName     string
 	PluginVersion string
-	// RunUUID is Packer's run id; the baseline is keyed to it so that a baseline an earlier
-	// bake left in the image is never used.
-	RunUUID      string
-	ReportDir    string
+	ReportDir     string
+	// InstanceType is what the host was launched as; the host's own answer comes first.
 	InstanceType string
-	KeepGoing    bool
-	HoldUnheld   bool
-	RequireHolds bool
-	Validate     bool
 	CheckTimeout time.Duration
 	// RemoteFolder is where scripts are uploaded; it must allow execution.
-	RemoteFolder  string
-	ManifestPath  string
-	RebootTimeout time.Duration
-	Policy        guard.Policy
-	Layers        []layer.Spec
-	Expect        checks.Expectations
-	SkipNCCL      bool
-	NCCL          checks.NCCLOptions
-	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
-	EFARetries    int
-	EFARetryDelay time.Duration
-	// KillTimeout bounds stopping a running job when the bake is cancelled.
+	RemoteFolder string
+	Policy       guard.Policy
+	Expect       checks.Expectations
+	SkipNCCL     bool
+	NCCL         checks.NCCLOptions
+	// KillTimeout bounds stopping a running job when the run is cancelled.
 	KillTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// Options is one provisioner's resolved configuration.
+type Options struct {
+	Common
+	// RunUUID is Packer's run id; the baseline is keyed to it so that a baseline an earlier
+	// bake left in the image is never used.
+	RunUUID       string
+	KeepGoing     bool
+	HoldUnheld    bool
+	RequireHolds  bool
+	Validate      bool
+	ManifestPath  string
+	RebootTimeout time.Duration
+	Layers        []layer.Spec
+	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
+	EFARetries    int
+	EFARetryDelay time.Duration
 }
 
 // Defaults of Options fields left zero.
@@ -85,12 +92,16 @@ type Bake struct {
 	// lastSnapshot is the guard's latest view, for the bill of materials.
 	lastSnapshot guard.Snapshot
 	guarded      []string
-	// reboot is set once a layer's reboot (asked for or not) was seen: the kernel log is
-	// then a new boot's, and the xid check says so.
-	reboot *rebootMark
-	// firstBoot is a verification of a launched image (Verify), not a bake: it has the
-	// first-boot checks and no guard checks, and writes no bill of materials.
-	firstBoot bool
+	// rebootLayer names the last layer whose reboot (asked for or not) was seen: the kernel
+	// log is then a new boot's, and the xid check says so.
+	rebootLayer string
+	// plan is what this run does.
+	plan plan
+	// base is the guard's baseline, the layers are judged against it.
+	base guard.Snapshot
+	// facts and target are the host suite's reading, for the NCCL test that follows it.
+	facts  facts.Host
+	target checks.Target
 	// stopLater are jobs a cancellation left running: finish stops them after the reports
 	// are on disk, because Packer may kill the plugin right after it cancels.
 	stopLater []host.Job
@@ -124,14 +135,94 @@ func (e *DriftError) Error() string {
 	return fmt.Sprintf("kernel guard failed after %s: %s (see the report for before → after)", e.Stage, strings.Join(e.Failed, ", "))
 }
 
+// A plan is what one run does: the checks it reports (those that never ran are reported
+// skipped, with why) and its steps, in order. A bake and a first-boot verification are two
+// plans of the same steps.
+type plan struct {
+	checkIDs []string
+	steps    []func(context.Context) error
+	// verdict turns the error the steps ended with into the run's; nil keeps it.
+	verdict func(error) error
+}
+
+// run carries out the plan: the first step that fails ends it.
+func (p plan) run(ctx context.Context) error {
+	var err error
+	for _, step := range p.steps {
+		if err = step(ctx); err != nil {
+			break
+		}
+	}
+	if p.verdict != nil {
+		err = p.verdict(err)
+	}
+	return err
+}
+
 // Run does the whole provisioner's work and writes the reports on every ending.
 func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 	b := newBake(h, ui, opt)
-	return b.withReports(ctx, b.run)
+	b.plan = b.bakePlan()
+	return b.withReports(ctx, b.plan.run)
+}
+
+// bakePlan is a bake: the guard's baseline, the layers behind it, then the host suite, the
+// NCCL test and the bill of materials.
+func (b *Bake) bakePlan() plan {
+	p := plan{checkIDs: result.IDs}
+	if !b.opt.Validate {
+		// A bake without validation reports only what it did.
+		p.checkIDs = nil
+	}
+	p.steps = append(p.steps, b.needRunUUID, b.makeWorkDir("dlami-bake"), b.startGuard)
+	for _, l := range b.opt.Layers {
+		p.steps = append(p.steps, func(ctx context.Context) error { return b.runLayer(ctx, l) })
+	}
+	if !b.opt.Validate {
+		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
+	}
+	return p.then(b.hostSuite, b.ncclTest, b.judged("validation"), b.writeBOM)
+}
+
+// then adds steps to the end of p.
+func (p plan) then(steps ...func(context.Context) error) plan {
+	p.steps = append(p.steps, steps...)
+	return p
+}
+
+func (b *Bake) needRunUUID(context.Context) error {
+	if b.opt.RunUUID == "" {
+		return errors.New("no Packer run id (PackerRunUUID): the baseline cannot be keyed to this build; use Packer 1.16 or later")
+	}
+	return nil
+}
+
+// makeWorkDir creates this run's staging folder on the host.
+func (b *Bake) makeWorkDir(prefix string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		b.workDir = fmt.Sprintf("%s/%s-%d", strings.TrimRight(b.opt.RemoteFolder, "/"), prefix, b.now().UnixNano())
+		if err := b.host.MakeDir(ctx, b.workDir); err != nil {
+			return fmt.Errorf("creating the remote folder: %w", err)
+		}
+		return nil
+	}
+}
+
+// judged ends the checks of a run: any failed check so far is the run's verdict.
+func (b *Bake) judged(what string) func(context.Context) error {
+	return func(context.Context) error {
+		if all := b.ordered(); result.Failed(all) {
+			return verdict("%s failed: %s", what, failedIDs(all))
+		}
+		return nil
+	}
 }
 
 // newBake applies the defaults of the Options fields left zero and starts the report.
 func newBake(h host.Host, ui UI, opt Options) *Bake {
+	if opt.RemoteFolder == "" {
+		opt.RemoteFolder = "/tmp"
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -173,33 +264,6 @@ func (b *Bake) withReports(ctx context.Context, body func(context.Context) error
 	return err
 }
 
-func (b *Bake) run(ctx context.Context) error {
-	if b.opt.RunUUID == "" {
-		return errors.New("no Packer run id (PackerRunUUID): the baseline cannot be keyed to this build; use Packer 1.16 or later")
-	}
-	b.workDir = fmt.Sprintf("%s/dlami-bake-%d", strings.TrimRight(b.opt.RemoteFolder, "/"), b.now().UnixNano())
-	if err := b.host.MakeDir(ctx, b.workDir); err != nil {
-		return fmt.Errorf("creating the remote folder: %w", err)
-	}
-
-	b.stage("kernel guard")
-	base, err := b.startGuard(ctx)
-	if err != nil {
-		return err
-	}
-	for _, l := range b.opt.Layers {
-		if err := b.runLayer(ctx, base, l); err != nil {
-			return err
-		}
-	}
-	if !b.opt.Validate {
-		b.stage("done (validation disabled)")
-		return nil
-	}
-	b.stage("validation")
-	return b.validate(ctx)
-}
-
 func (b *Bake) stage(s string) {
 	b.update(func(r *report.Report) { r.Stage = s })
 	b.ui.Say("dlami: " + s)
@@ -239,31 +303,19 @@ func (b *Bake) writeUnfinished(why string) {
 	_, _ = report.Write(b.opt.ReportDir, r)
 }
 
-// notRun are the checks this run reports that cs lacks, skipped with why; none when
-// validation is off (a bake without validation reports only what it did).
+// notRun are the checks this run's plan reports that cs lacks, skipped with why.
 func (b *Bake) notRun(cs []result.Check, why string) []result.Check {
-	if !b.opt.Validate {
-		return nil
-	}
 	have := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		have[c.ID] = true
 	}
 	var out []result.Check
-	for _, id := range b.checkIDs() {
+	for _, id := range b.plan.checkIDs {
 		if !have[id] {
 			out = append(out, skipped(why, id)...)
 		}
 	}
 	return out
-}
-
-// checkIDs are the checks this run reports.
-func (b *Bake) checkIDs() []string {
-	if b.firstBoot {
-		return append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...)
-	}
-	return result.IDs
 }
 
 // record stores checks in the report, replacing earlier results of the same id (the guard runs
@@ -277,6 +329,13 @@ func (b *Bake) record(cs ...result.Check) {
 		}
 		b.checks[c.ID] = c
 	}
+}
+
+// checkOf is the recorded result of id; the zero Check when there is none.
+func (b *Bake) checkOf(id string) result.Check {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.checks[id]
 }
 
 func (b *Bake) ordered() []result.Check {

@@ -38,17 +38,19 @@ type reportJSON struct {
 
 func options(t *testing.T, layers ...layer.Spec) Options {
 	return Options{
-		BuildName:     "unit",
+		Common: Common{
+			BuildName:    "unit",
+			ReportDir:    t.TempDir(),
+			CheckTimeout: time.Minute,
+			RemoteFolder: "/tmp",
+			Expect:       checks.Expectations{NVMePath: "/opt/dlami/nvme"},
+			NCCL:         checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
+		},
 		RunUUID:       runUUID,
-		ReportDir:     t.TempDir(),
 		Validate:      true,
-		CheckTimeout:  time.Minute,
-		RemoteFolder:  "/tmp",
 		ManifestPath:  "/etc/dlami-bake/manifest.json",
 		RebootTimeout: 30 * time.Second,
 		Layers:        layers,
-		Expect:        checks.Expectations{NVMePath: "/opt/dlami/nvme"},
-		NCCL:          checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
 		EFARetries:    DefaultEFARetries,
 		EFARetryDelay: time.Millisecond,
 	}
@@ -263,7 +265,7 @@ func TestFailedLayerFailsTheBake(t *testing.T) {
 func TestHostFailureSkipsNCCLUnlessKeepGoing(t *testing.T) {
 	for _, keepGoing := range []bool{false, true} {
 		h := newFakeHost(t)
-		h.hostOut[checks.HostSectionMemlock] = fakeSection{out: "64"}
+		h.hostOut["host.memlock"] = fakeSection{out: "64"}
 		opt := options(t)
 		opt.KeepGoing = keepGoing
 		if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
@@ -299,7 +301,7 @@ func TestNCCLFailureFailsTheBake(t *testing.T) {
 func TestEFADeviceCountIsRetried(t *testing.T) {
 	for _, lateBy := range []int{1, 99} {
 		h := newFakeHost(t)
-		healthy := h.hostOut[checks.HostSectionInfiniband]
+		healthy := h.hostOut["host.infiniband"]
 		lines := strings.Split(healthy.out, "\n")
 		var seven []string
 		for _, l := range lines {
@@ -310,13 +312,13 @@ func TestEFADeviceCountIsRetried(t *testing.T) {
 		if len(seven) != len(lines)-1 {
 			t.Fatalf("fixture lacks rdmap136s0: %q", healthy.out)
 		}
-		h.hostOut[checks.HostSectionInfiniband] = fakeSection{out: strings.Join(seven, "\n")}
+		h.hostOut["host.infiniband"] = fakeSection{out: strings.Join(seven, "\n")}
 		// The device is late, not absent: the bus has all eight functions.
 		batches := 0
 		h.onHostBatch = func(h *fakeHost) {
 			batches++
 			if batches > lateBy {
-				h.hostOut[checks.HostSectionInfiniband] = healthy
+				h.hostOut["host.infiniband"] = healthy
 			}
 		}
 		opt := options(t)

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 )
@@ -195,11 +194,11 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 		switch {
 		case strings.HasPrefix(c.Name, "guard."):
 			s = h.guardSection(c.Name)
-		case c.Name == checks.HostSectionBootID:
+		case c.Name == "host.boot_id":
 			s = fakeSection{out: h.bootID}
-		case c.Name == checks.HostSectionSettle:
+		case c.Name == "host.settle":
 			s = h.settle
-		case c.Name == checks.HostSectionDmesg:
+		case c.Name == "host.dmesg":
 			s = h.hostOut[c.Name]
 			s.out += h.dmesgSoFar()
 		default:

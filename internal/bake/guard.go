@@ -8,34 +8,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// query runs read-only commands in one round trip and reports how long it took.
-func (b *Bake) query(ctx context.Context, what string, cmds []bundle.Command) (map[string]bundle.Section, time.Duration, error) {
-	start := b.now()
-	sections, err := b.host.Query(ctx, cmds)
-	took := b.now().Sub(start)
-	if err != nil {
-		return nil, took, fmt.Errorf("%s: %w", what, err)
-	}
-	return sections, took, nil
-}
-
 // snapshot reads the guarded state. When it cannot be read or parsed, the five guard checks
 // are recorded as failed with the raw evidence: an unreadable host never passes the guard.
 func (b *Bake) snapshot(ctx context.Context, stage string) (guard.Snapshot, error) {
-	sections, took, err := b.query(ctx, "kernel guard snapshot", guard.Commands())
+	start := b.now()
+	s, err := probe.Snapshot(ctx, b.host)
 	if err == nil {
-		var s guard.Snapshot
-		if s, err = guard.ParseSnapshot(sections); err == nil {
-			s.TakenAt = b.now().UTC().Truncate(time.Second)
-			b.guardTook = took
-			return s, nil
-		}
+		s.TakenAt = b.now().UTC().Truncate(time.Second)
+		b.guardTook = b.now().Sub(start)
+		return s, nil
 	}
 	if ctx.Err() != nil {
 		return guard.Snapshot{}, ctx.Err()
@@ -46,16 +33,17 @@ func (b *Bake) snapshot(ctx context.Context, stage string) (guard.Snapshot, erro
 
 // startGuard loads this run's baseline, or takes it when this is the run's first dlami
 // provisioner, and judges the host against it.
-func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
+func (b *Bake) startGuard(ctx context.Context) error {
+	b.stage("kernel guard")
 	// Guard messages read "after <stage>".
 	stage := "the baseline was taken"
 	cur, err := b.snapshot(ctx, stage)
 	if err != nil {
-		return cur, err
+		return err
 	}
 	base, found, err := b.loadBaseline(ctx)
 	if err != nil {
-		return cur, err
+		return err
 	}
 	if !found {
 		base = cur
@@ -66,11 +54,11 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
 	if unheld := guard.Unheld(cur, guarded); len(unheld) > 0 && b.opt.HoldUnheld {
 		b.ui.Say("dlami: putting on hold (hold_unheld = true): " + strings.Join(unheld, " "))
 		if err := b.host.Hold(ctx, unheld); err != nil {
-			return cur, fmt.Errorf("hold_unheld: %w", err)
+			return fmt.Errorf("hold_unheld: %w", err)
 		}
 		b.update(func(r *report.Report) { r.HeldByPlugin = append(r.HeldByPlugin, unheld...) })
 		if cur, err = b.snapshot(ctx, stage); err != nil {
-			return cur, err
+			return err
 		}
 		if !found {
 			base = cur
@@ -78,7 +66,7 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
 	}
 	if !found {
 		if err := b.saveBaseline(ctx, base); err != nil {
-			return base, err
+			return err
 		}
 		b.ui.Say(fmt.Sprintf("dlami: recorded the baseline of this build at %s: kernel %s, next boot %s, %d guarded packages",
 			guard.BaselinePath(b.opt.RunUUID), base.RunningKernel, base.NextBootKernel, len(guarded)))
@@ -86,11 +74,13 @@ func (b *Bake) startGuard(ctx context.Context) (guard.Snapshot, error) {
 		b.ui.Say(fmt.Sprintf("dlami: comparing against this build's baseline, recorded at %s (kernel %s)", base.TakenAt.Format(time.RFC3339), base.RunningKernel))
 	}
 	b.guarded = guarded
-	return base, b.judgeGuard(base, cur, guarded, stage)
+	b.base = base
+	return b.judgeGuard(base, cur, guarded, stage)
 }
 
 // guardAfter takes a new snapshot and judges it against the baseline.
-func (b *Bake) guardAfter(ctx context.Context, base guard.Snapshot, stage string) error {
+func (b *Bake) guardAfter(ctx context.Context, stage string) error {
+	base := b.base
 	cur, err := b.snapshot(ctx, stage)
 	if err != nil {
 		return err
@@ -164,13 +154,12 @@ func (b *Bake) saveBaseline(ctx context.Context, s guard.Snapshot) error {
 	if err := b.host.Install(ctx, data, own, 0o644); err != nil {
 		return fmt.Errorf("recording the baseline: %w", err)
 	}
-	sections, _, err := b.query(ctx, "listing baselines", []bundle.Command{guard.BaselinesCommand()})
+	paths, err := probe.Baselines(ctx, b.host)
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(sections[guard.SectionBaselines].Output, "\n") {
-		p := strings.TrimSpace(line)
-		if p == "" || p == own || !strings.HasPrefix(p, guard.BaselineDir+"/") {
+	for _, p := range paths {
+		if p == own {
 			continue
 		}
 		if err := b.host.RemoveAll(ctx, p); err != nil {

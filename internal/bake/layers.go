@@ -10,7 +10,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
@@ -20,16 +19,9 @@ import (
 // layerTailBytes is how much of a layer's output its result entry keeps.
 const layerTailBytes = 4000
 
-// rebootMark remembers the boot a layer's reboot left, so the xid check can say its events
-// came after that reboot.
-type rebootMark struct {
-	layer  string
-	bootID string
-}
-
 // runLayer uploads and runs one layer, handles its reboot (asked for, or done by the layer's
 // own scripts), records it as a result entry and runs the drift check after it.
-func (b *Bake) runLayer(ctx context.Context, base guard.Snapshot, l layer.Spec) error {
+func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 	stage := fmt.Sprintf("layer %q", l.Name)
 	b.stage(stage)
 	entry := result.Check{ID: result.LayerPrefix + l.Name, Basis: "rule", Expected: "exit 0"}
@@ -63,7 +55,7 @@ func (b *Bake) runLayer(ctx context.Context, base guard.Snapshot, l layer.Spec) 
 		done(result.Error, "cancelled", "the bake was cancelled while the layer ran; its process group is stopped on the host")
 		return ctx.Err()
 	case errors.Is(err, host.ErrDisconnected):
-		return b.layerDropped(ctx, base, l, stage, bootBefore, err, done)
+		return b.layerDropped(ctx, l, stage, bootBefore, err, done)
 	case err != nil:
 		done(result.Error, "error", err.Error())
 		return fmt.Errorf("%s: %w", stage, err)
@@ -73,7 +65,7 @@ func (b *Bake) runLayer(ctx context.Context, base guard.Snapshot, l layer.Spec) 
 	if code != 0 {
 		done(result.Fail, fmt.Sprintf("exit %d", code), fmt.Sprintf("the layer failed with exit status %d (its output is above and in the evidence)", code))
 		// Record what the failed layer left behind, so the report shows any drift too.
-		_ = b.guardAfter(ctx, base, "failed "+stage)
+		_ = b.guardAfter(ctx, "failed "+stage)
 		return verdict("layer %q failed with exit status %d (its output is above)", l.Name, code)
 	}
 	if l.Reboot {
@@ -92,12 +84,12 @@ func (b *Bake) runLayer(ctx context.Context, base guard.Snapshot, l layer.Spec) 
 		stage += " and its reboot"
 	}
 	done(result.Pass, "exit 0", "")
-	return b.guardAfter(ctx, base, stage)
+	return b.guardAfter(ctx, stage)
 }
 
 // layerDropped decides what a dropped connection during a layer means. The host either
 // rebooted (its boot id changed: a vendor script did it) or the connection broke.
-func (b *Bake) layerDropped(ctx context.Context, base guard.Snapshot, l layer.Spec, stage, bootBefore string, cause error, done func(result.Status, string, string)) error {
+func (b *Bake) layerDropped(ctx context.Context, l layer.Spec, stage, bootBefore string, cause error, done func(result.Status, string, string)) error {
 	b.ui.Say(fmt.Sprintf("dlami: the connection dropped during %s; waiting up to %s (reboot_timeout) for the host", stage, b.opt.RebootTimeout))
 	rctx, cancel := context.WithTimeout(ctx, b.opt.RebootTimeout)
 	err := b.host.Reconnect(rctx)
@@ -116,16 +108,16 @@ func (b *Bake) layerDropped(ctx context.Context, base guard.Snapshot, l layer.Sp
 	}
 	if bootAfter == bootBefore {
 		done(result.Fail, "connection dropped", fmt.Sprintf("the connection dropped but the host did not reboot (same boot id %s): %v; the layer's exit status is unknown", bootBefore, cause))
-		_ = b.guardAfter(ctx, base, "failed "+stage)
+		_ = b.guardAfter(ctx, "failed "+stage)
 		return verdict("%s: the connection dropped without a reboot (%v); the layer's outcome is unknown", stage, cause)
 	}
 	b.afterReboot(ctx, l.Name)
 	if l.ExpectReboot {
 		b.ui.Say(fmt.Sprintf("dlami: the host rebooted during %s, as expect_reboot says; checking for drift", stage))
 		done(result.Pass, "rebooted (expected)", fmt.Sprintf("the layer rebooted the host (boot id %s → %s), as expect_reboot = true says", bootBefore, bootAfter))
-		return b.guardAfter(ctx, base, stage+" and its own reboot")
+		return b.guardAfter(ctx, stage+" and its own reboot")
 	}
-	drift := b.guardAfter(ctx, base, stage+" and its own reboot")
+	drift := b.guardAfter(ctx, stage+" and its own reboot")
 	found := "nothing"
 	if drift != nil {
 		found = failedIDs(b.ordered())
@@ -139,9 +131,8 @@ func (b *Bake) layerDropped(ctx context.Context, base guard.Snapshot, l layer.Sp
 
 // afterReboot notes the new boot for the xid check.
 func (b *Bake) afterReboot(ctx context.Context, layerName string) {
-	id, err := b.host.BootID(ctx)
-	if err == nil {
-		b.reboot = &rebootMark{layer: layerName, bootID: id}
+	b.rebootLayer = layerName
+	if id, err := b.host.BootID(ctx); err == nil {
 		b.ui.Say("dlami: the host is back (boot id " + id + ")")
 	}
 }

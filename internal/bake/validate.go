@@ -1,6 +1,7 @@
 package bake
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,26 +14,50 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// validate runs the host suite (one round trip), then the NCCL test, then writes the bill of
-// materials into the image.
-func (b *Bake) validate(ctx context.Context) error {
-	hopt := checks.HostOptions{NVMePath: b.opt.Expect.NVMeMount(), CheckTimeoutSeconds: int(b.opt.CheckTimeout / time.Second)}
-	cmds := checks.HostCommands(hopt)
-	sections, took, err := b.query(ctx, "host validation", cmds)
+// probeOptions are the host probe's settings for this run.
+func (b *Bake) probeOptions() probe.Options {
+	return probe.Options{NVMePath: b.opt.Expect.NVMeMount(), CheckTimeoutSeconds: int(b.opt.CheckTimeout / time.Second)}
+}
+
+// readHost reads the host suite's facts and resolves what they are compared against.
+func (b *Bake) readHost(ctx context.Context) (facts.Host, checks.Target, time.Duration, error) {
+	start := b.now()
+	h, err := probe.Host(ctx, b.host, b.probeOptions())
+	took := b.now().Sub(start)
+	if err != nil {
+		return h, checks.Target{}, took, err
+	}
+	t := checks.Resolve(h, b.opt.Expect, b.opt.InstanceType)
+	if b.rebootLayer != "" {
+		// A mark of the old boot puts every line of the current boot after it.
+		t.KernelLogSince = &facts.Mark{
+			Position: kernlog.Position{BootID: "before the reboot of layer " + b.rebootLayer},
+			During:   fmt.Sprintf("since the reboot of layer %q", b.rebootLayer),
+		}
+	}
+	return h, t, took, nil
+}
+
+// hostSuite reads the host (one round trip) and judges it with the host suite. It keeps the
+// facts and the target for the NCCL test.
+func (b *Bake) hostSuite(ctx context.Context) error {
+	b.stage("validation")
+	h, t, took, err := b.readHost(ctx)
 	if err != nil {
 		return err
 	}
-	t := checks.Resolve(sections, b.opt.Expect, b.opt.InstanceType)
 	b.update(func(r *report.Report) { r.InstanceType, r.InstanceTypeSource = t.InstanceType, t.InstanceTypeSource })
 	b.sayTarget(t)
-	host := b.evaluateHost(sections, t)
+	host := checks.EvaluateHost(h, t)
 	// EFA devices can register late after boot (seen on p5en): when the device count is the
 	// only failure, look again a couple of times before failing the bake.
 	for try := 1; try <= b.opt.EFARetries && onlyFailure(host, result.EFADevices); try++ {
@@ -41,11 +66,10 @@ func (b *Bake) validate(ctx context.Context) error {
 		if err := pause.Sleep(ctx, b.opt.EFARetryDelay); err != nil {
 			return err
 		}
-		if sections, took, err = b.query(ctx, "host validation", cmds); err != nil {
+		if h, t, took, err = b.readHost(ctx); err != nil {
 			return err
 		}
-		t = checks.Resolve(sections, b.opt.Expect, b.opt.InstanceType)
-		host = b.evaluateHost(sections, t)
+		host = checks.EvaluateHost(h, t)
 	}
 	for i := range host {
 		if host[i].DurationMS == 0 {
@@ -53,49 +77,30 @@ func (b *Bake) validate(ctx context.Context) error {
 		}
 	}
 	b.record(host...)
-	b.update(func(r *report.Report) { r.Manifest = mergeManifest(r.Manifest, checks.Manifest(sections)) })
+	b.facts, b.target = h, t
+	b.update(func(r *report.Report) { r.Manifest = mergeManifest(r.Manifest, h.Manifest()) })
 	if result.Failed(host) && !b.opt.KeepGoing {
 		return verdict("host validation failed: %s", failedIDs(host))
 	}
+	return nil
+}
+
+// ncclTest runs the 1-node NCCL test when the GPUs can run it, and judges the kernel log it
+// left behind.
+func (b *Bake) ncclTest(ctx context.Context) error {
 	switch {
 	case b.opt.SkipNCCL:
 		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
-	case !gpuOK(host):
+		return nil
+	case !gpuOK(b.ordered()):
 		b.record(skipped("the GPU checks failed", result.NCCLIDs...)...)
-	default:
-		mark := kernlog.Mark(sections[checks.HostSectionDmesg].Output, strings.TrimSpace(sections[checks.HostSectionBootID].Output))
-		if err := b.runNCCL(ctx, t); err != nil {
-			return err
-		}
-		if err := b.xidDuringNCCL(ctx, hopt, t, mark); err != nil {
-			return err
-		}
-	}
-	if all := b.ordered(); result.Failed(all) {
-		return verdict("validation failed: %s", failedIDs(all))
-	}
-	if b.firstBoot {
 		return nil
 	}
-	return b.writeBOM(ctx)
-}
-
-// evaluateHost judges the host bundle; after a reboot during the bake, the kernel log is the
-// new boot's and the xid check says so.
-func (b *Bake) evaluateHost(sections map[string]bundle.Section, t checks.Target) []result.Check {
-	cs := checks.EvaluateHost(sections, t)
-	if b.reboot == nil {
-		return cs
+	mark := facts.Mark{Position: b.facts.KernelLog.Value.End(), During: "during the NCCL test"}
+	if err := b.runNCCL(ctx, b.target); err != nil {
+		return err
 	}
-	for i, c := range cs {
-		if c.ID == result.Xid && c.Status == result.Fail && sections[checks.HostSectionDmesg].ExitCode == 0 {
-			// A mark of the old boot puts every line of the current boot after it.
-			old := kernlog.Position{BootID: "before the reboot of layer " + b.reboot.layer}
-			cs[i] = checks.JudgeXidAfter(result.Check{}, sections[checks.HostSectionDmesg].Output,
-				strings.TrimSpace(sections[checks.HostSectionBootID].Output), old, t, "since the reboot of layer "+fmt.Sprintf("%q", b.reboot.layer))
-		}
-	}
-	return cs
+	return b.xidSince(ctx, mark)
 }
 
 func (b *Bake) sayTarget(t checks.Target) {
@@ -114,18 +119,11 @@ func (b *Bake) sayTarget(t checks.Target) {
 			b.ui.Say("dlami: note: " + t.Profile.Note)
 		}
 	default:
-		b.ui.Say(fmt.Sprintf("dlami: instance type %s (from %s) has no built-in profile: counts are judged against the host's PCI inventory, and checks with nothing to compare against warn", typ, or(t.InstanceTypeSource, "nowhere")))
+		b.ui.Say(fmt.Sprintf("dlami: instance type %s (from %s) has no built-in profile: counts are judged against the host's PCI inventory, and checks with nothing to compare against warn", typ, cmp.Or(t.InstanceTypeSource, "nowhere")))
 	}
 	if t.PCI == nil {
 		b.ui.Error("dlami: the PCI inventory could not be read: " + t.PCIProblem)
 	}
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // onlyFailure reports whether id is the one failed check in cs.
@@ -209,27 +207,23 @@ func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
 // and the INFO lines that matter come first, well inside it for any 1-node run.
 const ncclOutputMax = 8 << 20
 
-// xidDuringNCCL reads the kernel log again and judges the lines written since the mark taken
-// before the test: NVLink and fallen-off-the-bus Xids typically fire under that load.
-func (b *Bake) xidDuringNCCL(ctx context.Context, hopt checks.HostOptions, t checks.Target, mark kernlog.Position) error {
-	sections, _, err := b.query(ctx, "kernel log after the NCCL test", checks.KernelLogCommands(hopt))
-	before := b.checks[result.Xid]
+// xidSince reads the kernel log again and judges the lines written since mark, folded into
+// the xid check of the host suite: NVLink and fallen-off-the-bus Xids typically fire under the
+// NCCL test's load.
+func (b *Bake) xidSince(ctx context.Context, mark facts.Mark) error {
+	log, err := probe.KernelLog(ctx, b.host, b.probeOptions())
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		b.record(checks.JudgeXidAfter(before, "", "", mark, t, "during the NCCL test"))
-		return nil
+		log = facts.Unread[facts.KernelLog](err.Error(), "")
 	}
-	log := sections[checks.HostSectionDmesg]
-	if log.ExitCode != 0 {
-		log.Output = ""
-	}
-	c := checks.JudgeXidAfter(before, log.Output, strings.TrimSpace(sections[checks.HostSectionBootID].Output), mark, t, "during the NCCL test")
+	before := b.checkOf(result.Xid)
+	c := checks.FoldXid(before, checks.JudgeKernelLog(log, &mark, b.target))
 	c.DurationMS = before.DurationMS
 	b.record(c)
 	if c.Status.Failing() && before.Status != c.Status {
-		b.ui.Error("dlami: xid failed during the NCCL test: " + c.Message)
+		b.ui.Error("dlami: xid failed " + mark.During + ": " + c.Message)
 	}
 	return nil
 }
@@ -250,6 +244,7 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		RunUUID: b.opt.RunUUID, InstanceType: b.rep.InstanceType,
 		Kernel: b.lastSnapshot.RunningKernel, NextBootKernel: b.lastSnapshot.NextBootKernel,
 		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
+		GuardPolicy: &b.opt.Policy,
 	}
 	data, err := doc.Encode()
 	if err != nil {

@@ -26,8 +26,8 @@ func bakedBOM(t *testing.T) bom.BOM {
 }
 
 func verifyOptions(t *testing.T, b bom.BOM) VerifyOptions {
-	return VerifyOptions{BuildName: "unit", ReportDir: t.TempDir(), BOM: b, CheckTimeout: time.Minute,
-		SettleTimeout: time.Minute, RemoteDir: "/tmp", Expect: checks.Expectations{}}
+	return VerifyOptions{Common: Common{BuildName: "unit", ReportDir: t.TempDir(), CheckTimeout: time.Minute,
+		RemoteFolder: "/tmp", Expect: checks.Expectations{}, SkipNCCL: true}, BOM: b, SettleTimeout: time.Minute}
 }
 
 func TestVerifyFirstBoot(t *testing.T) {
@@ -81,5 +81,35 @@ func TestVerifyFirstBoot(t *testing.T) {
 	r = readReport(t, o.ReportDir)
 	if !slices.Equal(r.FailedChecks, []string{"first-boot-kernel", "first-boot-packages"}) || status(r, "gpu") != "skip" {
 		t.Errorf("unsettled: %v gpu %s", r.FailedChecks, status(r, "gpu"))
+	}
+}
+
+// The first boot is judged with the guard policy the bake used, carried in the bill of
+// materials: a package the provisioner excluded never fails first-boot-packages (with
+// on_failure = "deregister" that would destroy a good AMI).
+func TestVerifyUsesTheBakesGuardPolicy(t *testing.T) {
+	h := newFakeHost(t)
+	opt := options(t)
+	opt.Policy.Exclude = []string{"nvidia-fabricmanager-595"}
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bom.Decode(h.files[opt.ManifestPath])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, guarded := b.Guarded["nvidia-fabricmanager-595"]; guarded || b.GuardPolicy == nil {
+		t.Fatalf("bill of materials: guarded %v, policy %+v", b.Guarded, b.GuardPolicy)
+	}
+	// The post-processor's own policy is the default one: without the BOM's, the excluded
+	// package would be judged as an unexpected guarded package.
+	o := verifyOptions(t, b)
+	if err := Verify(context.Background(), newFakeHost(t), &recordingUI{}, o); err != nil {
+		t.Fatalf("first boot of an unchanged image with an excluded package: %v", err)
+	}
+	b.GuardPolicy = nil
+	o = verifyOptions(t, b)
+	if err := Verify(context.Background(), newFakeHost(t), &recordingUI{}, o); err == nil {
+		t.Fatal("without the bake's policy the excluded package must be judged (the test proves the policy is what passes it)")
 	}
 }

@@ -10,10 +10,15 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 )
 
 // SchemaVersion of the BOM; Decode refuses any other.
-const SchemaVersion = 2
+const SchemaVersion = 3
+
+// oldestSchema is the oldest bill of materials this plugin still reads (without a guard
+// policy: the reader then uses its own).
+const oldestSchema = 2
 
 // DefaultPath is where the provisioner writes the BOM unless manifest_path says otherwise.
 const DefaultPath = "/etc/dlami-bake/manifest.json"
@@ -39,6 +44,9 @@ type BOM struct {
 	Guarded map[string]Package `json:"guarded"`
 	// NCCL is the NCCL test's figures; nil when it did not run.
 	NCCL *checks.NCCLFigures `json:"nccl"`
+	// GuardPolicy is the guard's include/exclude the bake used: the first boot and every node
+	// are judged with it, so a package the bake excluded never fails them. Schema 2 lacked it.
+	GuardPolicy *guard.Policy `json:"guard_policy,omitempty"`
 }
 
 // Package is one guarded package's state.
@@ -68,8 +76,8 @@ func Decode(data []byte) (BOM, error) {
 		return BOM{}, fmt.Errorf("bill of materials: not a dlami manifest: %w", err)
 	}
 	switch {
-	case b.SchemaVersion != SchemaVersion:
-		return BOM{}, fmt.Errorf("bill of materials: schema %d, this plugin reads %d (bake and verify with the same plugin version)", b.SchemaVersion, SchemaVersion)
+	case b.SchemaVersion < oldestSchema || b.SchemaVersion > SchemaVersion:
+		return BOM{}, fmt.Errorf("bill of materials: schema %d, this plugin reads %d to %d (bake and verify with the same plugin version)", b.SchemaVersion, oldestSchema, SchemaVersion)
 	case b.Kernel == "":
 		return BOM{}, fmt.Errorf("bill of materials: no kernel")
 	case len(b.Guarded) == 0:

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 )
 
 func TestRoundTripAndRejects(t *testing.T) {
@@ -22,14 +24,33 @@ func TestRoundTripAndRejects(t *testing.T) {
 	}
 	for name, in := range map[string]string{
 		"truncated":     string(data[:len(data)/2]),
-		"other schema":  strings.Replace(string(data), `"schema_version": 2`, `"schema_version": 1`, 1),
-		"unknown field": strings.Replace(string(data), `"schema_version": 2`, `"schema_version": 2, "x": 1`, 1),
+		"older schema":  strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 1`, 1),
+		"newer schema":  strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 4`, 1),
+		"unknown field": strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 3, "x": 1`, 1),
 		"no kernel":     strings.Replace(string(data), `"kernel": "7.0.0-1014-aws"`, `"kernel": ""`, 1),
 		"no guarded":    `{"schema_version": 2, "kernel": "k", "guarded": {}}`,
 	} {
 		if _, err := Decode([]byte(in)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A bill of materials carries the guard policy the bake used; one of schema 2 (before it did)
+// still reads, without one.
+func TestGuardPolicyAndSchema2(t *testing.T) {
+	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}, GuardPolicy: &guard.Policy{Exclude: []string{"nvidia-container-*"}}}
+	data, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil || got.GuardPolicy == nil || len(got.GuardPolicy.Exclude) != 1 || got.GuardPolicy.Exclude[0] != "nvidia-container-*" {
+		t.Fatalf("policy round trip: %+v, %v", got.GuardPolicy, err)
+	}
+	old, err := Decode([]byte(`{"schema_version": 2, "kernel": "k", "guarded": {"a": {"version": "1", "held": true}}}`))
+	if err != nil || old.GuardPolicy != nil {
+		t.Errorf("schema 2: %+v, %v", old, err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Command is one named command of a bundle.
@@ -38,6 +39,16 @@ func Timeout(c Command) int {
 		return DefaultTimeoutSeconds
 	}
 	return c.TimeoutSeconds
+}
+
+// Budget bounds a whole bundle: every command's own timeout plus slack, so one hung command
+// cannot hold a bake past its budget, and a bundle that never ends is cut off.
+func Budget(cmds []Command) time.Duration {
+	budget := 30 * time.Second
+	for _, c := range cmds {
+		budget += time.Duration(Timeout(c)+2) * time.Second
+	}
+	return budget
 }
 
 // TimedOut reports whether an exit status is coreutils timeout's: 124 when the command was

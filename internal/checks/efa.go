@@ -1,67 +1,55 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
-	"regexp"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// checkEFADriver judges the EFA kernel module: present for the running kernel (the DLAMI
+// judgeEFADriver judges the EFA kernel module: present for the running kernel (the DLAMI
 // ships it whatever the instance type), at the pinned version if any.
-func checkEFADriver(sections map[string]bundle.Section, t Target) result.Check {
+func judgeEFADriver(h facts.Host, t Target) result.Check {
 	id := result.EFADriver
 	pin := t.Expect.EFADriver
 	expected, basis := "efa module present for the running kernel", BasisRule
 	if pin != "" {
 		expected, basis = pin, BasisSetting
 	}
-	ev := func() string { return evidence(sections, HostSectionModinfoEFA) }
-	s, problem := get(sections, HostSectionModinfoEFA)
-	if problem != "" {
-		return check(id, result.Fail, basis, expected, "efa kernel module not found", problem, ev())
+	m := h.EFAModule
+	if !m.OK() {
+		return check(id, result.Fail, basis, expected, "efa kernel module not found", m.Problem, m.Evidence)
 	}
-	v, err := modinfo.Field(s.Output)
-	if err != nil {
-		return check(id, result.Fail, basis, expected, "unreadable modinfo efa", err.Error(), ev())
-	}
-	if ok, msg := pinned(pin, v); !ok {
-		return check(id, result.Fail, basis, expected, v, msg, ev())
+	if ok, msg := pinned(pin, m.Value); !ok {
+		return check(id, result.Fail, basis, expected, m.Value, msg, m.Evidence)
 	}
 	msg := ""
 	if pin == "" {
 		msg = "the version is not pinned (set expect.efa_driver to judge it)"
 	}
-	return check(id, result.Pass, basis, expected, v, msg, "")
+	return check(id, result.Pass, basis, expected, m.Value, msg, "")
 }
 
-// checkEFAInstaller judges the EFA installer record: readable, and at the pinned installer,
+// judgeEFAInstaller judges the EFA installer record: readable, and at the pinned installer,
 // libfabric and aws-ofi-nccl versions if any.
-func checkEFAInstaller(sections map[string]bundle.Section, t Target) result.Check {
+func judgeEFAInstaller(h facts.Host, t Target) result.Check {
 	id := result.EFAInstaller
 	e := t.Expect
-	expected := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", or(e.EFAInstaller, "any"), or(e.Libfabric, "any"), or(e.AWSOFINCCL, "any"))
+	expected := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", cmp.Or(e.EFAInstaller, "any"), cmp.Or(e.Libfabric, "any"), cmp.Or(e.AWSOFINCCL, "any"))
 	basis := BasisRule
 	if e.EFAInstaller != "" || e.Libfabric != "" || e.AWSOFINCCL != "" {
 		basis = BasisSetting
 	}
-	ev := func() string { return evidence(sections, HostSectionEFAPackages, HostSectionFiInfoVersion) }
-	s, problem := get(sections, HostSectionEFAPackages)
-	if problem != "" {
-		return check(id, result.Fail, basis, expected, "no EFA installer record", problem, ev())
+	ev := func() string { return evidence(h.EFAInstaller.Evidence, h.LibfabricRuntime.Evidence) }
+	if !h.EFAInstaller.OK() {
+		return check(id, result.Fail, basis, expected, "no readable EFA installer record", h.EFAInstaller.Problem, ev())
 	}
-	in, err := efapkgs.Parse(s.Output)
-	if err != nil {
-		return check(id, result.Fail, basis, expected, "unreadable EFA installer record", err.Error(), ev())
-	}
-	lf, lfOK := libfabricVersion(sections, in)
+	in := h.EFAInstaller.Value
+	lf, lfOK := h.Libfabric()
 	ofi, ofiOK := in.AWSOFINCCL()
 	show := func(v string, ok bool) string {
 		if !ok {
@@ -102,90 +90,36 @@ func checkEFAInstaller(sections map[string]bundle.Section, t Target) result.Chec
 	return check(id, result.Pass, basis, expected, actual, msg, "")
 }
 
-// libfabricVersion takes libfabric's version from the installer record, else from the
-// runtime's own `fi_info --version`.
-func libfabricVersion(sections map[string]bundle.Section, in efapkgs.Installed) (string, bool) {
-	if v, ok := in.Libfabric(); ok {
-		return v, true
-	}
-	if s, problem := get(sections, HostSectionFiInfoVersion); problem == "" {
-		if v, err := fiinfo.ParseVersion(s.Output); err == nil {
-			return v.Libfabric, true
-		}
-	}
-	return "", false
-}
-
-// efaNames lists the EFA devices under /sys/class/infiniband: "rdmapNsM" (and "efa_N" on old
-// kernels). ConnectX-7 ports (ibp*, mlx5_*) on some instance types are link-down and
-// irrelevant to EFA, so they are returned separately and ignored.
-func efaNames(out string) (efa, other []string) {
-	for _, line := range strings.Split(out, "\n") {
-		n := strings.TrimSpace(line)
-		switch {
-		case n == "":
-		case strings.HasPrefix(n, "rdmap"), oldEFAName.MatchString(n):
-			efa = append(efa, n)
-		default:
-			other = append(other, n)
-		}
-	}
-	return efa, other
-}
-
-var oldEFAName = regexp.MustCompile(`^efa_\d+$`)
-
-// checkEFADevices judges that the EFA PCI functions, the rdmap* devices and the fi_info domains
+// judgeEFADevices judges that the EFA PCI functions, the rdmap* devices and the fi_info domains
 // agree, and that their count is the expected one (setting, else profile, else the PCI bus).
-func checkEFADevices(sections map[string]bundle.Section, t Target) result.Check {
+func judgeEFADevices(h facts.Host, t Target) result.Check {
 	id := result.EFADevices
 	want, basis, counted := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i pci.Inventory) int { return len(i.EFA) })
 	expected := "PCI EFA functions = rdmap* devices = fi_info domains"
 	if counted {
 		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)
 	}
-	ev := func() string { return evidence(sections, HostSectionPCI, HostSectionInfiniband, HostSectionFiInfo) }
-
-	ib, ok := sections[HostSectionInfiniband]
-	var devs, other []string
-	switch {
-	case !ok || ib.TimedOut || ib.ExitCode == 127:
-		_, problem := get(sections, HostSectionInfiniband)
-		return check(id, result.Fail, basis, expected, "unknown", problem, ev())
-	case ib.ExitCode != 0:
-		// No RDMA device at all: the class directory does not exist. Anything else is a
-		// failure to look.
-		if !strings.Contains(ib.Output, "No such file or directory") {
-			_, problem := get(sections, HostSectionInfiniband)
-			return check(id, result.Fail, basis, expected, "unknown", problem, ev())
-		}
-	default:
-		devs, other = efaNames(ib.Output)
+	ev := func() string { return evidence(h.PCI.Evidence, h.RDMA.Evidence, h.Domains.Evidence) }
+	if !h.RDMA.OK() {
+		return check(id, result.Fail, basis, expected, "unknown", h.RDMA.Problem, ev())
 	}
+	devs, other := h.RDMA.Value.EFA, h.RDMA.Value.Other
 	pciEFA := -1
 	if t.PCI != nil {
 		pciEFA = len(t.PCI.EFA)
-	}
-
-	fi, problem := get(sections, HostSectionFiInfo)
-	var domains []string
-	if problem == "" {
-		var err error
-		if domains, err = fiinfo.ParseDomains(fi.Output); err != nil {
-			problem = err.Error()
-		}
 	}
 	var notes []string
 	if len(other) > 0 {
 		notes = append(notes, "ignored non-EFA RDMA devices: "+strings.Join(other, ", "))
 	}
-	if problem != "" {
+	if !h.Domains.OK() {
 		if len(devs) == 0 && pciEFA == 0 && counted && want == 0 {
 			return check(id, result.Skip, basis, expected, "0 EFA devices",
-				"no EFA on this host and none expected; fi_info: "+problem, ev())
+				"no EFA on this host and none expected; fi_info: "+h.Domains.Problem, ev())
 		}
-		return check(id, result.Fail, basis, expected, fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs)), problem, ev())
+		return check(id, result.Fail, basis, expected, fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs)), h.Domains.Problem, ev())
 	}
+	domains := h.Domains.Value
 
 	actual := fmt.Sprintf("%d rdmap devices, %d fi_info domains", len(devs), len(domains))
 	if pciEFA >= 0 {

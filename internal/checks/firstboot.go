@@ -1,43 +1,23 @@
 package checks
 
 import (
-	"fmt"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// HostSectionSettle is the section of SettleCommand.
-const HostSectionSettle = "host.settle"
-
-// settleShell waits for the first boot to settle: cloud-init done (its per-instance and
-// per-boot scripts ran), then no apt, dpkg or unattended-upgrade process left. It prints
-// cloud-init's final status line. A first-boot upgrade that is still running would otherwise be
-// judged half done.
-const settleShell = `ci=/usr/bin/cloud-init
-if [ -x "$ci" ]; then "$ci" status --wait >/dev/null 2>&1; fi
-while pgrep -x 'apt|apt-get|dpkg|unattended-upgr|unattended-upgrade' >/dev/null 2>&1; do sleep 2; done
-if [ -x "$ci" ]; then "$ci" status 2>&1 | head -n 1; else echo "status: no cloud-init"; fi`
-
-// SettleCommand waits at most timeoutSeconds for the first boot to settle.
-func SettleCommand(timeoutSeconds int) bundle.Command {
-	return bundle.Command{Name: HostSectionSettle, Shell: settleShell, TimeoutSeconds: timeoutSeconds}
-}
-
-// JudgeSettle fails both first-boot checks when the instance did not settle in time or
-// cloud-init reports an error: the first boot cannot be compared with the image while it is
-// still changing.
-func JudgeSettle(s bundle.Section, ok bool) (problem string) {
+// JudgeSettle says why a first boot cannot be judged yet: it did not settle in time, the wait
+// failed, or cloud-init reports an error. "" means it settled: the first boot cannot be compared
+// with the image while it is still changing.
+func JudgeSettle(f facts.Fact[facts.Settle]) (problem string) {
 	switch {
-	case !ok:
-		return "the settle command did not run"
-	case s.TimedOut:
+	case f.OK() && f.Value.TimedOut:
 		return "cloud-init or apt did not settle within settle_timeout: the first boot is still changing the instance"
-	case s.ExitCode != 0:
-		return fmt.Sprintf("waiting for the first boot to settle exited %d: %s", s.ExitCode, strings.TrimSpace(s.Output))
-	case strings.Contains(s.Output, "status: error"):
-		return "cloud-init reports an error: " + strings.TrimSpace(s.Output)
+	case !f.OK():
+		return "waiting for the first boot to settle failed: " + f.Problem
+	case strings.Contains(f.Value.Status, "status: error"):
+		return "cloud-init reports an error: " + f.Value.Status
 	}
 	return ""
 }

@@ -5,18 +5,16 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// checkGPU judges the GPUs nvidia-smi lists. Whatever the profile or the settings say, fewer
+// judgeGPU judges the GPUs nvidia-smi lists. Whatever the profile or the settings say, fewer
 // GPUs in nvidia-smi than NVIDIA GPUs on the PCI bus fails: that is the signature of a GPU
 // that fell off the bus or that the driver lost.
-func checkGPU(sections map[string]bundle.Section, t Target) (result.Check, []nvsmi.GPU) {
+func judgeGPU(h facts.Host, t Target) result.Check {
 	id := result.GPU
 	want, basis, counted := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) })
 	model, modelBasis := t.Expect.GPUModel, BasisSetting
@@ -38,16 +36,12 @@ func checkGPU(sections map[string]bundle.Section, t Target) (result.Check, []nvs
 	if model != "" && modelBasis != basis {
 		basisText = strings.Trim(basis+", model: "+modelBasis, ", ")
 	}
-	ev := func() string { return evidence(sections, HostSectionNvidiaSMI, HostSectionPCI) }
+	ev := func() string { return evidence(h.GPUs.Evidence, h.PCI.Evidence) }
 
-	s, problem := get(sections, HostSectionNvidiaSMI)
-	if problem != "" {
-		return check(id, result.Fail, basisText, expected, "nvidia-smi failed", problem, ev()), nil
+	if !h.GPUs.OK() {
+		return check(id, result.Fail, basisText, expected, "nvidia-smi failed", h.GPUs.Problem, ev())
 	}
-	gpus, err := nvsmi.Parse(s.Output)
-	if err != nil {
-		return check(id, result.Fail, basisText, expected, "unreadable nvidia-smi output", err.Error(), ev()), nil
-	}
+	gpus := h.GPUs.Value
 	names := map[string]int{}
 	var wrong []string
 	for _, g := range gpus {
@@ -73,10 +67,10 @@ func checkGPU(sections map[string]bundle.Section, t Target) (result.Check, []nvs
 	case len(gpus) < len(t.PCI.GPUs):
 		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has %d NVIDIA GPUs: a GPU fell off the bus or the driver lost it (check dmesg for Xid 79; reboot, else retire the instance)", len(gpus), len(t.PCI.GPUs)))
 	case len(gpus) > len(t.PCI.GPUs):
-		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has only %d NVIDIA GPUs (%s): the two cannot both be right", len(gpus), len(t.PCI.GPUs), pciIDs(t.PCI.GPUs)))
+		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has only %d NVIDIA GPUs (%s): the two cannot both be right", len(gpus), len(t.PCI.GPUs), facts.PCIIDs(t.PCI.GPUs)))
 	}
 	if t.Profile != nil && t.PCI != nil && t.Expect.GPUCount == 0 && t.Profile.GPUCount > 0 && len(t.PCI.GPUs) != t.Profile.GPUCount {
-		fails = append(fails, fmt.Sprintf("the %s says %d GPUs but the PCI bus has %d NVIDIA GPUs (%s)", t.profileName(), t.Profile.GPUCount, len(t.PCI.GPUs), pciIDs(t.PCI.GPUs)))
+		fails = append(fails, fmt.Sprintf("the %s says %d GPUs but the PCI bus has %d NVIDIA GPUs (%s)", t.profileName(), t.Profile.GPUCount, len(t.PCI.GPUs), facts.PCIIDs(t.PCI.GPUs)))
 	}
 	if counted && len(gpus) != want && (basis != BasisPCI || len(gpus) >= len(t.PCI.GPUs)) {
 		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs, %s says %d", len(gpus), basis, want))
@@ -88,18 +82,18 @@ func checkGPU(sections map[string]bundle.Section, t Target) (result.Check, []nvs
 		fails = append(fails, fmt.Sprintf("not %s (%s): %s", model, modelBasis, strings.Join(wrong, ", ")))
 	}
 	if len(fails) > 0 {
-		return check(id, result.Fail, basisText, expected, actual, strings.Join(fails, "; "), ev()), gpus
+		return check(id, result.Fail, basisText, expected, actual, strings.Join(fails, "; "), ev())
 	}
 	if t.Profile == nil && t.Expect.GPUCount <= 0 && t.Expect.GPUModel == "" {
 		return check(id, result.Warn, basisText, expected, actual,
-			t.noProfileNote()+": the GPU count was judged against the PCI inventory only and the model not at all; set expect.gpu_count and expect.gpu_model to pin them", ""), gpus
+			t.noProfileNote()+": the GPU count was judged against the PCI inventory only and the model not at all; set expect.gpu_count and expect.gpu_model to pin them", "")
 	}
-	return check(id, result.Pass, basisText, expected, actual, "", ""), gpus
+	return check(id, result.Pass, basisText, expected, actual, "", "")
 }
 
-// checkNvidiaDriver judges that nvidia-smi and the kernel module report the same driver (a
+// judgeNvidiaDriver judges that nvidia-smi and the kernel module report the same driver (a
 // mismatch is NVML's "Driver/library version mismatch") and, when pinned, the version.
-func checkNvidiaDriver(sections map[string]bundle.Section, t Target, gpus []nvsmi.GPU) result.Check {
+func judgeNvidiaDriver(h facts.Host, t Target) result.Check {
 	id := result.NvidiaDriver
 	pin := t.Expect.NvidiaDriver
 	expected, basis := "nvidia-smi and kernel module agree", BasisRule
@@ -107,32 +101,21 @@ func checkNvidiaDriver(sections map[string]bundle.Section, t Target, gpus []nvsm
 		expected, basis = pin+" (nvidia-smi and kernel module agree)", BasisSetting
 	}
 	ev := func() string {
-		return evidence(sections, HostSectionNvidiaSMI, HostSectionModinfoNvidia, HostSectionNvidiaLicense)
+		return evidence(h.GPUs.Evidence, h.NvidiaModule.Evidence, h.NvidiaLicense.Evidence)
 	}
-	if gpus == nil {
-		s, problem := get(sections, HostSectionNvidiaSMI)
-		if problem == "" {
-			_, err := nvsmi.Parse(s.Output)
-			problem = fmt.Sprintf("nvidia-smi output unreadable: %v", err)
-		}
-		return check(id, result.Fail, basis, expected, "unknown", problem, ev())
+	if !h.GPUs.OK() {
+		return check(id, result.Fail, basis, expected, "unknown", h.GPUs.Problem, ev())
 	}
-	s, problem := get(sections, HostSectionModinfoNvidia)
-	if problem != "" {
-		return check(id, result.Fail, basis, expected, "nvidia kernel module not found", problem, ev())
+	if !h.NvidiaModule.OK() {
+		return check(id, result.Fail, basis, expected, "nvidia kernel module not found", h.NvidiaModule.Problem, ev())
 	}
-	kmod, err := modinfo.Field(s.Output)
-	if err != nil {
-		return check(id, result.Fail, basis, expected, "unreadable modinfo nvidia", err.Error(), ev())
-	}
+	kmod := h.NvidiaModule.Value
 	actual := kmod
-	if ls, p := get(sections, HostSectionNvidiaLicense); p == "" {
-		if lic, err := modinfo.Field(ls.Output); err == nil {
-			actual += " (license " + lic + ")"
-		}
+	if h.NvidiaLicense.OK() {
+		actual += " (license " + h.NvidiaLicense.Value + ")"
 	}
 	var fails []string
-	for _, g := range gpus {
+	for _, g := range h.GPUs.Value {
 		if g.DriverVersion != kmod {
 			fails = append(fails, fmt.Sprintf("nvidia-smi reports driver %s on GPU %d but the nvidia kernel module is %s (driver/library mismatch: reboot, or reinstall one driver)", g.DriverVersion, g.Index, kmod))
 			break

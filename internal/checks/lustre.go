@@ -1,22 +1,18 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
-	"regexp"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-var lfsVersion = regexp.MustCompile(`(?m)^lfs\s+(\S+)`)
-
-// checkLustre judges the Lustre client when it is required (lustre_expected, or a lustre pin):
+// judgeLustre judges the Lustre client when it is required (lustre_expected, or a lustre pin):
 // lfs and a module built for the running kernel, at the pinned version. When it is not
 // required but installed, the utilities and the module must still agree.
-func checkLustre(sections map[string]bundle.Section, t Target) result.Check {
+func judgeLustre(h facts.Host, t Target) result.Check {
 	id := result.Lustre
 	e := t.Expect
 	required := (e.LustreExpected != nil && *e.LustreExpected) || (e.LustreExpected == nil && e.Lustre != "")
@@ -27,27 +23,17 @@ func checkLustre(sections map[string]bundle.Section, t Target) result.Check {
 			expected += " " + e.Lustre
 		}
 	}
-	ev := func() string { return evidence(sections, HostSectionLfs, HostSectionModinfoLustre) }
+	ev := func() string { return evidence(h.Lfs.Evidence, h.LustreModule.Evidence) }
 	var problems []string
-	lfs := ""
-	if s, problem := get(sections, HostSectionLfs); problem != "" {
-		problems = append(problems, problem)
-	} else if m := lfsVersion.FindStringSubmatch(s.Output); m != nil {
-		lfs = m[1]
-	} else {
-		problems = append(problems, fmt.Sprintf("lfs --version printed %q", textcut.Head(firstLine(s.Output), 80)))
-	}
-	kmod := ""
-	if s, problem := get(sections, HostSectionModinfoLustre); problem != "" {
-		problems = append(problems, problem)
-	} else if v, err := modinfo.Field(s.Output); err != nil {
-		problems = append(problems, "modinfo lustre: "+err.Error())
-	} else {
-		kmod = v
+	lfs, kmod := h.Lfs.Value, h.LustreModule.Value
+	for _, f := range []facts.Fact[string]{h.Lfs, h.LustreModule} {
+		if !f.OK() {
+			problems = append(problems, f.Problem)
+		}
 	}
 	actual := "not installed"
 	if lfs != "" || kmod != "" {
-		actual = fmt.Sprintf("lfs %s, module %s", or(lfs, "missing"), or(kmod, "missing"))
+		actual = fmt.Sprintf("lfs %s, module %s", cmp.Or(lfs, "missing"), cmp.Or(kmod, "missing"))
 	}
 	if !required {
 		switch {

@@ -56,8 +56,6 @@ const (
 	NCCLDefaultTimeoutSeconds = 900
 	// NCCLDefaultTimeout is NCCLDefaultTimeoutSeconds as a duration, for settings.
 	NCCLDefaultTimeout = NCCLDefaultTimeoutSeconds * time.Second
-	// NCCLSection is the bundle section name of the NCCL test.
-	NCCLSection = "nccl.all_reduce_perf"
 	// NCCLMarker starts the lines the NCCL script prints about itself ("@@DLAMI-NCCL BINARY
 	// <path>", "@@DLAMI-NCCL RANKS <n>", "@@DLAMI-NCCL ERROR <why>").
 	NCCLMarker = "@@DLAMI-NCCL"
@@ -82,18 +80,18 @@ var (
 // ncclValidate checks o and fills in the defaults.
 func ncclValidate(o NCCLOptions) (NCCLOptions, error) {
 	if o.CUDAVersion != "" && !CUDAVersionPattern.MatchString(o.CUDAVersion) {
-		return o, fmt.Errorf("nccl: CUDAVersion %q: use MAJOR.MINOR as in /usr/local/cuda-13.2 (\"13.2\"), or leave it empty for the newest", o.CUDAVersion)
+		return o, fmt.Errorf("nccl.cuda_version %q: use MAJOR.MINOR as in /usr/local/cuda-13.2 (\"13.2\"), or leave it empty for the newest", o.CUDAVersion)
 	}
 	switch o.Transport {
 	case "", TransportEFA, TransportAny:
 	default:
-		return o, fmt.Errorf("nccl: Transport %q: use %q, %q, or leave it empty to choose from the host's EFA devices", o.Transport, TransportEFA, TransportAny)
+		return o, fmt.Errorf("nccl.transport %q: use %q, %q, or leave it empty to choose from the host's EFA devices", o.Transport, TransportEFA, TransportAny)
 	}
 	if o.Ranks < 0 || o.Ranks > ncclMaxRanks {
-		return o, fmt.Errorf("nccl: Ranks %d: use 1 to %d (one per GPU), or 0 to count the GPUs", o.Ranks, ncclMaxRanks)
+		return o, fmt.Errorf("nccl.ranks = %d: use 1 to %d (one per GPU), or 0 to count the GPUs", o.Ranks, ncclMaxRanks)
 	}
 	if o.TimeoutSeconds < 0 || o.TimeoutSeconds > ncclMaxTimeout {
-		return o, fmt.Errorf("nccl: TimeoutSeconds %d: use 1 to %d, or 0 for %d", o.TimeoutSeconds, ncclMaxTimeout, NCCLDefaultTimeoutSeconds)
+		return o, fmt.Errorf("nccl.timeout = %s: use a duration from 1s to %s, or leave it unset for %s", time.Duration(o.TimeoutSeconds)*time.Second, time.Duration(ncclMaxTimeout)*time.Second, NCCLDefaultTimeout)
 	}
 	if o.TimeoutSeconds == 0 {
 		o.TimeoutSeconds = NCCLDefaultTimeoutSeconds
@@ -103,18 +101,18 @@ func ncclValidate(o NCCLOptions) (NCCLOptions, error) {
 	}
 	for i, a := range o.Args {
 		if strings.ContainsAny(a, "\x00\n\r") {
-			return o, fmt.Errorf("nccl: Args[%d] %q: a NUL or line break cannot be passed to all_reduce_perf", i, a)
+			return o, fmt.Errorf("nccl.args[%d] %q: a NUL or line break cannot be passed to all_reduce_perf", i, a)
 		}
 	}
 	for k, v := range o.Env {
 		if !ncclEnvKey.MatchString(k) {
-			return o, fmt.Errorf("nccl: Env key %q: use letters, digits and '_', not starting with a digit", k)
+			return o, fmt.Errorf("nccl.env key %q: use letters, digits and '_', not starting with a digit", k)
 		}
 		if ncclReservedEnv[k] {
-			return o, fmt.Errorf("nccl: Env key %s: set by the NCCL test itself (the transport check needs NCCL_DEBUG=INFO and the DLAMI library path); remove it", k)
+			return o, fmt.Errorf("nccl.env key %s: set by the NCCL test itself (the transport check needs NCCL_DEBUG=INFO and the DLAMI library path); remove it", k)
 		}
 		if strings.ContainsAny(v, "\x00\n\r") {
-			return o, fmt.Errorf("nccl: Env %s: the value contains a NUL or line break", k)
+			return o, fmt.Errorf("nccl.env[%q]: the value contains a NUL or line break", k)
 		}
 	}
 	return o, nil
@@ -196,28 +194,14 @@ fi
 	return b.String(), nil
 }
 
-// NCCLBundleCommand wraps NCCLCommand as a bundle command whose own timeout leaves the script's
-// timeout room to stop mpirun and report.
-func NCCLBundleCommand(o NCCLOptions) (bundle.Command, error) {
-	s, err := NCCLCommand(o)
-	if err != nil {
-		return bundle.Command{}, err
-	}
-	t := o.TimeoutSeconds
-	if t == 0 {
-		t = NCCLDefaultTimeoutSeconds
-	}
-	return bundle.Command{Name: NCCLSection, Shell: s, TimeoutSeconds: t + 30}, nil
-}
-
 // NCCLWarnings lists settings in o that are legal but likely wrong.
 func NCCLWarnings(o NCCLOptions) []string {
 	var w []string
 	if ncclEnvSetsIB(o.Env) {
-		w = append(w, "nccl: Env sets NCCL_NET=IB: NCCL then skips aws-ofi-nccl and tries its built-in IB transport, which fails on the DOWN ConnectX-7 ports some instance types show; leave NCCL_NET unset, NCCL picks EFA by itself")
+		w = append(w, "nccl.env sets NCCL_NET=IB: NCCL then skips aws-ofi-nccl and tries its built-in IB transport, which fails on the DOWN ConnectX-7 ports some instance types show; leave NCCL_NET unset, NCCL picks EFA by itself")
 	}
 	if validationOffArgs(o.Args) {
-		w = append(w, "nccl: Args turn validation off (-c 0): the correctness check can only warn")
+		w = append(w, "nccl.args turn validation off (-c 0): the correctness check can only warn")
 	}
 	return w
 }
@@ -285,16 +269,16 @@ func ncclMarkers(output string) ncclRun {
 		kind, val, _ := strings.Cut(strings.TrimPrefix(line, prefix), " ")
 		switch kind {
 		case "BINARY":
-			r.binary = ncclCut(val, 300)
+			r.binary = textcut.Head(val, 300)
 		case "RANKS":
-			r.ranks = ncclCut(val, 20)
+			r.ranks = textcut.Head(val, 20)
 		case "ERROR":
-			r.errors = append(r.errors, ncclCut(val, 500))
+			r.errors = append(r.errors, textcut.Head(val, 500))
 		default:
 			continue
 		}
 		if len(r.lines) < 5 {
-			r.lines = append(r.lines, ncclCut(line, 500))
+			r.lines = append(r.lines, textcut.Head(line, 500))
 		}
 	}
 	return r
@@ -362,11 +346,11 @@ func JudgeNCCL(output string, exitCode int, timedOut bool, x NCCLExpect, o NCCLO
 			why = fmt.Sprintf("the NCCL test script exited %d before starting the test", exitCode)
 		}
 		msg := "the NCCL test could not start: " + why
-		ev := ncclTail(output, ncclEvidenceMax)
+		ev := textcut.Tail(output, ncclEvidenceMax)
 		return []result.Check{
-			ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", "not run", msg, ev),
-			ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), "not run", msg, ev),
-			ncclCheck(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), "not run", msg, ev),
+			check(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", "not run", msg, ev),
+			check(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), "not run", msg, ev),
+			check(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), "not run", msg, ev),
 		}, fig
 	}
 	if timedOut {
@@ -375,12 +359,12 @@ func JudgeNCCL(output string, exitCode int, timedOut bool, x NCCLExpect, o NCCLO
 			t = NCCLDefaultTimeoutSeconds
 		}
 		msg := fmt.Sprintf("the NCCL test did not finish: stopped by its timeout (%d s, exit %d); a hang in NCCL init or in a collective fails the host whatever the partial figures say", t, exitCode)
-		ev := ncclJoinEvidence(res.Errors, []string{ncclTail(output, ncclEvidenceMax/2)})
+		ev := ncclJoinEvidence(res.Errors, []string{textcut.Tail(output, ncclEvidenceMax/2)})
 		actual := fmt.Sprintf("timed out after %d s", t)
 		return []result.Check{
-			ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", actual, msg, ev),
-			ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), actual, msg, ev),
-			ncclCheck(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), actual, msg, ev),
+			check(result.NCCLCorrectness, result.Fail, BasisRule, "0 OK, exit 0", actual, msg, ev),
+			check(result.NCCLBusBW, result.Fail, x.FloorBasis, ncclFloorText(x), actual, msg, ev),
+			check(result.NCCLTransport, result.Fail, x.TransportBasis, ncclTransportExpected(x), actual, msg, ev),
 		}, fig
 	}
 	return []result.Check{
@@ -437,28 +421,28 @@ func ncclCorrectness(res nccltests.Result, output string, exitCode int, o NCCLOp
 	switch {
 	case res.OutOfBounds == nil:
 		if ev == "" {
-			ev = ncclTail(output, ncclEvidenceMax)
+			ev = textcut.Tail(output, ncclEvidenceMax)
 		}
-		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
+		return check(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"the test printed no 'Out of bounds values' line: it did not finish (crash, abort, or the output was cut)", ev)
 	case *res.OutOfBounds != 0 || !res.OutOfBoundsOK:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
+		return check(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"all_reduce_perf found wrong values: the GPUs or NVLink corrupt data; this fails the host whatever the bandwidth", ev)
 	case res.FailedTrailers > 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
+		return check(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			fmt.Sprintf("an earlier run in the same output reported out-of-bounds values (%d failed trailer lines)", res.FailedTrailers), ev)
 	case len(wrongRows) > 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
+		return check(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			"rows report #wrong values although the trailer says 0", ev)
 	case exitCode != 0:
-		return ncclCheck(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
+		return check(result.NCCLCorrectness, result.Fail, BasisRule, expected, actual,
 			fmt.Sprintf("the test exited %d: a rank or mpirun failed even though the values checked were right", exitCode),
-			ncclJoinEvidence([]string{ev, ncclTail(output, ncclEvidenceMax/2)}))
+			ncclJoinEvidence([]string{ev, textcut.Tail(output, ncclEvidenceMax/2)}))
 	case ncclValidationOff(res, o):
-		return ncclCheck(result.NCCLCorrectness, result.Warn, BasisRule, expected, actual+", validation off",
+		return check(result.NCCLCorrectness, result.Warn, BasisRule, expected, actual+", validation off",
 			"the test ran with validation off (-c 0): '0 OK' means nothing was checked; run with -c 1 to judge correctness", ev)
 	}
-	return ncclCheck(result.NCCLCorrectness, result.Pass, BasisRule, expected, actual, "", ev)
+	return check(result.NCCLCorrectness, result.Pass, BasisRule, expected, actual, "", ev)
 }
 
 func ncclValidationOff(res nccltests.Result, o NCCLOptions) bool {
@@ -481,9 +465,9 @@ func ncclBusBW(res nccltests.Result, output string, exitCode int, x NCCLExpect) 
 	if l == nil {
 		ev := ncclJoinEvidence(res.Errors)
 		if ev == "" {
-			ev = ncclTail(output, ncclEvidenceMax)
+			ev = textcut.Tail(output, ncclEvidenceMax)
 		}
-		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, "no result rows",
+		return check(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, "no result rows",
 			"the test printed no result table, so there is no bandwidth to judge", ev)
 	}
 	header := ""
@@ -492,26 +476,26 @@ func ncclBusBW(res nccltests.Result, output string, exitCode int, x NCCLExpect) 
 	}
 	ev := ncclJoinEvidence([]string{header, l.Line, res.AvgBusBWLine})
 	if l.OutOfPlace.BusBW == nil {
-		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, fmt.Sprintf("N/A at %s", ncclSize(l.SizeBytes)),
+		return check(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, fmt.Sprintf("N/A at %s", ncclSize(l.SizeBytes)),
 			"the busbw cell of the largest message size is not a number", ev)
 	}
 	bw := *l.OutOfPlace.BusBW
 	actual := fmt.Sprintf("%s GB/s at %s (out-of-place)", ncclNum(bw), ncclSize(l.SizeBytes))
 	switch {
 	case res.OutOfBounds == nil:
-		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
+		return check(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
 			fmt.Sprintf("the test did not finish (no trailer): the table stops at %s, so this is not the figure of the full run", ncclSize(l.SizeBytes)), ev)
 	case exitCode != 0:
-		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
+		return check(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
 			fmt.Sprintf("the test exited %d: the bandwidth of a failed run is not trusted", exitCode), ev)
 	case x.BusBWFloorGBps <= 0:
-		return ncclCheck(result.NCCLBusBW, result.Warn, "", expected, actual,
+		return check(result.NCCLBusBW, result.Warn, "", expected, actual,
 			"not judged: no busbw floor for this instance type; set expect.busbw_floor_gbps (P6-B200 1-node all-reduce reference: 711 GB/s at 1 GiB)", ev)
 	case bw < x.BusBWFloorGBps:
-		return ncclCheck(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
+		return check(result.NCCLBusBW, result.Fail, x.FloorBasis, expected, actual,
 			fmt.Sprintf("busbw %s GB/s is below the floor of %s GB/s: GPUs or NVLink do not reach their bandwidth (Fabric Manager, a degraded NVLink, or throttled GPUs)", ncclNum(bw), ncclNum(x.BusBWFloorGBps)), ev)
 	}
-	return ncclCheck(result.NCCLBusBW, result.Pass, x.FloorBasis, expected, actual, "", ev)
+	return check(result.NCCLBusBW, result.Pass, x.FloorBasis, expected, actual, "", ev)
 }
 
 func ncclTransportExpected(x NCCLExpect) string {
@@ -535,7 +519,7 @@ func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOpti
 	tr := res.Transport
 	ev := ncclJoinEvidence(tr.Lines, res.Errors)
 	if ev == "" {
-		ev = ncclTail(output, ncclEvidenceMax)
+		ev = textcut.Tail(output, ncclEvidenceMax)
 	}
 	actual := ncclTransportActual(tr)
 	ibSet := tr.NCCLNetIB || ncclEnvSetsIB(o.Env)
@@ -545,10 +529,10 @@ func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOpti
 	}
 	if x.Transport == TransportAny {
 		if ibSet {
-			return ncclCheck(result.NCCLTransport, result.Warn, basis, expected, actual,
+			return check(result.NCCLTransport, result.Warn, basis, expected, actual,
 				"NCCL_NET=IB was set: it breaks NCCL on hosts with DOWN ConnectX-7 ports; leave NCCL_NET unset", ev)
 		}
-		return ncclCheck(result.NCCLTransport, result.Pass, basis, expected, actual,
+		return check(result.NCCLTransport, result.Pass, basis, expected, actual,
 			"no EFA on this host: NCCL's choice is reported, not required ("+actual+")", ev)
 	}
 	hasNet := func(name string) bool {
@@ -561,33 +545,33 @@ func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOpti
 	}
 	switch {
 	case tr.Socket:
-		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+		return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 			"NCCL fell back to sockets (NET/Socket): aws-ofi-nccl did not load or found no EFA device; check that the NCCL, aws-ofi-nccl and libfabric versions match and that /opt/amazon/ofi-nccl/lib is on LD_LIBRARY_PATH (an instance type without EFA gets nccl.transport = \"any\" by itself)"+ibNote, ev)
 	case hasNet("IB"):
-		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+		return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 			"NCCL used its built-in IB transport instead of aws-ofi-nccl over EFA"+ibNote, ev)
 	case len(tr.Networks) == 0:
 		msg := "no 'Using network' line: NCCL failed before choosing a network, or its INFO output is missing (NCCL_DEBUG=INFO)"
-		return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual, msg+ibNote, ev)
+		return check(result.NCCLTransport, result.Fail, basis, expected, actual, msg+ibNote, ev)
 	}
 	for _, n := range tr.Networks {
 		if n != "Libfabric" && n != "AWS Libfabric" {
-			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+			return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 				fmt.Sprintf("NCCL used network %q, not aws-ofi-nccl (Libfabric)%s", n, ibNote), ev)
 		}
 	}
 	for _, p := range tr.Providers {
 		if !strings.HasPrefix(p.Name, "efa") {
-			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+			return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 				fmt.Sprintf("aws-ofi-nccl selected the libfabric provider %q, not efa: traffic would leave the host over TCP", p.Name), ev)
 		}
 		if x.EFACount > 0 && p.NICs != nil && *p.NICs != x.EFACount {
-			return ncclCheck(result.NCCLTransport, result.Fail, basis, expected, actual,
+			return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 				fmt.Sprintf("aws-ofi-nccl found %d EFA nics, the instance has %d: some EFA devices are missing or down", *p.NICs, x.EFACount), ev)
 		}
 	}
 	if ibSet {
-		return ncclCheck(result.NCCLTransport, result.Warn, basis, expected, actual,
+		return check(result.NCCLTransport, result.Warn, basis, expected, actual,
 			"NCCL_NET=IB was set: this run still used Libfabric, but forcing IB breaks NCCL on hosts with DOWN ConnectX-7 ports; leave NCCL_NET unset", ev)
 	}
 	msg := ""
@@ -597,7 +581,7 @@ func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOpti
 	if tr.ForwardCompat {
 		msg = strings.TrimPrefix(msg+"; CUDA Forward Compatibility mode is enabled (normal with a newer container CUDA)", "; ")
 	}
-	return ncclCheck(result.NCCLTransport, result.Pass, basis, expected, actual, msg, ev)
+	return check(result.NCCLTransport, result.Pass, basis, expected, actual, msg, ev)
 }
 
 func ncclHasNICCount(ps []nccltests.Provider) bool {
@@ -635,10 +619,6 @@ func ncclTransportActual(tr nccltests.Transport) string {
 	return strings.Join(parts, ", ")
 }
 
-func ncclCheck(id string, st result.Status, basis, expected, actual, msg, evidence string) result.Check {
-	return result.Check{ID: id, Status: st, Basis: basis, Expected: expected, Actual: actual, Message: msg, Evidence: evidence}
-}
-
 // ncclJoinEvidence joins non-empty lines, at most ncclEvidenceMax bytes.
 func ncclJoinEvidence(groups ...[]string) string {
 	var b strings.Builder
@@ -650,7 +630,7 @@ func ncclJoinEvidence(groups ...[]string) string {
 			}
 			if b.Len()+len(l)+1 > ncclEvidenceMax {
 				if b.Len() == 0 {
-					b.WriteString(ncclCut(l, ncclEvidenceMax))
+					b.WriteString(textcut.Head(l, ncclEvidenceMax))
 				}
 				return b.String()
 			}
@@ -662,11 +642,6 @@ func ncclJoinEvidence(groups ...[]string) string {
 	}
 	return b.String()
 }
-
-// ncclTail returns the last whole lines of s that fit in max bytes, trimmed.
-func ncclTail(s string, max int) string { return textcut.Tail(s, max) }
-
-func ncclCut(s string, n int) string { return textcut.Head(s, n) }
 
 func ncclNum(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)

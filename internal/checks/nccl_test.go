@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -45,18 +46,18 @@ func TestNCCLCommandRejectsBadOptions(t *testing.T) {
 		o     NCCLOptions
 		field string
 	}{
-		{"cuda version with shell", NCCLOptions{CUDAVersion: "13.2; rm -rf /"}, "CUDAVersion"},
-		{"cuda version three parts", NCCLOptions{CUDAVersion: "13.2.1"}, "CUDAVersion"},
-		{"negative ranks", NCCLOptions{Ranks: -1}, "Ranks"},
-		{"too many ranks", NCCLOptions{Ranks: 100000}, "Ranks"},
-		{"negative timeout", NCCLOptions{TimeoutSeconds: -5}, "TimeoutSeconds"},
-		{"env key with space", NCCLOptions{Env: map[string]string{"A B": "1"}}, "Env key"},
-		{"env key with digit first", NCCLOptions{Env: map[string]string{"1A": "1"}}, "Env key"},
-		{"env key injection", NCCLOptions{Env: map[string]string{"A=1 -x B": "1"}}, "Env key"},
+		{"cuda version with shell", NCCLOptions{CUDAVersion: "13.2; rm -rf /"}, "nccl.cuda_version"},
+		{"cuda version three parts", NCCLOptions{CUDAVersion: "13.2.1"}, "nccl.cuda_version"},
+		{"negative ranks", NCCLOptions{Ranks: -1}, "nccl.ranks"},
+		{"too many ranks", NCCLOptions{Ranks: 100000}, "nccl.ranks"},
+		{"negative timeout", NCCLOptions{TimeoutSeconds: -5}, "nccl.timeout"},
+		{"env key with space", NCCLOptions{Env: map[string]string{"A B": "1"}}, "nccl.env key"},
+		{"env key with digit first", NCCLOptions{Env: map[string]string{"1A": "1"}}, "nccl.env key"},
+		{"env key injection", NCCLOptions{Env: map[string]string{"A=1 -x B": "1"}}, "nccl.env key"},
 		{"env overrides NCCL_DEBUG", NCCLOptions{Env: map[string]string{"NCCL_DEBUG": "WARN"}}, "NCCL_DEBUG"},
 		{"env overrides LD_LIBRARY_PATH", NCCLOptions{Env: map[string]string{"LD_LIBRARY_PATH": "/tmp"}}, "LD_LIBRARY_PATH"},
-		{"env value with newline", NCCLOptions{Env: map[string]string{"A": "1\nB"}}, "Env A"},
-		{"arg with NUL", NCCLOptions{Args: []string{"-b", "8\x00"}}, "Args[1]"},
+		{"env value with newline", NCCLOptions{Env: map[string]string{"A": "1\nB"}}, `nccl.env["A"]`},
+		{"arg with NUL", NCCLOptions{Args: []string{"-b", "8\x00"}}, "nccl.args[1]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,11 +65,8 @@ func TestNCCLCommandRejectsBadOptions(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; script:\n%s", s)
 			}
-			if !strings.Contains(err.Error(), tc.field) || !strings.HasPrefix(err.Error(), "nccl: ") {
+			if !strings.Contains(err.Error(), tc.field) || !strings.HasPrefix(err.Error(), "nccl.") {
 				t.Errorf("error %q does not name %q", err, tc.field)
-			}
-			if _, err := NCCLBundleCommand(tc.o); err == nil {
-				t.Errorf("NCCLBundleCommand accepted what NCCLCommand rejects")
 			}
 		})
 	}
@@ -95,15 +93,8 @@ func TestNCCLCommandText(t *testing.T) {
 	if strings.Contains(s, "sudo") {
 		t.Errorf("script must run as the login user, not through sudo")
 	}
-	c, err := NCCLBundleCommand(NCCLOptions{TimeoutSeconds: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Name != NCCLSection || c.TimeoutSeconds <= 60 || !strings.Contains(c.Shell, "timeout -k 10 60 ") {
-		t.Errorf("bundle command = %+v", c)
-	}
-	if _, err := bundle.Script([]bundle.Command{c}); err != nil {
-		t.Errorf("bundle rejects the NCCL command: %v", err)
+	if s, err := NCCLCommand(NCCLOptions{TimeoutSeconds: 60}); err != nil || !strings.Contains(s, "timeout -k 10 60 ") {
+		t.Errorf("timeout 60: %v\n%s", err, s)
 	}
 }
 
@@ -511,13 +502,20 @@ func TestNCCLTransportPolicy(t *testing.T) {
 }
 
 func TestTargetNCCLExpect(t *testing.T) {
-	s := healthySections(t)
+	inv := func(lines string) facts.Fact[pci.Inventory] {
+		v, err := pci.Parse(lines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return facts.Read(v, "")
+	}
+	p6 := strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8) + strings.Repeat("0000:82:00.0 0x1d0f 0xefa3 0x020000\n", 8)
+	s := facts.Host{Instance: facts.Instance{Type: "p6-b200.48xlarge", Source: "product_name"}, PCI: inv(p6)}
 	x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{})
 	if x.Transport != TransportEFA || x.EFACount != 8 || x.BusBWFloorGBps != 600 || x.FloorBasis != "profile p6-b200.48xlarge" || x.Ranks != 8 {
 		t.Errorf("p6: %+v", x)
 	}
-	set(s, HostSectionProductName, "p7-future.48xlarge", 0)
-	set(s, HostSectionPCI, pciLines(enaGroup(), gpuGroup(1)), 0)
+	s = facts.Host{Instance: facts.Instance{Type: "p7-future.48xlarge", Source: "product_name"}, PCI: inv("0000:05:00.0 0x1d0f 0xec20 0x020000\n0000:51:00.0 0x10de 0x2901 0x030200\n")}
 	x = Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{})
 	if x.Transport != TransportAny || x.EFACount != 0 || x.BusBWFloorGBps != 0 || x.Ranks != 1 {
 		t.Errorf("no EFA on the bus: %+v", x)
@@ -525,11 +523,11 @@ func TestTargetNCCLExpect(t *testing.T) {
 	if x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{Transport: TransportEFA}); x.Transport != TransportEFA || x.TransportBasis != "setting nccl.transport" {
 		t.Errorf("setting: %+v", x)
 	}
-	set(s, HostSectionPCI, "", 1)
+	s.PCI = facts.Unread[pci.Inventory]("host.pci: exited 1", "")
 	if x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{}); x.Transport != TransportEFA {
 		t.Errorf("unreadable PCI must not relax the transport: %+v", x)
 	}
-	if _, err := NCCLCommand(NCCLOptions{Transport: "ib"}); err == nil || !strings.Contains(err.Error(), "Transport") {
+	if _, err := NCCLCommand(NCCLOptions{Transport: "ib"}); err == nil || !strings.Contains(err.Error(), "nccl.transport") {
 		t.Errorf("bad transport: %v", err)
 	}
 }

@@ -1,16 +1,14 @@
 package checks
 
 import (
-	"strings"
-
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// checkNVMe judges the local NVMe instance store, which the DLAMI mounts at boot: whether it
+// judgeNVMe judges the local NVMe instance store, which the DLAMI mounts at boot: whether it
 // must be mounted comes from the setting, else the profile. The PCI bus cannot tell instance
 // store from EBS reliably enough, so an unprofiled type without the setting warns.
-func checkNVMe(sections map[string]bundle.Section, t Target) result.Check {
+func judgeNVMe(h facts.Host, t Target) result.Check {
 	id := result.NVMe
 	mount := t.Expect.NVMeMount()
 	want, basis, known := false, "", false
@@ -27,34 +25,29 @@ func checkNVMe(sections map[string]bundle.Section, t Target) result.Check {
 	case !want:
 		expected = "not required"
 	}
-	ev := func() string { return evidence(sections, HostSectionNVMe) }
-	s, ok := sections[HostSectionNVMe]
-	var mounted, read bool
+	f := h.NVMe
+	problem := f.Problem
+	if f.OK() && f.Value.Mounted && f.Value.Target != mount {
+		// findmnt was asked about this mount point; an answer about another one is unreadable.
+		problem = "findmnt output unreadable"
+	}
+	mounted := problem == "" && f.Value.Mounted
 	actual := "unknown"
 	switch {
-	case ok && !s.TimedOut && s.ExitCode == 0:
-		f := strings.Fields(firstLine(s.Output))
-		if len(f) >= 1 && f[0] == mount {
-			mounted, read = true, true
-			actual = "mounted: " + strings.Join(f[1:], " ")
-		}
-	case ok && !s.TimedOut && s.ExitCode == 1 && strings.TrimSpace(s.Output) == "":
-		// findmnt exits 1 with no output when nothing is mounted there.
-		read, actual = true, "not mounted"
+	case mounted:
+		actual = "mounted: " + f.Value.Details
+	case problem == "":
+		actual = "not mounted"
 	}
 	switch {
-	case !read:
-		_, problem := get(sections, HostSectionNVMe)
-		if problem == "" {
-			problem = "findmnt output unreadable"
-		}
+	case problem != "":
 		if want {
-			return check(id, result.Fail, basis, expected, actual, problem, ev())
+			return check(id, result.Fail, basis, expected, actual, problem, f.Evidence)
 		}
 		if !known {
-			return check(id, result.Warn, "", expected, actual, "not judged ("+t.noProfileNote()+"; set expect.nvme); "+problem, ev())
+			return check(id, result.Warn, "", expected, actual, "not judged ("+t.noProfileNote()+"; set expect.nvme); "+problem, f.Evidence)
 		}
-		return check(id, result.Skip, basis, expected, actual, "not required; "+problem, ev())
+		return check(id, result.Skip, basis, expected, actual, "not required; "+problem, f.Evidence)
 	case !known:
 		return check(id, result.Warn, "", expected, actual, "not judged: "+t.noProfileNote()+" and expect.nvme is not set, so whether local NVMe must be mounted is unknown", "")
 	case mounted:
@@ -65,7 +58,7 @@ func checkNVMe(sections map[string]bundle.Section, t Target) result.Check {
 		return check(id, result.Pass, basis, expected, actual, msg, "")
 	case want:
 		return check(id, result.Fail, basis, expected, actual,
-			"local NVMe instance store is not mounted at "+mount+" (the DLAMI mounts it at boot; check the instance store and the mount unit)", ev())
+			"local NVMe instance store is not mounted at "+mount+" (the DLAMI mounts it at boot; check the instance store and the mount unit)", f.Evidence)
 	}
 	return check(id, result.Skip, basis, expected, actual, "no local NVMe expected on this instance type", "")
 }

@@ -1,13 +1,12 @@
 package checks
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
@@ -67,7 +66,8 @@ func (e Expectations) pins() []pin {
 // profile (when there is one) and the host's own PCI inventory (when it could be read).
 type Target struct {
 	Expect Expectations
-	// InstanceType and InstanceTypeSource: see InstanceType.
+	// InstanceType and InstanceTypeSource: the host's own answer ("product_name", "imds"),
+	// else the configured type ("configured"), else "".
 	InstanceType       string
 	InstanceTypeSource string
 	// Profile is nil when the instance type has no built-in profile.
@@ -75,38 +75,30 @@ type Target struct {
 	// PCI is nil when the inventory could not be read; PCIProblem then says why.
 	PCI        *pci.Inventory
 	PCIProblem string
+	// KernelLogSince, when set, limits the xid check to the kernel log after a mark (a layer's
+	// reboot) and names the step in its verdict.
+	KernelLogSince *facts.Mark
 }
 
-// Resolve builds the Target of a host from its bundle: the instance type (product_name, IMDS,
+// Resolve builds the Target of a host from its facts: the instance type (the host's answer,
 // else configuredType), its profile, and the PCI inventory.
-func Resolve(sections map[string]bundle.Section, e Expectations, configuredType string) Target {
-	t := Target{Expect: e}
-	t.InstanceType, t.InstanceTypeSource = InstanceType(sections, configuredType)
+func Resolve(h facts.Host, e Expectations, configuredType string) Target {
+	t := Target{Expect: e, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
+	if t.InstanceType == "" {
+		if c := strings.TrimSpace(configuredType); c != "" {
+			t.InstanceType, t.InstanceTypeSource = c, "configured"
+		}
+	}
 	if p, ok := profile.Lookup(t.InstanceType); ok {
 		t.Profile = &p
 	}
-	inv, err := readPCI(sections)
-	if err != nil {
-		t.PCIProblem = err.Error()
-	} else {
+	if h.PCI.OK() {
+		inv := h.PCI.Value
 		t.PCI = &inv
+	} else {
+		t.PCIProblem = h.PCI.Problem
 	}
 	return t
-}
-
-func readPCI(sections map[string]bundle.Section) (pci.Inventory, error) {
-	s, problem := get(sections, HostSectionPCI)
-	if problem != "" {
-		return pci.Inventory{}, errors.New(problem)
-	}
-	inv, err := pci.Parse(s.Output)
-	if err != nil {
-		return pci.Inventory{}, err
-	}
-	if len(inv.Devices) == 0 {
-		return pci.Inventory{}, errors.New("/sys/bus/pci/devices lists no device: the PCI inventory is unreadable on this host")
-	}
-	return inv, nil
 }
 
 // profileName names the profile in messages and bases.
@@ -178,22 +170,4 @@ func withBasis(what, basis string) string {
 		return what
 	}
 	return what + " (" + basis + ")"
-}
-
-// pciIDs lists the distinct vendor:device ids of devices, in order: "10de:2901 x8".
-func pciIDs(devs []pci.Device) string {
-	var order []string
-	count := map[string]int{}
-	for _, d := range devs {
-		id := fmt.Sprintf("%04x:%04x", d.Vendor, d.Device)
-		if count[id] == 0 {
-			order = append(order, id)
-		}
-		count[id]++
-	}
-	parts := make([]string, len(order))
-	for i, id := range order {
-		parts[i] = fmt.Sprintf("%s x%d", id, count[id])
-	}
-	return strings.Join(parts, ", ")
 }

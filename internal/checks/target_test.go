@@ -4,36 +4,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
-func TestResolve(t *testing.T) {
-	s := healthySections(t)
-	tg := Resolve(s, Expectations{}, "g5.xlarge")
-	if tg.InstanceType != "p6-b200.48xlarge" || tg.InstanceTypeSource != "product_name" || tg.Profile == nil || tg.PCI == nil {
-		t.Fatalf("Resolve = %+v", tg)
-	}
-	if len(tg.PCI.GPUs) != 8 || len(tg.PCI.EFA) != 8 || !tg.PCI.HasNVLinkFabric() {
-		t.Errorf("PCI = %d GPUs, %d EFA, fabric %v", len(tg.PCI.GPUs), len(tg.PCI.EFA), tg.PCI.HasNVLinkFabric())
-	}
-	set(s, HostSectionPCI, "garbage line", 0)
-	if tg := Resolve(s, Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "pci: line 1") {
-		t.Errorf("bad PCI: %+v", tg)
-	}
-	set(s, HostSectionPCI, "", 0)
-	if tg := Resolve(s, Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "lists no device") {
-		t.Errorf("empty PCI: %q", tg.PCIProblem)
-	}
-}
-
 func TestExpectedCountPrecedence(t *testing.T) {
-	s := healthySections(t)
-	set(s, HostSectionPCI, pciLines(gpuGroup(6), efaGroup(3)), 0)
+	inv, err := pci.Parse(strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 6) + strings.Repeat("0000:82:00.0 0x1d0f 0xefa3 0x020000\n", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := facts.Host{Instance: facts.Instance{Type: "p6-b200.48xlarge", Source: "product_name"}, PCI: facts.Read(inv, "")}
 	gpus := func(e Expectations, typ string) (int, string, bool) {
 		if typ != "" {
-			set(s, HostSectionProductName, typ, 0)
+			s.Instance.Type = typ
 		}
 		tg := Resolve(s, e, "")
 		return tg.expectedCount(e.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) })
@@ -53,7 +37,8 @@ func TestExpectedCountPrecedence(t *testing.T) {
 }
 
 func TestExpectationsValidate(t *testing.T) {
-	good := p6Pins()
+	yes := true
+	good := Expectations{NvidiaDriver: "595.91.07", EFADriver: ">= 3.3.0", EFAInstaller: "1.50.0", Libfabric: "2.6.0", AWSOFINCCL: "1.21.1", GDRCopy: ">= 2.4", Lustre: "2.15.6", LustreExpected: &yes}
 	if errs := good.Validate(); len(errs) != 0 {
 		t.Fatalf("valid pins: %v", errs)
 	}
@@ -81,5 +66,4 @@ func TestExpectationsValidate(t *testing.T) {
 			}
 		}
 	}
-	_ = bundle.Section{}
 }

@@ -5,8 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/xid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -31,34 +30,39 @@ func xidExpected(ignore []int) (string, map[int]bool) {
 	return e, set
 }
 
-// checkXid judges the kernel log of the current boot: any Xid or SXid that is not ignored
-// fails, and so does a line that mentions one but cannot be read.
-func checkXid(sections map[string]bundle.Section, t Target) result.Check {
-	expected, ignore := xidExpected(t.Expect.IgnoreXids)
-	s, problem := get(sections, HostSectionDmesg)
-	if problem == "" && strings.TrimSpace(s.Output) == "" {
-		problem = "dmesg printed nothing"
-	}
-	if problem != "" {
-		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable",
-			problem+" (the login user needs passwordless sudo for dmesg, or kernel.dmesg_restrict=0)",
-			evidence(sections, HostSectionDmesg))
-	}
-	return judgeXid(strings.Split(s.Output, "\n"), expected, ignore, "")
+// judgeXid is the host suite's xid check: every line of this boot's kernel log, or, after a
+// layer's reboot, the lines since the mark the bake set in the target.
+func judgeXid(h facts.Host, t Target) result.Check {
+	return JudgeKernelLog(h.KernelLog, t.KernelLogSince, t)
 }
 
-// JudgeXidAfter judges the kernel log lines written after p (read just before the NCCL test,
-// or before a layer's reboot) with the same classifier, and folds the verdict into earlier,
-// the check of the log before p. An Xid that appears only after p fails the check and the
-// message says when: during names the step ("during the NCCL test"). A log that cannot be
-// read fails: the step is not proven clean.
-func JudgeXidAfter(earlier result.Check, log, bootID string, p kernlog.Position, t Target, during string) result.Check {
+// JudgeKernelLog is the one judge of Xids and SXids: any that is not ignored fails, and so
+// does a line that mentions one but cannot be read, and so does a log that cannot be read (the
+// step is not proven clean). With since set, only the lines logged after it are judged and the
+// verdict names the step.
+func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target) result.Check {
 	expected, ignore := xidExpected(t.Expect.IgnoreXids)
-	if strings.TrimSpace(log) == "" {
-		c := check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", "the kernel log could not be read again "+during+": Xids it may hold were not judged", "")
-		return c
+	when := ""
+	if since != nil {
+		when = since.During
 	}
-	later := judgeXid(kernlog.After(log, bootID, p), expected, ignore, during)
+	if !log.OK() {
+		msg := log.Problem + " (the login user needs passwordless sudo for dmesg, or kernel.dmesg_restrict=0)"
+		if when != "" {
+			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may hold were not judged"
+		}
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
+	}
+	lines := log.Value.Lines()
+	if since != nil {
+		lines = log.Value.After(since.Position)
+	}
+	return classifyXid(lines, expected, ignore, when)
+}
+
+// FoldXid folds the verdict on the lines of a step (later) into the verdict on the log before
+// it (earlier): a failure of either stands, and both are told.
+func FoldXid(earlier, later result.Check) result.Check {
 	if later.Status != result.Fail {
 		if earlier.ID == "" {
 			return later
@@ -72,9 +76,9 @@ func JudgeXidAfter(earlier result.Check, log, bootID string, p kernlog.Position,
 	return later
 }
 
-// judgeXid classifies lines; when is "" for the whole log, or names the step the lines come
+// classifyXid classifies lines; when is "" for the whole log, or names the step the lines come
 // from.
-func judgeXid(lines []string, expected string, ignore map[int]bool, when string) result.Check {
+func classifyXid(lines []string, expected string, ignore map[int]bool, when string) result.Check {
 	events, unparsed := xid.Parse(strings.Join(lines, "\n"))
 	type key struct {
 		sxid bool

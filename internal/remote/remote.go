@@ -110,11 +110,7 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 	if err != nil {
 		return nil, err
 	}
-	budget := 30 * time.Second
-	for _, c := range cmds {
-		budget += time.Duration(bundle.Timeout(c)+2) * time.Second
-	}
-	bctx, cancel := context.WithTimeout(ctx, budget)
+	bctx, cancel := context.WithTimeout(ctx, bundle.Budget(cmds))
 	defer cancel()
 	out, code, err := s.output(bctx, script)
 	if err != nil {

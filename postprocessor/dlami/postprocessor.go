@@ -262,10 +262,12 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
 	}
 	o := bake.VerifyOptions{
-		BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
-		ReportDir: filepath.Join(c.ReportDir, t.region), BOM: b, InstanceType: typ, Expect: c.Expect,
-		Policy: c.policy(), CheckTimeout: c.CheckTimeout, SettleTimeout: c.SettleTimeout, NCCL: c.NCCL,
-		RemoteDir: "/tmp",
+		Common: bake.Common{
+			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
+			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: "/tmp",
+		},
+		BOM: b, SettleTimeout: c.SettleTimeout,
 	}
 	if err := bake.Verify(ctx, h, ui, o); err != nil {
 		return err

@@ -53,23 +53,25 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		layers[i] = l.spec()
 	}
 	p.opt = bake.Options{
-		BuildName:     c.PackerBuildName,
-		PluginVersion: version.PluginVersion.FormattedVersion(),
-		ReportDir:     c.ReportDir,
-		InstanceType:  c.InstanceType,
+		Common: bake.Common{
+			BuildName:     c.PackerBuildName,
+			PluginVersion: version.PluginVersion.FormattedVersion(),
+			ReportDir:     c.ReportDir,
+			InstanceType:  c.InstanceType,
+			CheckTimeout:  c.CheckTimeout,
+			RemoteFolder:  c.RemoteFolder,
+			Policy:        c.Guard.policy(),
+			Expect:        c.Expect,
+			SkipNCCL:      c.NCCL.Skip,
+			NCCL:          c.NCCL.options(),
+		},
 		KeepGoing:     c.KeepGoing,
 		HoldUnheld:    c.HoldUnheld,
 		RequireHolds:  c.RequireHolds,
 		Validate:      validate,
-		CheckTimeout:  c.CheckTimeout,
-		RemoteFolder:  c.RemoteFolder,
 		ManifestPath:  c.ManifestPath,
 		RebootTimeout: c.RebootTimeout,
-		Policy:        c.Guard.policy(),
 		Layers:        layers,
-		Expect:        c.Expect,
-		SkipNCCL:      c.NCCL.Skip,
-		NCCL:          c.NCCL.options(),
 	}
 	return nil
 }

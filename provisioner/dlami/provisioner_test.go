@@ -80,7 +80,7 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 	}{
 		{"bad constraint", map[string]interface{}{"expect": map[string]interface{}{"efa_driver": ">=> 3"}}, "expect.efa_driver"},
 		{"negative gpu count", map[string]interface{}{"expect": map[string]interface{}{"gpu_count": -2}}, "expect.gpu_count"},
-		{"bad transport", map[string]interface{}{"nccl": map[string]interface{}{"transport": "ib"}}, "Transport"},
+		{"bad transport", map[string]interface{}{"nccl": map[string]interface{}{"transport": "ib"}}, "nccl.transport"},
 		{"hold and require", map[string]interface{}{"hold_unheld": true, "require_holds": true}, "choose one"},
 		{"relative nvme path", map[string]interface{}{"expect": map[string]interface{}{"nvme_path": "mnt"}}, "expect.nvme_path"},
 		{"layer without name", map[string]interface{}{"layer": []map[string]interface{}{{"inline": []string{"true"}}}}, "name is required"},

@@ -20,6 +20,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -108,14 +109,14 @@ func runBatch(tb testing.TB, h remote.SSH, cmds []bundle.Command) map[string]bun
 // one SSH round trip for the snapshot, parse, diff against the baseline, judge.
 func BenchmarkGuardDriftCheck(b *testing.B) {
 	h := bootHost(b)
-	base, err := guard.ParseSnapshot(runBatch(b, h, guard.Commands()))
+	base, err := probe.Snapshot(context.Background(), h)
 	if err != nil {
 		b.Fatal(err)
 	}
 	guarded := guard.Guarded(base, guard.Policy{})
 	b.ResetTimer()
 	for b.Loop() {
-		cur, err := guard.ParseSnapshot(runBatch(b, h, guard.Commands()))
+		cur, err := probe.Snapshot(context.Background(), h)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,11 +130,14 @@ func BenchmarkGuardDriftCheck(b *testing.B) {
 // command, then judging against the instance profile. Goal: at most 1 s per run.
 func BenchmarkHostSuite(b *testing.B) {
 	h := bootHost(b)
-	cmds := checks.HostCommands(checks.HostOptions{NVMePath: "/opt/dlami/nvme", CheckTimeoutSeconds: 30})
+	o := probe.Options{NVMePath: "/opt/dlami/nvme", CheckTimeoutSeconds: 30}
 	b.ResetTimer()
 	for b.Loop() {
-		sections := runBatch(b, h, cmds)
-		if cs := checks.EvaluateHost(sections, checks.Resolve(sections, checks.Expectations{}, "")); result.Failed(cs) {
+		f, err := probe.Host(context.Background(), h, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cs := checks.EvaluateHost(f, checks.Resolve(f, checks.Expectations{}, "")); result.Failed(cs) {
 			b.Fatalf("the healthy simulated host failed validation: %+v", cs)
 		}
 	}

@@ -4,50 +4,22 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-// evidenceMax bounds one section's output quoted as evidence.
+// evidenceMax bounds one fact's raw output quoted as evidence (the probe cuts each to it).
 const evidenceMax = 2000
 
-// get returns a section and, when it cannot be trusted, why.
-func get(sections map[string]bundle.Section, name string) (bundle.Section, string) {
-	s, ok := sections[name]
-	switch {
-	case !ok:
-		return s, fmt.Sprintf("%s: no output (the command did not run)", name)
-	case s.TimedOut:
-		return s, fmt.Sprintf("%s: timed out", name)
-	case s.ExitCode == 127:
-		return s, fmt.Sprintf("%s: command not found (exit 127): %s", name, textcut.Head(firstLine(s.Output), 200))
-	case s.ExitCode != 0:
-		return s, fmt.Sprintf("%s: exited %d", name, s.ExitCode)
+// evidence joins the raw evidence of several facts.
+func evidence(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
 	}
-	return s, ""
-}
-
-// evidence renders raw output of some sections, bounded, with the tool path that answered.
-func evidence(sections map[string]bundle.Section, names ...string) string {
-	var b strings.Builder
-	for _, n := range names {
-		s, ok := sections[n]
-		if !ok {
-			fmt.Fprintf(&b, "[%s: no output]\n", n)
-			continue
-		}
-		status := fmt.Sprintf("exit %d", s.ExitCode)
-		if s.TimedOut {
-			status = "timed out"
-		}
-		if s.Tool != "" {
-			status += ", " + s.Tool
-		}
-		fmt.Fprintf(&b, "[%s: %s]\n%s\n", n, status, textcut.HeadNote(strings.TrimRight(s.Output, "\n"), evidenceMax))
-	}
-	return strings.TrimRight(b.String(), "\n")
+	return strings.Join(kept, "\n")
 }
 
 // check builds a result; a pass must carry the basis it was judged against.
@@ -97,16 +69,4 @@ func modelMatches(name, model string) bool {
 
 func alnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(line)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package checks
+package probe
 
 import (
 	"maps"
@@ -27,18 +27,18 @@ func TestManifest(t *testing.T) {
 		"pci_efa_count":           "8",
 		"pci_efa_ids":             "1d0f:efa3 x8",
 	}
-	if got := Manifest(s); !maps.Equal(got, want) {
+	if got := ParseHost(s).Manifest(); !maps.Equal(got, want) {
 		t.Errorf("Manifest =\n%v\nwant\n%v", got, want)
 	}
 
 	// Failed commands leave their keys out; nothing is guessed.
-	set(s, HostSectionModinfoNvidia, "modinfo: ERROR: Module nvidia not found.", 1)
-	set(s, HostSectionEFAPackages, "cat: /opt/amazon/efa_installed_packages: No such file or directory", 1)
-	set(s, HostSectionModinfoLustre, "", 1)
-	set(s, HostSectionLfs, "lfs: not found", 127)
-	set(s, HostSectionFabricManager, "inactive", 3)
-	set(s, HostSectionPCI, "", 1)
-	got := Manifest(s)
+	set(s, sectionModinfoNvidia, "modinfo: ERROR: Module nvidia not found.", 1)
+	set(s, sectionEFAPackages, "cat: /opt/amazon/efa_installed_packages: No such file or directory", 1)
+	set(s, sectionModinfoLustre, "", 1)
+	set(s, sectionLfs, "lfs: not found", 127)
+	set(s, sectionFabricManager, "inactive", 3)
+	set(s, sectionPCI, "", 1)
+	got := ParseHost(s).Manifest()
 	for _, k := range []string{"efa_installer", "aws_ofi_nccl", "lustre", "cuda_driver", "kernel", "pci_gpu_count"} {
 		if v, ok := got[k]; ok {
 			t.Errorf("%s = %q after its command failed", k, v)
@@ -49,8 +49,8 @@ func TestManifest(t *testing.T) {
 	}
 
 	// The table format also yields the CUDA driver version.
-	set(s, HostSectionNvidiaSMI, "| NVIDIA-SMI 595.91.07   Driver Version: 595.91.07   CUDA Version: 13.2 |\n+----+\n|   0  NVIDIA B200                    On  |   00000000:51:00.0 Off |                    0 |\n", 0)
-	if got := Manifest(s); got["cuda_driver"] != "13.2" || got["gpu_count"] != "1" {
+	set(s, sectionNvidiaSMI, "| NVIDIA-SMI 595.91.07   Driver Version: 595.91.07   CUDA Version: 13.2 |\n+----+\n|   0  NVIDIA B200                    On  |   00000000:51:00.0 Off |                    0 |\n", 0)
+	if got := ParseHost(s).Manifest(); got["cuda_driver"] != "13.2" || got["gpu_count"] != "1" {
 		t.Errorf("table manifest = %v", got)
 	}
 }
@@ -59,6 +59,6 @@ func BenchmarkManifest(b *testing.B) {
 	s := healthySections(b)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		Manifest(s)
+		ParseHost(s).Manifest()
 	}
 }

@@ -1,6 +1,7 @@
-package checks
+package probe
 
 import (
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"strings"
 	"testing"
 
@@ -8,14 +9,14 @@ import (
 )
 
 func TestHostCommands(t *testing.T) {
-	cmds := HostCommands(HostOptions{})
+	cmds := hostCommands(Options{NVMePath: "/opt/dlami/nvme"})
 	byName := map[string]bundle.Command{}
 	for _, c := range cmds {
 		byName[c.Name] = c
-		if strings.HasPrefix(c.Shell, "sudo ") && c.Name != HostSectionDmesg {
+		if strings.HasPrefix(c.Shell, "sudo ") && c.Name != sectionDmesg {
 			t.Errorf("%s runs under sudo: %q", c.Name, c.Shell)
 		}
-		if c.TimeoutSeconds != bundle.DefaultTimeoutSeconds && c.Name != HostSectionIMDS {
+		if c.TimeoutSeconds != bundle.DefaultTimeoutSeconds && c.Name != sectionIMDS {
 			t.Errorf("%s timeout %d", c.Name, c.TimeoutSeconds)
 		}
 	}
@@ -27,10 +28,10 @@ func TestHostCommands(t *testing.T) {
 	}
 	// Tools are called by absolute path, never by a login PATH.
 	tools := map[string]string{
-		HostSectionNvidiaSMI: "/usr/bin/nvidia-smi", HostSectionFabricManager: "/usr/bin/systemctl",
-		HostSectionModinfoEFA: "/usr/sbin/modinfo", HostSectionFiInfo: "/opt/amazon/efa/bin/fi_info",
-		HostSectionFiInfoVersion: "/opt/amazon/efa/bin/fi_info", HostSectionLsmod: "/usr/sbin/lsmod",
-		HostSectionNVMe: "/usr/bin/findmnt", HostSectionLfs: "/usr/bin/lfs", HostSectionDmesg: "/usr/bin/dmesg",
+		sectionNvidiaSMI: "/usr/bin/nvidia-smi", sectionFabricManager: "/usr/bin/systemctl",
+		sectionModinfoEFA: "/usr/sbin/modinfo", sectionFiInfo: "/opt/amazon/efa/bin/fi_info",
+		sectionFiInfoVersion: "/opt/amazon/efa/bin/fi_info", sectionLsmod: "/usr/sbin/lsmod",
+		sectionNVMe: "/usr/bin/findmnt", sectionLfs: "/usr/bin/lfs", sectionDmesg: "/usr/bin/dmesg",
 	}
 	for name, first := range tools {
 		c := byName[name]
@@ -38,22 +39,22 @@ func TestHostCommands(t *testing.T) {
 			t.Errorf("%s: tool %+v shell %q", name, c.Tool, c.Shell)
 		}
 	}
-	if s := byName[HostSectionFabricManager].Shell; s != `"$1" is-active nvidia-fabricmanager` {
+	if s := byName[sectionFabricManager].Shell; s != `"$1" is-active nvidia-fabricmanager` {
 		t.Errorf("fabric manager shell %q", s)
 	}
-	if s := byName[HostSectionPCI].Shell; !strings.Contains(s, "/sys/bus/pci/devices/*") || strings.Contains(s, "lspci") {
+	if s := byName[sectionPCI].Shell; !strings.Contains(s, "/sys/bus/pci/devices/*") || strings.Contains(s, "lspci") {
 		t.Errorf("pci shell %q", s)
 	}
-	imds := byName[HostSectionIMDS]
+	imds := byName[sectionIMDS]
 	if imds.TimeoutSeconds > 3 || !strings.Contains(imds.Shell, "-m 1") || !strings.Contains(imds.Shell, "meta-data/instance-type") || !strings.Contains(imds.Shell, "X-aws-ec2-metadata-token") {
 		t.Errorf("imds command %+v", imds)
 	}
-	custom := HostCommands(HostOptions{NVMePath: "/scratch dir", CheckTimeoutSeconds: 5})
+	custom := hostCommands(Options{NVMePath: "/scratch dir", CheckTimeoutSeconds: 5})
 	for _, c := range custom {
 		if c.TimeoutSeconds > 5 {
 			t.Errorf("%s timeout %d with CheckTimeoutSeconds 5", c.Name, c.TimeoutSeconds)
 		}
-		if c.Name == HostSectionNVMe && !strings.HasSuffix(c.Shell, "--mountpoint '/scratch dir'") {
+		if c.Name == sectionNVMe && !strings.HasSuffix(c.Shell, "--mountpoint '/scratch dir'") {
 			t.Errorf("nvme command %q does not quote the path", c.Shell)
 		}
 	}
@@ -76,14 +77,34 @@ func TestInstanceType(t *testing.T) {
 	for _, tt := range tests {
 		s := map[string]bundle.Section{}
 		if tt.product != nil {
-			s[HostSectionProductName] = *tt.product
+			s[sectionProductName] = *tt.product
 		}
 		if tt.imds != nil {
-			s[HostSectionIMDS] = *tt.imds
+			s[sectionIMDS] = *tt.imds
 		}
-		typ, src := InstanceType(s, tt.configured)
+		tg := judge.Resolve(ParseHost(s), judge.Expectations{}, tt.configured)
+		typ, src := tg.InstanceType, tg.InstanceTypeSource
 		if typ != tt.typ || src != tt.src {
 			t.Errorf("%s: InstanceType = %q, %q; want %q, %q", tt.name, typ, src, tt.typ, tt.src)
 		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	s := healthySections(t)
+	tg := Resolve(s, judge.Expectations{}, "g5.xlarge")
+	if tg.InstanceType != "p6-b200.48xlarge" || tg.InstanceTypeSource != "product_name" || tg.Profile == nil || tg.PCI == nil {
+		t.Fatalf("Resolve = %+v", tg)
+	}
+	if len(tg.PCI.GPUs) != 8 || len(tg.PCI.EFA) != 8 || !tg.PCI.HasNVLinkFabric() {
+		t.Errorf("PCI = %d GPUs, %d EFA, fabric %v", len(tg.PCI.GPUs), len(tg.PCI.EFA), tg.PCI.HasNVLinkFabric())
+	}
+	set(s, sectionPCI, "garbage line", 0)
+	if tg := Resolve(s, judge.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "pci: line 1") {
+		t.Errorf("bad PCI: %+v", tg)
+	}
+	set(s, sectionPCI, "", 0)
+	if tg := Resolve(s, judge.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "lists no device") {
+		t.Errorf("empty PCI: %q", tg.PCIProblem)
 	}
 }

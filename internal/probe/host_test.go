@@ -1,6 +1,7 @@
-package checks
+package probe
 
 import (
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"slices"
 	"strings"
 	"testing"
@@ -57,24 +58,24 @@ func TestNoPassWithoutBasis(t *testing.T) {
 	type variant struct {
 		name   string
 		mutate func(map[string]bundle.Section)
-		expect func(*Expectations)
+		expect func(*judge.Expectations)
 	}
 	variants := []variant{
 		{"healthy p6", nil, nil},
-		{"no pins", nil, func(e *Expectations) { *e = Expectations{} }},
-		{"unprofiled type", func(s map[string]bundle.Section) { set(s, HostSectionProductName, "p7-future.48xlarge", 0) }, func(e *Expectations) { *e = Expectations{} }},
+		{"no pins", nil, func(e *judge.Expectations) { *e = judge.Expectations{} }},
+		{"unprofiled type", func(s map[string]bundle.Section) { set(s, sectionProductName, "p7-future.48xlarge", 0) }, func(e *judge.Expectations) { *e = judge.Expectations{} }},
 		{"unprofiled, no PCI", func(s map[string]bundle.Section) {
-			set(s, HostSectionProductName, "p7-future.48xlarge", 0)
-			set(s, HostSectionPCI, "", 0)
-		}, func(e *Expectations) { *e = Expectations{} }},
-		{"counts off", nil, func(e *Expectations) { e.GPUCount, e.EFACount = -1, -1 }},
+			set(s, sectionProductName, "p7-future.48xlarge", 0)
+			set(s, sectionPCI, "", 0)
+		}, func(e *judge.Expectations) { *e = judge.Expectations{} }},
+		{"counts off", nil, func(e *judge.Expectations) { e.GPUCount, e.EFACount = -1, -1 }},
 		{"g5 without EFA", func(s map[string]bundle.Section) {
-			set(s, HostSectionProductName, "g5.xlarge", 0)
-			set(s, HostSectionPCI, pciLines(enaGroup(), pciGroup{1, "0x10de", "0x2237", "0x030200"}), 0)
-			set(s, HostSectionNvidiaSMI, "0, NVIDIA A10G, 595.91.07, 00000000:00:1E.0", 0)
-			set(s, HostSectionInfiniband, "ls: cannot access '/sys/class/infiniband/': No such file or directory", 2)
-			set(s, HostSectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
-		}, func(e *Expectations) { *e = Expectations{} }},
+			set(s, sectionProductName, "g5.xlarge", 0)
+			set(s, sectionPCI, pciLines(enaGroup(), pciGroup{1, "0x10de", "0x2237", "0x030200"}), 0)
+			set(s, sectionNvidiaSMI, "0, NVIDIA A10G, 595.91.07, 00000000:00:1E.0", 0)
+			set(s, sectionInfiniband, "ls: cannot access '/sys/class/infiniband/': No such file or directory", 2)
+			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
+		}, func(e *judge.Expectations) { *e = judge.Expectations{} }},
 	}
 	for _, v := range variants {
 		for _, c := range evaluate(t, v.mutate, v.expect) {
@@ -99,19 +100,19 @@ func TestEvaluateHostTolerates(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(s map[string]bundle.Section)
-		expect func(e *Expectations)
+		expect func(e *judge.Expectations)
 	}{
 		{"fi_info lists RDM and DGRAM", func(s map[string]bundle.Section) {
-			set(s, HostSectionFiInfo, rdmLines(p6RDMAP, "-rdm", "-dgrm"), 0)
+			set(s, sectionFiInfo, rdmLines(p6RDMAP, "-rdm", "-dgrm"), 0)
 		}, nil},
 		{"ignored Xid 31", func(s map[string]bundle.Section) {
-			set(s, HostSectionDmesg, s[HostSectionDmesg].Output+"\n[ 9.1] NVRM: Xid (PCI:0000:51:00): 31, pid=1, name=python3, Ch 00000008, intr 00000000. MMU Fault", 0)
-		}, func(e *Expectations) { e.IgnoreXids = []int{31} }},
+			set(s, sectionDmesg, s[sectionDmesg].Output+"\n[ 9.1] NVRM: Xid (PCI:0000:51:00): 31, pid=1, name=python3, Ch 00000008, intr 00000000. MMU Fault", 0)
+		}, func(e *judge.Expectations) { e.IgnoreXids = []int{31} }},
 		{"nvidia-smi header line", func(s map[string]bundle.Section) {
-			set(s, HostSectionNvidiaSMI, "index, name, driver_version, pci.bus_id\n"+s[HostSectionNvidiaSMI].Output, 0)
+			set(s, sectionNvidiaSMI, "index, name, driver_version, pci.bus_id\n"+s[sectionNvidiaSMI].Output, 0)
 		}, nil},
-		{"model case-insensitive", nil, func(e *Expectations) { e.GPUModel = "nvidia b200" }},
-		{"driver constraint", nil, func(e *Expectations) { e.NvidiaDriver = ">= 595, < 596" }},
+		{"model case-insensitive", nil, func(e *judge.Expectations) { e.GPUModel = "nvidia b200" }},
+		{"driver constraint", nil, func(e *judge.Expectations) { e.NvidiaDriver = ">= 595, < 596" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,16 +130,16 @@ func BenchmarkEvaluateHost(b *testing.B) {
 	// A busy kernel log: the healthy one repeated, with Xid lines mixed in.
 	var log strings.Builder
 	for i := 0; i < 2000; i++ {
-		log.WriteString(s[HostSectionDmesg].Output)
+		log.WriteString(s[sectionDmesg].Output)
 		log.WriteString("\n[ 9.1] NVRM: Xid (PCI:0000:51:00): 31, pid=1, name=python3, Ch 00000008\n")
 	}
-	set(s, HostSectionDmesg, log.String(), 0)
+	set(s, sectionDmesg, log.String(), 0)
 	e := p6Pins()
 	e.IgnoreXids = []int{31}
 	tg := Resolve(s, e, "")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		EvaluateHost(s, tg)
+		judge.EvaluateHost(ParseHost(s), tg)
 	}
 }

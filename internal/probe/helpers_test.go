@@ -1,6 +1,7 @@
-package checks
+package probe
 
 import (
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,7 @@ func healthySections(t testing.TB) map[string]bundle.Section {
 		body = append(body, line)
 	}
 	flush()
-	for _, c := range HostCommands(HostOptions{}) {
+	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme"}) {
 		if _, ok := sections[c.Name]; !ok {
 			t.Fatalf("fixture lacks section %s", c.Name)
 		}
@@ -54,9 +55,9 @@ func healthySections(t testing.TB) map[string]bundle.Section {
 }
 
 // p6Pins are the versions of the validated DLAMI build.
-func p6Pins() Expectations {
+func p6Pins() judge.Expectations {
 	yes := true
-	return Expectations{
+	return judge.Expectations{
 		NvidiaDriver:   "595.91.07",
 		EFADriver:      ">= 3.3.0",
 		EFAInstaller:   "1.50.0",
@@ -117,7 +118,7 @@ func enaGroup() pciGroup         { return pciGroup{1, "0x1d0f", "0xec20", "0x020
 
 // evaluate judges the healthy P6-B200 sections with the pins after mutate changes the sections
 // and expect the expectations (either may be nil).
-func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(*Expectations)) []result.Check {
+func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(*judge.Expectations)) []result.Check {
 	t.Helper()
 	s := healthySections(t)
 	if mutate != nil {
@@ -127,14 +128,14 @@ func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(
 	if expect != nil {
 		expect(&e)
 	}
-	return EvaluateHost(s, Resolve(s, e, ""))
+	return judge.EvaluateHost(ParseHost(s), Resolve(s, e, ""))
 }
 
 // fault is one way to break the healthy host, and which checks must fail for it.
 type fault struct {
 	name    string
 	mutate  func(s map[string]bundle.Section)
-	expect  func(e *Expectations)
+	expect  func(e *judge.Expectations)
 	fail    []string
 	mention string // in the failing check's message
 }
@@ -175,4 +176,9 @@ func runFaults(t *testing.T, faults []fault) {
 func statusOf(checks []result.Check, id string) result.Check {
 	c, _ := result.Find(checks, id)
 	return c
+}
+
+// Resolve parses the sections and resolves their target, as the bake does.
+func Resolve(s map[string]bundle.Section, e judge.Expectations, configured string) judge.Target {
+	return judge.Resolve(ParseHost(s), e, configured)
 }

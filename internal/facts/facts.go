@@ -1,0 +1,153 @@
+// Package facts holds what a host is, read once and typed: the GPU inventory, the driver and
+// module versions, the EFA devices, the memlock limit, the kernel log and the rest. Package
+// probe reads a host into these types; package checks judges them. Nothing here runs a command
+// or reads raw output: a fact arrives already parsed, or with the reason it could not be read.
+package facts
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+)
+
+// Fact is one typed fact of a host. Problem is "" when Value was read; otherwise it says why
+// not (the command was missing, exited non-zero, timed out, or printed something unreadable),
+// and Value is its zero value, never a guess. Evidence is the raw output the fact was read from,
+// bounded, for the report of a check that fails on it.
+type Fact[T any] struct {
+	Value    T
+	Problem  string
+	Evidence string
+}
+
+// OK reports whether the fact was read.
+func (f Fact[T]) OK() bool { return f.Problem == "" }
+
+// Read returns a fact that was read.
+func Read[T any](v T, evidence string) Fact[T] { return Fact[T]{Value: v, Evidence: evidence} }
+
+// Unread returns a fact that could not be read, and why.
+func Unread[T any](problem, evidence string) Fact[T] {
+	if problem == "" {
+		problem = "unreadable"
+	}
+	return Fact[T]{Problem: problem, Evidence: evidence}
+}
+
+// Host is everything the host suite knows of one host, one field per fact family.
+type Host struct {
+	// Instance is the EC2 instance type as the host tells it (DMI product_name, else IMDSv2).
+	Instance Instance
+	// PCI is the PCI inventory from sysfs: the ground truth the tools are compared with.
+	PCI Fact[pci.Inventory]
+	// GPUs are the GPUs nvidia-smi lists; CUDADriver is the CUDA version its table header
+	// names ("" when the query format printed none).
+	GPUs       Fact[[]nvsmi.GPU]
+	CUDADriver string
+	// Modules are the versions modinfo reports for the running kernel's modules.
+	NvidiaModule  Fact[string]
+	NvidiaLicense Fact[string]
+	EFAModule     Fact[string]
+	GDRDrvModule  Fact[string]
+	LustreModule  Fact[string]
+	// Loaded is the set of loaded kernel modules (lsmod).
+	Loaded Fact[lsmod.Set]
+	// FabricManager is nvidia-fabricmanager's unit state word ("active", "failed", ...).
+	FabricManager Fact[string]
+	// EFAInstaller is the EFA installer's record (/opt/amazon/efa_installed_packages).
+	EFAInstaller Fact[efapkgs.Installed]
+	// LibfabricRuntime is the libfabric version fi_info itself reports.
+	LibfabricRuntime Fact[string]
+	// RDMA is what /sys/class/infiniband lists.
+	RDMA Fact[RDMADevices]
+	// Domains are the libfabric EFA RDM domains fi_info lists.
+	Domains Fact[[]string]
+	// GDRDevice is the file type of /dev/gdrdrv as stat names it ("character special file").
+	GDRDevice Fact[string]
+	// Memlock is the locked-memory limit of the probe's session.
+	Memlock Fact[Memlock]
+	// NVMe is what is mounted at the local NVMe mount point.
+	NVMe Fact[Mount]
+	// Lfs is the Lustre utilities' version (lfs --version).
+	Lfs Fact[string]
+	// KernelLog is this boot's kernel log.
+	KernelLog Fact[KernelLog]
+}
+
+// Instance is the instance type and where it was read: "product_name", "imds", or "" when
+// neither named an EC2 instance type.
+type Instance struct {
+	Type   string
+	Source string
+}
+
+// RDMADevices are the RDMA devices under /sys/class/infiniband: EFA's ("rdmapNsM", "efa_N" on
+// old kernels) and the others (ConnectX-7 ports on some types, link-down and irrelevant to
+// EFA). Both are empty when the class directory does not exist: no RDMA device at all.
+type RDMADevices struct {
+	EFA   []string
+	Other []string
+}
+
+// Memlock is a locked-memory limit: unlimited, or KiB.
+type Memlock struct {
+	Unlimited bool
+	KiB       uint64
+}
+
+func (m Memlock) String() string {
+	if m.Unlimited {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d KiB", m.KiB)
+}
+
+// Mount is what findmnt says of a mount point: whether something is mounted, at which target,
+// and its source, type and size.
+type Mount struct {
+	Mounted bool
+	Target  string
+	Details string
+}
+
+// KernelLog is a kernel log read in one boot.
+type KernelLog struct {
+	// Text is the log, ANSI colours removed.
+	Text   string
+	BootID string
+}
+
+// Lines are the log's lines.
+func (l KernelLog) Lines() []string {
+	t := strings.TrimRight(l.Text, "\n")
+	if t == "" {
+		return nil
+	}
+	return strings.Split(t, "\n")
+}
+
+// End is the position at the end of the log: lines logged later are after it.
+func (l KernelLog) End() kernlog.Position { return kernlog.Mark(l.Text, l.BootID) }
+
+// After returns the lines logged after p.
+func (l KernelLog) After(p kernlog.Position) []string { return kernlog.After(l.Text, l.BootID, p) }
+
+// Mark is a named position in a host's kernel log: the lines after it belong to a step ("during
+// the NCCL test", "since the reboot of layer \"x\"").
+type Mark struct {
+	Position kernlog.Position
+	// During names the step in messages.
+	During string
+}
+
+// Settle is how a first boot settled: cloud-init's status line ("status: done"), or TimedOut
+// when cloud-init or apt were still busy when the wait ran out.
+type Settle struct {
+	Status   string
+	TimedOut bool
+}

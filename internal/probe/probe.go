@@ -1,0 +1,179 @@
+// Package probe reads a host into typed facts. It owns the read-only commands the checks need
+// and the names of their output sections (no other package knows them), runs them through a
+// Runner in one round trip, and parses what came back into package facts' types. It judges
+// nothing: a fact it cannot read carries the reason, and package checks decides what that
+// means.
+//
+// The same probe runs over SSH during a bake (package remote implements Runner) and on the
+// node itself (Local), so the bake, the first boot and the fleet read a host the same way.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
+)
+
+// Runner runs read-only commands in one round trip and returns each one's section by name. A
+// missing section is an error, never a partial map. host.Runner and Local implement it.
+type Runner interface {
+	Query(ctx context.Context, cmds []bundle.Command) (map[string]bundle.Section, error)
+}
+
+// Options tunes the host probe.
+type Options struct {
+	// NVMePath is the local NVMe mount point to look at; it must be set.
+	NVMePath string
+	// CheckTimeoutSeconds bounds each command; 0 means bundle.DefaultTimeoutSeconds.
+	CheckTimeoutSeconds int
+}
+
+func (o Options) timeout() int {
+	if o.CheckTimeoutSeconds <= 0 {
+		return bundle.DefaultTimeoutSeconds
+	}
+	return o.CheckTimeoutSeconds
+}
+
+// Section names of the host commands. They are private: reports show them as evidence, and the
+// simulated host's fixtures key on them, but every reader outside this package gets facts.
+const (
+	sectionProductName   = "host.product_name"
+	sectionIMDS          = "host.imds_instance_type"
+	sectionPCI           = "host.pci"
+	sectionNvidiaSMI     = "host.nvidia_smi"
+	sectionFabricManager = "host.fabricmanager"
+	sectionModinfoEFA    = "host.modinfo_efa_version"
+	sectionModinfoNvidia = "host.modinfo_nvidia_version"
+	sectionNvidiaLicense = "host.modinfo_nvidia_license"
+	sectionModinfoGDRDrv = "host.modinfo_gdrdrv_version"
+	sectionModinfoLustre = "host.modinfo_lustre_version"
+	sectionEFAPackages   = "host.efa_installed_packages"
+	sectionInfiniband    = "host.infiniband"
+	sectionFiInfo        = "host.fi_info"
+	sectionFiInfoVersion = "host.fi_info_version"
+	sectionLsmod         = "host.lsmod"
+	sectionGDRDevice     = "host.gdrdrv_dev"
+	sectionMemlock       = "host.memlock"
+	sectionNVMe          = "host.nvme_mount"
+	sectionLfs           = "host.lfs_version"
+	sectionDmesg         = "host.dmesg"
+	sectionBootID        = "host.boot_id"
+	sectionSettle        = "host.settle"
+	sectionBaselines     = "guard.baselines"
+)
+
+// imdsCommand asks IMDSv2 for the instance type, one second per request, so a host without
+// IMDS (or with the hop limit too low) costs at most two seconds. It asks only when
+// product_name does not already name an EC2 instance type (Nitro writes it there), so the
+// usual case costs nothing.
+const imdsCommand = `case "$(cat /sys/devices/virtual/dmi/id/product_name 2>/dev/null)" in [a-z]*.*large|[a-z]*.metal*) exit 0;; esac; ` +
+	`TOKEN=$(curl -s -m 1 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token) && curl -s -m 1 -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/instance-type`
+
+// pciCommand prints "<address> <vendor> <device> <class>" per PCI function from sysfs with
+// shell builtins only: no lspci dependency and no fork per device.
+const pciCommand = `for d in /sys/bus/pci/devices/*; do
+  [ -r "$d/vendor" ] || continue
+  read -r v <"$d/vendor" && read -r i <"$d/device" && read -r c <"$d/class" || exit 1
+  echo "${d##*/} $v $i $c"
+done`
+
+// dmesgShell reads the kernel log as root without ever prompting (sudo -n), falling back to an
+// unprivileged read where kernel.dmesg_restrict is 0. "$1" is dmesg's path. The parser also
+// strips colours: a pseudo-terminal (ssh_pty) makes util-linux colour its output.
+const dmesgShell = `sudo -n "$1" 2>/dev/null || "$1"`
+
+// hostCommands returns the read-only commands the host suite reads, for one bundle. The bundle
+// must run as the ordinary login user, not under sudo: `ulimit -l` has to report the login
+// session's limit. Only the kernel log needs root, and asks for it with `sudo -n`. Every tool
+// is called at its real absolute path (package hosttools).
+func hostCommands(o Options) []bundle.Command {
+	t := o.timeout()
+	cmd := func(name, shell string) bundle.Command {
+		return bundle.Command{Name: name, Shell: shell, TimeoutSeconds: t}
+	}
+	tool := func(name string, tl bundle.Tool, shell string) bundle.Command {
+		return bundle.Command{Name: name, Shell: shell, TimeoutSeconds: t, Tool: hosttools.Ptr(tl)}
+	}
+	imds := cmd(sectionIMDS, imdsCommand)
+	imds.TimeoutSeconds = min(t, 3)
+	return append([]bundle.Command{
+		cmd(sectionProductName, "cat /sys/devices/virtual/dmi/id/product_name"),
+		imds,
+		cmd(sectionPCI, pciCommand),
+		tool(sectionNvidiaSMI, hosttools.NvidiaSMI, `"$1" --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`),
+		tool(sectionFabricManager, hosttools.Systemctl, `"$1" is-active nvidia-fabricmanager`),
+		tool(sectionModinfoEFA, hosttools.Modinfo, `"$1" -F version efa`),
+		tool(sectionModinfoNvidia, hosttools.Modinfo, `"$1" -F version nvidia`),
+		tool(sectionNvidiaLicense, hosttools.Modinfo, `"$1" -F license nvidia`),
+		tool(sectionModinfoGDRDrv, hosttools.Modinfo, `"$1" -F version gdrdrv`),
+		tool(sectionModinfoLustre, hosttools.Modinfo, `"$1" -F version lustre`),
+		cmd(sectionEFAPackages, "cat /opt/amazon/efa_installed_packages"),
+		cmd(sectionInfiniband, "ls -1 /sys/class/infiniband/"),
+		tool(sectionFiInfo, hosttools.FiInfo, `"$1" -p efa -t FI_EP_RDM`),
+		tool(sectionFiInfoVersion, hosttools.FiInfo, `"$1" --version`),
+		tool(sectionLsmod, hosttools.Lsmod, `"$1"`),
+		cmd(sectionGDRDevice, "stat -c %F /dev/gdrdrv"),
+		cmd(sectionMemlock, "ulimit -l"),
+		tool(sectionNVMe, hosttools.Findmnt, `"$1" -n -o TARGET,SOURCE,FSTYPE,SIZE --mountpoint `+shellWord(o.NVMePath)),
+		tool(sectionLfs, hosttools.Lfs, `"$1" --version`),
+	}, kernelLogCommands(o)...)
+}
+
+// kernelLogCommands read the kernel log and the boot it belongs to: the end of the host
+// bundle, and on their own around a step (the NCCL test), so the lines it logged can be judged.
+func kernelLogCommands(o Options) []bundle.Command {
+	t := o.timeout()
+	return []bundle.Command{
+		{Name: sectionDmesg, Shell: dmesgShell, TimeoutSeconds: t, Tool: hosttools.Ptr(hosttools.Dmesg)},
+		{Name: sectionBootID, Shell: "cat /proc/sys/kernel/random/boot_id", TimeoutSeconds: t},
+	}
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./-]+$`)
+
+// shellWord leaves plain paths as they are (the commands stay readable) and quotes anything
+// else.
+func shellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return bundle.Quote(s)
+}
+
+// query runs cmds and names the step in its error.
+func query(ctx context.Context, r Runner, what string, cmds []bundle.Command) (map[string]bundle.Section, error) {
+	sections, err := r.Query(ctx, cmds)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return sections, nil
+}
+
+// Host reads the host suite's facts in one round trip. The error is for a probe that could
+// not run at all (the connection, the bundle); a fact the host could not give carries its own
+// problem.
+func Host(ctx context.Context, r Runner, o Options) (facts.Host, error) {
+	if strings.TrimSpace(o.NVMePath) == "" {
+		return facts.Host{}, fmt.Errorf("probe: no NVMe mount point to look at")
+	}
+	sections, err := query(ctx, r, "host validation", hostCommands(o))
+	if err != nil {
+		return facts.Host{}, err
+	}
+	return ParseHost(sections), nil
+}
+
+// KernelLog reads the kernel log again, on its own: around a step whose lines must be judged.
+func KernelLog(ctx context.Context, r Runner, o Options) (facts.Fact[facts.KernelLog], error) {
+	sections, err := query(ctx, r, "kernel log", kernelLogCommands(o))
+	if err != nil {
+		return facts.Fact[facts.KernelLog]{}, err
+	}
+	return parseKernelLog(sections), nil
+}

@@ -1,0 +1,72 @@
+package probe
+
+import (
+	"context"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+)
+
+// settleShell waits for the first boot to settle: cloud-init done (its per-instance and
+// per-boot scripts ran), then no apt, dpkg or unattended-upgrade process left. It prints
+// cloud-init's final status line. A first-boot upgrade that is still running would otherwise be
+// judged half done.
+const settleShell = `ci=/usr/bin/cloud-init
+if [ -x "$ci" ]; then "$ci" status --wait >/dev/null 2>&1; fi
+while pgrep -x 'apt|apt-get|dpkg|unattended-upgr|unattended-upgrade' >/dev/null 2>&1; do sleep 2; done
+if [ -x "$ci" ]; then "$ci" status 2>&1 | head -n 1; else echo "status: no cloud-init"; fi`
+
+// Settle waits at most timeoutSeconds for a first boot to settle and reads cloud-init's status.
+func Settle(ctx context.Context, r Runner, timeoutSeconds int) (facts.Fact[facts.Settle], error) {
+	cmd := bundle.Command{Name: sectionSettle, Shell: settleShell, TimeoutSeconds: timeoutSeconds}
+	sections, err := query(ctx, r, "settle", []bundle.Command{cmd})
+	if err != nil {
+		return facts.Fact[facts.Settle]{}, err
+	}
+	return parseSettle(sections), nil
+}
+
+func parseSettle(sections map[string]bundle.Section) facts.Fact[facts.Settle] {
+	ev := evidence(sections, sectionSettle)
+	s, problem := get(sections, sectionSettle)
+	switch {
+	case s.TimedOut:
+		return facts.Read(facts.Settle{TimedOut: true}, ev)
+	case problem != "":
+		return facts.Unread[facts.Settle](problem+": "+textOf(s.Output), ev)
+	}
+	return facts.Read(facts.Settle{Status: textOf(s.Output)}, ev)
+}
+
+func textOf(s string) string { return strings.TrimSpace(s) }
+
+// Snapshot reads the state the kernel guard compares: kernels, holds, packages, DKMS and the
+// guarded modules' versions. An unreadable part is an error: the guard fails closed on it.
+func Snapshot(ctx context.Context, r Runner) (guard.Snapshot, error) {
+	sections, err := query(ctx, r, "kernel guard snapshot", guard.Commands())
+	if err != nil {
+		return guard.Snapshot{}, err
+	}
+	return guard.ParseSnapshot(sections)
+}
+
+// baselinesShell lists the baselines on the host, one path per line.
+const baselinesShell = `for f in ` + guard.BaselineDir + `/baseline*.json; do [ -e "$f" ] && echo "$f"; done; exit 0`
+
+// Baselines lists the guard baselines recorded on the host, so the bake can remove those of
+// other runs: they must not stay in the image.
+func Baselines(ctx context.Context, r Runner) ([]string, error) {
+	sections, err := query(ctx, r, "listing baselines", []bundle.Command{{Name: sectionBaselines, Shell: baselinesShell}})
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, line := range strings.Split(sections[sectionBaselines].Output, "\n") {
+		if p := strings.TrimSpace(line); strings.HasPrefix(p, guard.BaselineDir+"/") {
+			paths = append(paths, p)
+		}
+	}
+	return paths, nil
+}
