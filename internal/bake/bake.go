@@ -99,6 +99,8 @@ type Bake struct {
 	plan plan
 	// base is the guard's baseline, the layers are judged against it.
 	base guard.Snapshot
+	// bootLog is the kernel log read with the baseline, before any layer ran.
+	bootLog facts.Fact[facts.KernelLog]
 	// facts and target are the host suite's reading, for the NCCL test that follows it.
 	facts  facts.Host
 	target checks.Target
@@ -181,7 +183,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.judged("validation"), b.writeBOM)
+	return p.then(b.hostSuite, b.ncclTest, b.finalGuard, b.judged("validation"), b.writeBOM)
 }
 
 // then adds steps to the end of p.

@@ -3,6 +3,7 @@ package bake
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -330,5 +332,53 @@ func TestEFADeviceCountIsRetried(t *testing.T) {
 		if lateBy == 99 && (err == nil || status(r, "efa-devices") != "fail" || batches != 1+DefaultEFARetries) {
 			t.Errorf("missing device: err %v, efa-devices %s, batches %d", err, status(r, "efa-devices"), batches)
 		}
+	}
+}
+
+// A layer that clears the kernel ring buffer (dmesg -c) cannot hide an Xid logged earlier in
+// the same boot: the log read with the baseline is judged too.
+func TestXidBeforeLayersSurvivesAClearedLog(t *testing.T) {
+	h := newFakeHost(t)
+	h.files["/dmesg-extra"] = []byte("[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=1, name=x, GPU has fallen off the bus.")
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.files, "/dmesg-extra")
+		return 0, nil
+	}
+	opt := options(t, layer.Spec{Name: "clears-dmesg", Inline: []string{"dmesg -c"}})
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+		t.Fatal("an Xid logged before a layer cleared the log passed")
+	}
+	r := readReport(t, opt.ReportDir)
+	if c := check(r, "xid"); c.Status != "fail" || !strings.Contains(c.Message, "before the layers ran") || !strings.Contains(c.Message, "Xid 79") {
+		t.Errorf("xid: %s: %s", c.Status, c.Message)
+	}
+}
+
+// Drift after the last layer's drift check (a process a layer left behind, unattended-upgrades
+// during the NCCL test) fails the bake: the guard looks once more before the verdict and the
+// bill of materials.
+func TestDriftDuringValidationFails(t *testing.T) {
+	h := newFakeHost(t)
+	h.ncclHook = func(_ context.Context, j host.Job) (int, error) {
+		h.mu.Lock()
+		h.pkgs["linux-aws"] = fakePkg{"7.0.0.1015.15", true}
+		out := h.ncclOut
+		h.mu.Unlock()
+		io.WriteString(j.Output, out)
+		return 0, nil
+	}
+	opt := options(t)
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || !strings.Contains(err.Error(), "after the host suite and the NCCL test") {
+		t.Fatalf("drift during the NCCL test: %v", err)
+	}
+	if _, ok := h.files[opt.ManifestPath]; ok {
+		t.Error("a bill of materials was written for a drifted image")
+	}
+	r := readReport(t, opt.ReportDir)
+	if c := check(r, "packages"); c.Status != "fail" || !strings.Contains(drifts(r), "linux-aws") {
+		t.Errorf("packages: %s: %s; drift %s", c.Status, c.Message, drifts(r))
 	}
 }

@@ -132,13 +132,13 @@ func loadSections(t *testing.T, path string) map[string]fakeSection {
 
 func (h *fakeHost) guardSection(name string) fakeSection {
 	switch {
-	case name == guard.SectionRunning:
+	case name == "guard.uname":
 		return fakeSection{out: h.running}
-	case name == guard.SectionGrubEnv || name == guard.SectionGrubCfg:
+	case name == "guard.grubenv" || name == "guard.grubcfg":
 		return fakeSection{out: "@dlami-guard absent"}
-	case name == guard.SectionBootImages:
+	case name == "guard.vmlinuz":
 		return fakeSection{out: strings.Join(h.images, "\n")}
-	case name == guard.SectionPackages:
+	case name == "guard.dpkg":
 		names := make([]string, 0, len(h.pkgs))
 		for n := range h.pkgs {
 			names = append(names, n)
@@ -154,9 +154,9 @@ func (h *fakeHost) guardSection(name string) fakeSection {
 			fmt.Fprintf(&b, "%s\t%s\t%s\tamd64\n", flag, n, p.version)
 		}
 		return fakeSection{out: b.String()}
-	case name == guard.SectionDKMS:
+	case name == "guard.dkms":
 		return fakeSection{out: "@dlami-guard absent"}
-	case name == guard.SectionBaselines:
+	case name == "guard.baselines":
 		var paths []string
 		for p := range h.files {
 			if strings.HasPrefix(p, guard.BaselineDir+"/baseline") {
@@ -165,8 +165,8 @@ func (h *fakeHost) guardSection(name string) fakeSection {
 		}
 		sort.Strings(paths)
 		return fakeSection{out: strings.Join(paths, "\n")}
-	case strings.HasPrefix(name, guard.SectionModinfoPrefix):
-		switch strings.TrimPrefix(name, guard.SectionModinfoPrefix) {
+	case strings.HasPrefix(name, "guard.modinfo."):
+		switch strings.TrimPrefix(name, "guard.modinfo.") {
 		case "efa":
 			if h.running == "7.0.0-1014-aws" {
 				return fakeSection{out: "3.3.0g"}
@@ -176,7 +176,7 @@ func (h *fakeHost) guardSection(name string) fakeSection {
 				return fakeSection{out: "595.91.07"}
 			}
 		}
-		return fakeSection{out: "modinfo: ERROR: Module " + strings.TrimPrefix(name, guard.SectionModinfoPrefix) + " not found.", code: 1}
+		return fakeSection{out: "modinfo: ERROR: Module " + strings.TrimPrefix(name, "guard.modinfo.") + " not found.", code: 1}
 	}
 	return fakeSection{out: "no such section in the fake: " + name, code: 127}
 }

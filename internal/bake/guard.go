@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
@@ -75,7 +76,24 @@ func (b *Bake) startGuard(ctx context.Context) error {
 	}
 	b.guarded = guarded
 	b.base = base
+	// The kernel log as it stands before any layer: a layer that clears the ring buffer
+	// (dmesg -c) must not hide an Xid logged earlier in this boot.
+	if b.bootLog, err = probe.KernelLog(ctx, b.host, b.probeOptions()); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b.bootLog = facts.Unread[facts.KernelLog](err.Error(), "")
+	}
 	return b.judgeGuard(base, cur, guarded, stage)
+}
+
+// finalGuard takes the guard's last look, after the host suite and the NCCL test: a process a
+// layer left behind (a daemonised upgrade, unattended-upgrades during a long NCCL run) can
+// change the image after the last layer's drift check, and the bill of materials is written
+// from this snapshot.
+func (b *Bake) finalGuard(ctx context.Context) error {
+	b.stage("final drift check")
+	return b.guardAfter(ctx, "the host suite and the NCCL test")
 }
 
 // guardAfter takes a new snapshot and judges it against the baseline.

@@ -72,6 +72,9 @@ func (b *Bake) hostSuite(ctx context.Context) error {
 		host = checks.EvaluateHost(h, t)
 	}
 	for i := range host {
+		if host[i].ID == result.Xid {
+			host[i] = b.xidBeforeLayers(host[i], h, t)
+		}
 		if host[i].DurationMS == 0 {
 			host[i].DurationMS = took.Milliseconds()
 		}
@@ -83,6 +86,21 @@ func (b *Bake) hostSuite(ctx context.Context) error {
 		return verdict("host validation failed: %s", failedIDs(host))
 	}
 	return nil
+}
+
+// xidBeforeLayers keeps the verdict on an Xid the kernel logged before the layers ran, in this
+// same boot, when the log no longer shows it: a layer cleared the ring buffer.
+func (b *Bake) xidBeforeLayers(cur result.Check, h facts.Host, t checks.Target) result.Check {
+	if !b.bootLog.OK() || b.rebootLayer != "" || cur.Status == result.Fail ||
+		!h.KernelLog.OK() || h.KernelLog.Value.BootID != b.bootLog.Value.BootID {
+		return cur
+	}
+	early := checks.JudgeKernelLog(b.bootLog, nil, t)
+	if early.Status != result.Fail {
+		return cur
+	}
+	early.Message = "logged before the layers ran and no longer in the kernel log (a layer cleared it): " + early.Message
+	return early
 }
 
 // ncclTest runs the 1-node NCCL test when the GPUs can run it, and judges the kernel log it

@@ -322,6 +322,11 @@ func (t Target) NCCLExpect(o NCCLOptions) NCCLExpect {
 	case x.EFACount > 0:
 		x.Transport = TransportEFA
 		x.TransportBasis = fmt.Sprintf("%d EFA devices expected (%s)", x.EFACount, x.TransportBasis)
+	case t.efaOnHost() > 0:
+		// expect.efa_count = -1 turns the count off, not EFA: a socket fallback on an EFA host
+		// must still fail.
+		x.Transport = TransportEFA
+		x.TransportBasis = fmt.Sprintf("the host has %d EFA devices (expect.efa_count = -1 turns only the count off)", t.efaOnHost())
 	case t.PCI != nil:
 		x.Transport, x.TransportBasis = TransportAny, "PCI inventory: no EFA function"
 	default:
@@ -553,6 +558,9 @@ func ncclTransport(res nccltests.Result, output string, x NCCLExpect, o NCCLOpti
 	case len(tr.Networks) == 0:
 		msg := "no 'Using network' line: NCCL failed before choosing a network, or its INFO output is missing (NCCL_DEBUG=INFO)"
 		return check(result.NCCLTransport, result.Fail, basis, expected, actual, msg+ibNote, ev)
+	case len(tr.Providers) == 0:
+		return check(result.NCCLTransport, result.Fail, basis, expected, actual,
+			"aws-ofi-nccl printed no 'Selected provider' line: which libfabric provider would carry traffic (efa, or tcp leaving the host) is unknown, so EFA is not proven"+ibNote, ev)
 	}
 	for _, n := range tr.Networks {
 		if n != "Libfabric" && n != "AWS Libfabric" {

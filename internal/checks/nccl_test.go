@@ -527,7 +527,36 @@ func TestTargetNCCLExpect(t *testing.T) {
 	if x := Resolve(s, Expectations{}, "").NCCLExpect(NCCLOptions{}); x.Transport != TransportEFA {
 		t.Errorf("unreadable PCI must not relax the transport: %+v", x)
 	}
+	// expect.efa_count = -1 turns the count off, not EFA: a socket fallback must still fail.
+	s = facts.Host{Instance: facts.Instance{Type: "p7-future.48xlarge", Source: "product_name"}, PCI: inv(p6)}
+	if x := Resolve(s, Expectations{EFACount: -1}, "").NCCLExpect(NCCLOptions{}); x.Transport != TransportEFA || !strings.Contains(x.TransportBasis, "expect.efa_count = -1") {
+		t.Errorf("efa_count -1 on an EFA host: %+v", x)
+	}
+	off := Resolve(s, Expectations{EFACount: -1}, "").NCCLExpect(NCCLOptions{})
+	if cs, _ := JudgeNCCL(ncclTestdata(t, "derived-socket-fallback.txt"), 0, false, off, NCCLOptions{}); cs[2].Status != result.Fail {
+		t.Errorf("socket fallback with efa_count = -1: %s: %s", cs[2].Status, cs[2].Message)
+	}
 	if _, err := NCCLCommand(NCCLOptions{Transport: "ib"}); err == nil || !strings.Contains(err.Error(), "nccl.transport") {
 		t.Errorf("bad transport: %v", err)
+	}
+}
+
+// A run that chose Libfabric but never said which provider it selected does not prove EFA:
+// the provider could be tcp, which leaves the host.
+func TestNCCLTransportNeedsSelectedProvider(t *testing.T) {
+	var kept []string
+	for _, l := range strings.Split(ncclTestdata(t, "synthetic-p6b200-1node-ok.txt"), "\n") {
+		if !strings.Contains(strings.ToLower(l), "selected provider") {
+			kept = append(kept, l)
+		}
+	}
+	x := NCCLExpect{EFACount: 8, Transport: TransportEFA, TransportBasis: BasisSetting}
+	cs, _ := JudgeNCCL(strings.Join(kept, "\n"), 0, false, x, NCCLOptions{})
+	if c := cs[2]; c.Status != result.Fail || !strings.Contains(c.Message, "Selected provider") {
+		t.Errorf("no Selected provider line: %s: %s", c.Status, c.Message)
+	}
+	// The same output with the line passes: the check above failed for the missing line alone.
+	if cs, _ := JudgeNCCL(ncclTestdata(t, "synthetic-p6b200-1node-ok.txt"), 0, false, x, NCCLOptions{}); cs[2].Status != result.Pass {
+		t.Errorf("with the line: %s: %s", cs[2].Status, cs[2].Message)
 	}
 }

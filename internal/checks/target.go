@@ -139,6 +139,18 @@ func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int
 	return 0, "", false
 }
 
+// efaOnHost is how many EFA devices the host has by its profile, else its PCI bus; 0 when
+// neither says it has any.
+func (t Target) efaOnHost() int {
+	if t.Profile != nil && t.Profile.EFACount > 0 {
+		return t.Profile.EFACount
+	}
+	if t.PCI != nil {
+		return len(t.PCI.EFA)
+	}
+	return 0
+}
+
 // fabricManagerRequired resolves whether Fabric Manager must be active: the setting, else the
 // profile, else whether the PCI bus shows an NVSwitch fabric.
 func (t Target) fabricManagerRequired() (want bool, basis string, ok bool) {

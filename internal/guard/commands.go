@@ -15,14 +15,14 @@ import (
 
 // Section names of the commands Commands returns.
 const (
-	SectionRunning    = "guard.uname"
-	SectionGrubEnv    = "guard.grubenv"
-	SectionGrubCfg    = "guard.grubcfg"
-	SectionBootImages = "guard.vmlinuz"
-	SectionPackages   = "guard.dpkg"
-	SectionDKMS       = "guard.dkms"
-	// SectionModinfoPrefix + module name, one section per entry of Modules.
-	SectionModinfoPrefix = "guard.modinfo."
+	sectionRunning    = "guard.uname"
+	sectionGrubEnv    = "guard.grubenv"
+	sectionGrubCfg    = "guard.grubcfg"
+	sectionBootImages = "guard.vmlinuz"
+	sectionPackages   = "guard.dpkg"
+	sectionDKMS       = "guard.dkms"
+	// sectionModinfoPrefix + module name, one section per entry of Modules.
+	sectionModinfoPrefix = "guard.modinfo."
 )
 
 // BaselineDir holds the baselines on the host. One bake's baseline is keyed to its Packer run,
@@ -32,15 +32,6 @@ const BaselineDir = "/var/lib/dlami-bake"
 // BaselinePath is where the bake of Packer run runUUID keeps its baseline Snapshot.
 func BaselinePath(runUUID string) string {
 	return BaselineDir + "/baseline-" + runUUID + ".json"
-}
-
-// SectionBaselines lists the files in BaselineDir (BaselinesCommand).
-const SectionBaselines = "guard.baselines"
-
-// BaselinesCommand lists the baselines on the host, one path per line, so the bake can remove
-// those of other runs: they must not stay in the image.
-func BaselinesCommand() bundle.Command {
-	return bundle.Command{Name: SectionBaselines, Shell: `for f in ` + BaselineDir + `/baseline*.json; do [ -e "$f" ] && echo "$f"; done; exit 0`}
 }
 
 // Modules are the out-of-tree kernel modules whose version the guard records. Each is probed
@@ -57,8 +48,8 @@ const absent = "@dlami-guard absent"
 // password), /boot is listable, and dpkg, dkms and modinfo only read their databases.
 func Commands() []bundle.Command {
 	cmds := []bundle.Command{
-		{Name: SectionRunning, Shell: `"$1" -r`, Tool: hosttools.Ptr(hosttools.Uname)},
-		{Name: SectionGrubEnv, Shell: `f=/boot/grub/grubenv
+		{Name: sectionRunning, Shell: `"$1" -r`, Tool: hosttools.Ptr(hosttools.Uname)},
+		{Name: sectionGrubEnv, Shell: `f=/boot/grub/grubenv
 if [ -e "$f" ]; then
   grep -aE '^(saved_entry|next_entry)=' "$f"; rc=$?
   [ "$rc" -le 1 ] || exit "$rc"
@@ -68,7 +59,7 @@ fi
 exit 0`},
 		// Only the default-entry lines of the header and the first linux line matter; the
 		// awk stops there so a long grub.cfg is not shipped back.
-		{Name: SectionGrubCfg, Shell: `f=/boot/grub/grub.cfg
+		{Name: sectionGrubCfg, Shell: `f=/boot/grub/grub.cfg
 if [ -e "$f" ]; then
   awk '/^[ \t]*set[ \t]+default=/ { print; next }
        /^[ \t]*(linux|linuxefi|linux16)[ \t]/ { print; exit }' "$f"
@@ -76,14 +67,14 @@ else
   echo '` + absent + `'
 fi`},
 		// A glob loop instead of ls: no "cannot access" noise when there is no image.
-		{Name: SectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
-		{Name: SectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
+		{Name: sectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
+		{Name: sectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
 		// No dkms on the host means no DKMS modules, which is fine.
-		{Name: SectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DKMS)},
+		{Name: sectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DKMS)},
 	}
 	for _, m := range Modules {
 		cmds = append(cmds, bundle.Command{
-			Name:  SectionModinfoPrefix + m,
+			Name:  sectionModinfoPrefix + m,
 			Shell: fmt.Sprintf(`"$1" -F version %s`, bundle.Quote(m)),
 			Tool:  hosttools.Ptr(hosttools.Modinfo),
 		})

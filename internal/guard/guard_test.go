@@ -478,9 +478,9 @@ func TestNextBootRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			secs := sections(t)
-			secs[SectionGrubEnv] = bundle.Section{Name: SectionGrubEnv, Output: tt.grubenv}
-			secs[SectionGrubCfg] = bundle.Section{Name: SectionGrubCfg, Output: tt.grubcfg}
-			secs[SectionBootImages] = bundle.Section{Name: SectionBootImages, Output: tt.images}
+			secs[sectionGrubEnv] = bundle.Section{Name: sectionGrubEnv, Output: tt.grubenv}
+			secs[sectionGrubCfg] = bundle.Section{Name: sectionGrubCfg, Output: tt.grubcfg}
+			secs[sectionBootImages] = bundle.Section{Name: sectionBootImages, Output: tt.images}
 			s, err := ParseSnapshot(secs)
 			if err != nil {
 				t.Fatal(err)
@@ -499,17 +499,17 @@ func TestParseSnapshotErrors(t *testing.T) {
 		sec     *bundle.Section // nil: delete the section
 		want    string
 	}{
-		{"no dpkg output", SectionPackages, nil, "guard.dpkg"},
-		{"dpkg-query missing", SectionPackages, &bundle.Section{Output: "sh: 1: dpkg-query: not found", ExitCode: 127}, "exit 127"},
-		{"dpkg garbage", SectionPackages, &bundle.Section{Output: "ii  foo 1.0 amd64"}, "tab-separated"},
-		{"dpkg empty", SectionPackages, &bundle.Section{Output: ""}, "no packages"},
-		{"dkms timed out", SectionDKMS, &bundle.Section{Output: "", ExitCode: 124, TimedOut: true}, "timed out"},
-		{"dkms garbage", SectionDKMS, &bundle.Section{Output: "what is this"}, "guard.dkms"},
-		{"uname empty", SectionRunning, &bundle.Section{Output: "\n"}, "uname"},
-		{"modinfo other failure", SectionModinfoPrefix + "efa", &bundle.Section{Output: "modinfo: ERROR: could not get modinfo from 'efa': Exec format error", ExitCode: 1}, "guard.modinfo.efa"},
-		{"modinfo two lines", SectionModinfoPrefix + "efa", &bundle.Section{Output: "3.3.0\n3.2.0"}, "more than one line"},
-		{"grubcfg unreadable", SectionGrubCfg, &bundle.Section{Output: "awk: cannot open /boot/grub/grub.cfg", ExitCode: 2}, "guard.grubcfg"},
-		{"grubenv junk", SectionGrubEnv, &bundle.Section{Output: "foo=bar"}, "unexpected line"},
+		{"no dpkg output", sectionPackages, nil, "guard.dpkg"},
+		{"dpkg-query missing", sectionPackages, &bundle.Section{Output: "sh: 1: dpkg-query: not found", ExitCode: 127}, "exit 127"},
+		{"dpkg garbage", sectionPackages, &bundle.Section{Output: "ii  foo 1.0 amd64"}, "tab-separated"},
+		{"dpkg empty", sectionPackages, &bundle.Section{Output: ""}, "no packages"},
+		{"dkms timed out", sectionDKMS, &bundle.Section{Output: "", ExitCode: 124, TimedOut: true}, "timed out"},
+		{"dkms garbage", sectionDKMS, &bundle.Section{Output: "what is this"}, "guard.dkms"},
+		{"uname empty", sectionRunning, &bundle.Section{Output: "\n"}, "uname"},
+		{"modinfo other failure", sectionModinfoPrefix + "efa", &bundle.Section{Output: "modinfo: ERROR: could not get modinfo from 'efa': Exec format error", ExitCode: 1}, "guard.modinfo.efa"},
+		{"modinfo two lines", sectionModinfoPrefix + "efa", &bundle.Section{Output: "3.3.0\n3.2.0"}, "more than one line"},
+		{"grubcfg unreadable", sectionGrubCfg, &bundle.Section{Output: "awk: cannot open /boot/grub/grub.cfg", ExitCode: 2}, "guard.grubcfg"},
+		{"grubenv junk", sectionGrubEnv, &bundle.Section{Output: "foo=bar"}, "unexpected line"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -539,9 +539,9 @@ func TestParseSnapshotErrors(t *testing.T) {
 
 func TestParseSnapshotAbsentThings(t *testing.T) {
 	secs := sections(t)
-	secs[SectionDKMS] = bundle.Section{Name: SectionDKMS, Output: absent}
-	secs[SectionModinfoPrefix+"lustre"] = bundle.Section{Name: SectionModinfoPrefix + "lustre", Output: "modinfo: ERROR: Module lustre not found.", ExitCode: 1}
-	secs[SectionModinfoPrefix+"gdrdrv"] = bundle.Section{Name: SectionModinfoPrefix + "gdrdrv", Output: ""}
+	secs[sectionDKMS] = bundle.Section{Name: sectionDKMS, Output: absent}
+	secs[sectionModinfoPrefix+"lustre"] = bundle.Section{Name: sectionModinfoPrefix + "lustre", Output: "modinfo: ERROR: Module lustre not found.", ExitCode: 1}
+	secs[sectionModinfoPrefix+"gdrdrv"] = bundle.Section{Name: sectionModinfoPrefix + "gdrdrv", Output: ""}
 	s, err := ParseSnapshot(secs)
 	if err != nil {
 		t.Fatal(err)
@@ -583,8 +583,8 @@ func TestCommands(t *testing.T) {
 			t.Errorf("%s needs no root but uses sudo", c.Name)
 		}
 	}
-	for _, n := range []string{SectionRunning, SectionGrubEnv, SectionGrubCfg, SectionBootImages, SectionPackages, SectionDKMS,
-		SectionModinfoPrefix + "nvidia", SectionModinfoPrefix + "efa", SectionModinfoPrefix + "gdrdrv", SectionModinfoPrefix + "lustre"} {
+	for _, n := range []string{sectionRunning, sectionGrubEnv, sectionGrubCfg, sectionBootImages, sectionPackages, sectionDKMS,
+		sectionModinfoPrefix + "nvidia", sectionModinfoPrefix + "efa", sectionModinfoPrefix + "gdrdrv", sectionModinfoPrefix + "lustre"} {
 		if _, ok := names[n]; !ok {
 			t.Errorf("no command %s", n)
 		}
@@ -592,8 +592,8 @@ func TestCommands(t *testing.T) {
 	if c := Commands()[len(Commands())-1]; c.Tool == nil || c.Tool.Paths[0] != "/usr/sbin/modinfo" {
 		t.Errorf("modinfo tool %+v", c.Tool)
 	}
-	if names[SectionModinfoPrefix+"lustre"] != `"$1" -F version 'lustre'` {
-		t.Errorf("modinfo command %q", names[SectionModinfoPrefix+"lustre"])
+	if names[sectionModinfoPrefix+"lustre"] != `"$1" -F version 'lustre'` {
+		t.Errorf("modinfo command %q", names[sectionModinfoPrefix+"lustre"])
 	}
 }
 
@@ -602,8 +602,8 @@ func TestCommands(t *testing.T) {
 func FuzzParseSnapshot(f *testing.F) {
 	secs := sections(f)
 	out := func(n string) string { return secs[n].Output }
-	f.Add(out(SectionRunning), out(SectionGrubEnv), out(SectionGrubCfg), out(SectionBootImages),
-		out(SectionPackages), out(SectionDKMS), out(SectionModinfoPrefix+"nvidia"), 0)
+	f.Add(out(sectionRunning), out(sectionGrubEnv), out(sectionGrubCfg), out(sectionBootImages),
+		out(sectionPackages), out(sectionDKMS), out(sectionModinfoPrefix+"nvidia"), 0)
 	f.Add("6.8.0-1015-aws", "saved_entry=gnulinux-6.8.0-1015-aws-advanced-ab12", "set default=\"${saved_entry}\"\nlinux /vmlinuz-6.8.0-1015-aws",
 		"/boot/vmlinuz-6.8.0-1015-aws.dpkg-tmp", "hi \tlinux-image-6.8.0-1015-aws\t6.8.0-1015.16\tamd64", absent,
 		"modinfo: ERROR: Module nvidia not found.", 1)
@@ -613,13 +613,13 @@ func FuzzParseSnapshot(f *testing.F) {
 			in[c.Name] = secs[c.Name]
 		}
 		set := func(name, o string, rc int) { in[name] = bundle.Section{Name: name, Output: o, ExitCode: rc} }
-		set(SectionRunning, uname, 0)
-		set(SectionGrubEnv, grubenv, 0)
-		set(SectionGrubCfg, grubcfg, 0)
-		set(SectionBootImages, images, 0)
-		set(SectionPackages, pkgs, 0)
-		set(SectionDKMS, dkmsOut, 0)
-		set(SectionModinfoPrefix+"nvidia", modinfo, modRC)
+		set(sectionRunning, uname, 0)
+		set(sectionGrubEnv, grubenv, 0)
+		set(sectionGrubCfg, grubcfg, 0)
+		set(sectionBootImages, images, 0)
+		set(sectionPackages, pkgs, 0)
+		set(sectionDKMS, dkmsOut, 0)
+		set(sectionModinfoPrefix+"nvidia", modinfo, modRC)
 		s, err := ParseSnapshot(in)
 		if err != nil {
 			var se *SectionError

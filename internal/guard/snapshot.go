@@ -100,16 +100,16 @@ func (e *SectionError) Unwrap() error { return e.Err }
 func ParseSnapshot(sections map[string]bundle.Section) (Snapshot, error) {
 	s := Snapshot{Schema: SnapshotSchema}
 
-	out, err := section(sections, SectionRunning)
+	out, err := section(sections, sectionRunning)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	s.RunningKernel = strings.TrimSpace(out)
 	if !kernelRelease.MatchString(s.RunningKernel) {
-		return Snapshot{}, sectionErr(sections, SectionRunning, errors.New("uname -r did not print one kernel release"))
+		return Snapshot{}, sectionErr(sections, sectionRunning, errors.New("uname -r did not print one kernel release"))
 	}
 
-	out, err = section(sections, SectionBootImages)
+	out, err = section(sections, sectionBootImages)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -125,16 +125,16 @@ func ParseSnapshot(sections map[string]bundle.Section) (Snapshot, error) {
 	}
 	s.NextBootKernel, s.NextBootSource = nextBoot(env, cfg, s.InstalledKernelImages)
 
-	out, err = section(sections, SectionPackages)
+	out, err = section(sections, sectionPackages)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	q, err := dpkg.ParseQuery(out)
 	if err != nil {
-		return Snapshot{}, sectionErr(sections, SectionPackages, err)
+		return Snapshot{}, sectionErr(sections, sectionPackages, err)
 	}
 	if len(q.Packages) == 0 {
-		return Snapshot{}, sectionErr(sections, SectionPackages, errors.New("dpkg-query listed no packages"))
+		return Snapshot{}, sectionErr(sections, sectionPackages, errors.New("dpkg-query listed no packages"))
 	}
 	s.Packages = make(map[string]Package, len(q.Packages))
 	for _, p := range q.Packages {
@@ -145,14 +145,14 @@ func ParseSnapshot(sections map[string]bundle.Section) (Snapshot, error) {
 		s.Packages[key] = Package{Version: p.Version, Held: p.Held, Installed: p.Installed, Status: p.Status, Arch: p.Architecture}
 	}
 
-	out, err = section(sections, SectionDKMS)
+	out, err = section(sections, sectionDKMS)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	if strings.TrimSpace(out) != absent {
 		st, err := dkms.Parse(out)
 		if err != nil {
-			return Snapshot{}, sectionErr(sections, SectionDKMS, err)
+			return Snapshot{}, sectionErr(sections, sectionDKMS, err)
 		}
 		s.DKMSAvailable, s.DKMS, s.DKMSWarnings = true, st.Entries, st.Warnings
 	}
@@ -162,7 +162,7 @@ func ParseSnapshot(sections map[string]bundle.Section) (Snapshot, error) {
 
 	s.ModuleVersions = make(map[string]Module, len(Modules))
 	for _, m := range Modules {
-		mod, err := parseModinfo(sections, SectionModinfoPrefix+m, m)
+		mod, err := parseModinfo(sections, sectionModinfoPrefix+m, m)
 		if err != nil {
 			return Snapshot{}, err
 		}
@@ -240,7 +240,7 @@ type grubEnvVars struct {
 }
 
 func grubEnv(sections map[string]bundle.Section) (grubEnvVars, error) {
-	out, err := section(sections, SectionGrubEnv)
+	out, err := section(sections, sectionGrubEnv)
 	if err != nil {
 		return grubEnvVars{}, err
 	}
@@ -257,7 +257,7 @@ func grubEnv(sections map[string]bundle.Section) (grubEnvVars, error) {
 		case k == "next_entry":
 			env.nextEntry = v
 		default:
-			return grubEnvVars{}, sectionErr(sections, SectionGrubEnv, fmt.Errorf("unexpected line %q in grubenv output", line))
+			return grubEnvVars{}, sectionErr(sections, sectionGrubEnv, fmt.Errorf("unexpected line %q in grubenv output", line))
 		}
 	}
 	return env, nil
@@ -272,7 +272,7 @@ type grubCfg struct {
 }
 
 func grubCfgSection(sections map[string]bundle.Section) (grubCfg, error) {
-	out, err := section(sections, SectionGrubCfg)
+	out, err := section(sections, sectionGrubCfg)
 	if err != nil {
 		return grubCfg{}, err
 	}
@@ -292,7 +292,7 @@ func grubCfgSection(sections map[string]bundle.Section) (grubCfg, error) {
 				cfg.firstLinux = f[1]
 			}
 		default:
-			return grubCfg{}, sectionErr(sections, SectionGrubCfg, fmt.Errorf("unexpected line %q in grub.cfg output", line))
+			return grubCfg{}, sectionErr(sections, sectionGrubCfg, fmt.Errorf("unexpected line %q in grub.cfg output", line))
 		}
 	}
 	return cfg, nil

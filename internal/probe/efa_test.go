@@ -1,12 +1,12 @@
 package probe
 
 import (
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 

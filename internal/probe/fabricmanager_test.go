@@ -1,11 +1,11 @@
 package probe
 
 import (
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 

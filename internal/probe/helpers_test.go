@@ -1,7 +1,6 @@
 package probe
 
 import (
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 

@@ -1,10 +1,11 @@
 package probe
 
 import (
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -27,4 +28,14 @@ func TestXidFaults(t *testing.T) {
 		}, nil, []string{result.Xid}, "sudo"},
 		{"dmesg timed out", func(s map[string]bundle.Section) { set(s, sectionDmesg, "", 124) }, nil, []string{result.Xid}, "timed out"},
 	})
+}
+
+// With ssh_pty = true util-linux colours dmesg; the colours must not hide an Xid.
+func TestColouredKernelLog(t *testing.T) {
+	s := healthySections(t)
+	set(s, sectionDmesg, s[sectionDmesg].Output+"\n\x1b[32m[  812.000001] \x1b[0m\x1b[33mNVRM: Xid (PCI:0000:1e:00): 79\x1b[0m, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.", 0)
+	c := statusOf(judge.EvaluateHost(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
+	if c.Status != result.Fail || !strings.Contains(c.Message, "Xid 79") {
+		t.Errorf("coloured Xid 79: %s: %s", c.Status, c.Message)
+	}
 }

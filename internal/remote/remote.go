@@ -41,8 +41,18 @@ var _ host.Host = SSH{}
 // exec runs one command line and waits for its exit status.
 func (s SSH) exec(ctx context.Context, command string, stdout, stderr io.Writer) (int, error) {
 	cmd := &packersdk.RemoteCmd{Command: command, Stdout: stdout, Stderr: stderr}
-	if err := s.C.Start(ctx, cmd); err != nil {
-		return 0, fmt.Errorf("starting remote command: %w", err)
+	// Start opens the SSH session synchronously and ignores ctx while it does: on a
+	// black-holed connection it would outlast every deadline built on exec (kill, staging
+	// folder removal, reboot polling). It runs aside, and ctx bounds the wait for it.
+	started := make(chan error, 1)
+	go func() { started <- s.C.Start(ctx, cmd) }()
+	select {
+	case <-ctx.Done():
+		return 0, fmt.Errorf("starting remote command: %w", ctx.Err())
+	case err := <-started:
+		if err != nil {
+			return 0, fmt.Errorf("starting remote command: %w", err)
+		}
 	}
 	done := make(chan int, 1)
 	go func() { done <- cmd.Wait() }()

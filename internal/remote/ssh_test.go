@@ -333,3 +333,33 @@ func TestReadOnlyWorkSurvivesOneDrop(t *testing.T) {
 		t.Errorf("BootID after two drops: %v", err)
 	}
 }
+
+// hangComm never finishes opening a session, like SSH to a black-holed host.
+type hangComm struct {
+	localComm
+	release chan struct{}
+}
+
+func (c hangComm) Start(context.Context, *packersdk.RemoteCmd) error {
+	<-c.release
+	return errors.New("released")
+}
+
+// A session that never opens is bounded by the caller's context: the kill, the staging-folder
+// removal and the reboot polling all build their deadlines on it.
+func TestStartIsBoundedByContext(t *testing.T) {
+	c := hangComm{release: make(chan struct{})}
+	defer close(c.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := SSH{C: c}.Query(ctx, []bundle.Command{{Name: "x", Shell: "true"}}); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want the context's deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Query waited on a session that never opened past its context")
+	}
+}
