@@ -79,12 +79,12 @@ func newFakeHost(t *testing.T) *fakeHost {
 			"efa":                          {"3.3.0-1", true},
 		},
 		files:     map[string][]byte{},
-		hostOut:   loadSections(t, "testdata/host-p6-b200-healthy.sections"),
+		hostOut:   loadSections(t, "../probe/testdata/host/p6-b200-healthy.sections"),
 		layerHook: map[int]func(context.Context, *fakeHost) (int, error){},
 	}
 	h.newBoot()
 	h.settle = fakeSection{out: "status: done"}
-	nccl, err := os.ReadFile("testdata/nccl-p6b200-1node-ok.txt")
+	nccl, err := os.ReadFile("../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ type HostCheck struct {
 var HostSuite = []HostCheck{
 	{result.GPU, "gpu", judgeGPU},
 	{result.NvidiaDriver, "gpu", judgeNvidiaDriver},
+	{result.Persistence, "gpu", judgePersistence},
 	{result.FabricManager, "gpu", judgeFabricManager},
 	{result.EFADriver, "efa", judgeEFADriver},
 	{result.EFAInstaller, "efa", judgeEFAInstaller},

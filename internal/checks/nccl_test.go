@@ -19,9 +19,12 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+// ncclFixtures is the one copy of the NCCL test logs, the parser's.
+const ncclFixtures = "../parse/nccltests/testdata"
+
 func ncclTestdata(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "nccl", name))
+	b, err := os.ReadFile(filepath.Join(ncclFixtures, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func ncclTestdata(t *testing.T, name string) string {
 }
 
 func TestNCCLTestdataHasSources(t *testing.T) {
-	files, err := filepath.Glob("testdata/nccl/*.txt")
+	files, err := filepath.Glob(filepath.Join(ncclFixtures, "*.txt"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no testdata: %v", err)
 	}
@@ -439,7 +442,7 @@ func TestNCCLSize(t *testing.T) {
 // FuzzNCCLJudge checks that no output, however odd, makes JudgeNCCL panic or pass a check
 // without the log lines that justify it.
 func FuzzNCCLJudge(f *testing.F) {
-	files, _ := filepath.Glob("testdata/nccl/*.txt")
+	files, _ := filepath.Glob(filepath.Join(ncclFixtures, "*.txt"))
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

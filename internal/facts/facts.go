@@ -55,6 +55,10 @@ type Host struct {
 	EFAModule     Fact[string]
 	GDRDrvModule  Fact[string]
 	LustreModule  Fact[string]
+	// Persistenced is nvidia-persistenced's unit state word; PersistenceMode is each GPU's
+	// persistence mode as nvidia-smi reports it.
+	Persistenced    Fact[string]
+	PersistenceMode Fact[[]GPUPersistence]
 	// Loaded is the set of loaded kernel modules (lsmod).
 	Loaded Fact[lsmod.Set]
 	// FabricManager is nvidia-fabricmanager's unit state word ("active", "failed", ...).
@@ -84,6 +88,12 @@ type Host struct {
 type Instance struct {
 	Type   string
 	Source string
+}
+
+// GPUPersistence is one GPU's persistence mode.
+type GPUPersistence struct {
+	Index   int
+	Enabled bool
 }
 
 // RDMADevices are the RDMA devices under /sys/class/infiniband: EFA's ("rdmapNsM", "efa_N" on

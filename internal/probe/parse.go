@@ -34,6 +34,8 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		LustreModule:     moduleField(sections, sectionModinfoLustre, "lustre"),
 		Loaded:           parseWith(sections, sectionLsmod, lsmod.Parse),
 		FabricManager:    parseUnitState(sections, sectionFabricManager),
+		Persistenced:     parseUnitState(sections, sectionPersistenced),
+		PersistenceMode:  parseWith(sections, sectionPersistMode, parsePersistenceMode),
 		EFAInstaller:     parseWith(sections, sectionEFAPackages, efapkgs.Parse),
 		LibfabricRuntime: parseWith(sections, sectionFiInfoVersion, func(out string) (string, error) { v, err := fiinfo.ParseVersion(out); return v.Libfabric, err }),
 		RDMA:             parseRDMA(sections),
@@ -266,4 +268,19 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 		boot = strings.TrimSpace(b.Output)
 	}
 	return facts.Read(facts.KernelLog{Text: ansiEscape.ReplaceAllString(s.Output, ""), BootID: boot}, ev)
+}
+
+// parsePersistenceMode reads "<index>, Enabled|Disabled" lines.
+func parsePersistenceMode(out string) ([]facts.GPUPersistence, error) {
+	var gpus []facts.GPUPersistence
+	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		idx, mode, ok := strings.Cut(line, ",")
+		n, err := strconv.Atoi(strings.TrimSpace(idx))
+		mode = strings.TrimSpace(mode)
+		if !ok || err != nil || (mode != "Enabled" && mode != "Disabled") {
+			return nil, fmt.Errorf("nvidia-smi persistence_mode line %d unreadable: %q", i+1, textcut.Head(line, 80))
+		}
+		gpus = append(gpus, facts.GPUPersistence{Index: n, Enabled: mode == "Enabled"})
+	}
+	return gpus, nil
 }

@@ -48,6 +48,8 @@ const (
 	sectionPCI           = "host.pci"
 	sectionNvidiaSMI     = "host.nvidia_smi"
 	sectionFabricManager = "host.fabricmanager"
+	sectionPersistenced  = "host.persistenced"
+	sectionPersistMode   = "host.persistence_mode"
 	sectionModinfoEFA    = "host.modinfo_efa_version"
 	sectionModinfoNvidia = "host.modinfo_nvidia_version"
 	sectionNvidiaLicense = "host.modinfo_nvidia_license"
@@ -108,6 +110,8 @@ func hostCommands(o Options) []bundle.Command {
 		cmd(sectionPCI, pciCommand),
 		tool(sectionNvidiaSMI, hosttools.NvidiaSMI, `"$1" --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`),
 		tool(sectionFabricManager, hosttools.Systemctl, `"$1" is-active nvidia-fabricmanager`),
+		tool(sectionPersistenced, hosttools.Systemctl, `"$1" is-active nvidia-persistenced`),
+		tool(sectionPersistMode, hosttools.NvidiaSMI, `"$1" --query-gpu=index,persistence_mode --format=csv,noheader`),
 		tool(sectionModinfoEFA, hosttools.Modinfo, `"$1" -F version efa`),
 		tool(sectionModinfoNvidia, hosttools.Modinfo, `"$1" -F version nvidia`),
 		tool(sectionNvidiaLicense, hosttools.Modinfo, `"$1" -F license nvidia`),

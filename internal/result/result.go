@@ -33,6 +33,7 @@ const (
 	DKMS            = "dkms"
 	GPU             = "gpu"
 	NvidiaDriver    = "nvidia-driver"
+	Persistence     = "persistence"
 	FabricManager   = "fabricmanager"
 	EFADriver       = "efa-driver"
 	EFAInstaller    = "efa-installer"
@@ -62,7 +63,7 @@ const (
 // The check IDs in report order, by the part of the bake that judges them.
 var (
 	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
-	HostIDs  = []string{GPU, NvidiaDriver, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
+	HostIDs  = []string{GPU, NvidiaDriver, Persistence, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
 	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
 	// IDs is every check of a bake, in report order.
 	IDs = append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...)

@@ -1,6 +1,6 @@
 # Regenerate: python3 generate.py (writes into this directory; paths below are for the repo at /work/main).
-# Generates the synthetic/derived NCCL test logs for internal/checks/testdata/nccl and
-# internal/parse/nccltests/testdata. Formats follow the printf formats in the nccl-tests
+# Generates the synthetic/derived NCCL test logs in this directory, the one copy the parser
+# (internal/parse/nccltests), the judge (internal/checks) and the bake tests read. Formats follow the printf formats in the nccl-tests
 # FORMAT-NOTES (v2.17.x) and INFO lines as printed by NCCL 2.2x / aws-ofi-nccl 1.1x.
 import os
 OUT=os.path.dirname(os.path.abspath(__file__))

@@ -1,0 +1,44 @@
+package checks
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+// judgePersistence judges that the driver keeps GPU state between jobs: nvidia-persistenced
+// active (the DLAMI ships and enables it), or persistence mode on every GPU. Without either the
+// driver tears the GPUs down when the last process exits: every job pays the initialisation,
+// and NVIDIA's health checks (DCGM, AWS's and Azure's suites) expect it on.
+func judgePersistence(h facts.Host, _ Target) result.Check {
+	id := result.Persistence
+	const expected = "nvidia-persistenced active, or persistence mode on every GPU"
+	ev := func() string { return evidence(h.Persistenced.Evidence, h.PersistenceMode.Evidence) }
+	if h.Persistenced.OK() && h.Persistenced.Value == "active" {
+		return check(id, result.Pass, BasisRule, expected, "nvidia-persistenced active", "", "")
+	}
+	daemon := cmp.Or(h.Persistenced.Value, "unknown")
+	if !h.PersistenceMode.OK() {
+		return check(id, result.Fail, BasisRule, expected, "nvidia-persistenced "+daemon+", persistence mode unreadable",
+			"nvidia-persistenced is not active and the GPUs' persistence mode could not be read: "+h.PersistenceMode.Problem, ev())
+	}
+	var off []string
+	for _, g := range h.PersistenceMode.Value {
+		if !g.Enabled {
+			off = append(off, fmt.Sprint(g.Index))
+		}
+	}
+	n := len(h.PersistenceMode.Value)
+	switch {
+	case n == 0:
+		return check(id, result.Fail, BasisRule, expected, "nvidia-persistenced "+daemon+", no GPU listed",
+			"nvidia-persistenced is not active and nvidia-smi lists no GPU to read persistence mode from", ev())
+	case len(off) > 0:
+		return check(id, result.Fail, BasisRule, expected, fmt.Sprintf("nvidia-persistenced %s, persistence mode off on GPU %s", daemon, strings.Join(off, ", ")),
+			fmt.Sprintf("nvidia-persistenced is %s and persistence mode is off on GPU %s: the driver tears the GPUs down between jobs (systemctl enable --now nvidia-persistenced, as the DLAMI ships it)", daemon, strings.Join(off, ", ")), ev())
+	}
+	return check(id, result.Pass, BasisRule, expected, fmt.Sprintf("persistence mode on all %d GPUs (nvidia-persistenced %s)", n, daemon), "", "")
+}
