@@ -7,7 +7,44 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// Parameter is one SSM parameter.
+type Parameter struct {
+	Name         string    `json:"name"`
+	Value        string    `json:"value"`
+	Type         string    `json:"type,omitempty"`      // default "String"
+	DataType     string    `json:"data_type,omitempty"` // default "text"
+	Version      int64     `json:"version,omitempty"`   // default 1
+	LastModified time.Time `json:"last_modified,omitempty"`
+}
+
+// PutParameter adds or replaces a parameter in a region.
+func (s *Server) PutParameter(region string, p Parameter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := p
+	s.region(region).params[p.Name] = &c
+}
+
+// GetParameterValue returns a parameter's value as stored, for tests.
+func (s *Server) GetParameterValue(region, name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.region(region).params[name]
+	if p == nil {
+		return "", false
+	}
+	return p.Value, true
+}
+
+// DeleteParameter removes a parameter from a region.
+func (s *Server) DeleteParameter(region, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.region(region).params, name)
+}
 
 const ssmContentType = "application/x-amz-json-1.1"
 
