@@ -3,18 +3,25 @@ package awsfake
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// ImageFilter is one EC2 Filter.N.Name / Filter.N.Value.M group.
-type ImageFilter struct {
+// Every Describe* the fake serves goes through this file: parseDescribe reads
+// its ids, filters and paging, describe answers it from the resources a
+// handler hands over. The handlers keep only what is theirs: where the
+// resources live, which filter names mean which field, and their XML.
+
+// Filter is one EC2 Filter.N.Name / Filter.N.Value.M group.
+type Filter struct {
 	Name   string
 	Values []string
 }
 
-// Filter is one EC2 Filter.N.Name / Filter.N.Value.M group.
-type Filter = ImageFilter
+// ImageFilter is the name DescribeImagesInput's filters had before every
+// Describe* shared Filter.
+type ImageFilter = Filter
 
 // DescribeInput is the common shape of the Describe* calls the fake serves:
 // ids, filters and optional paging.
@@ -25,25 +32,116 @@ type DescribeInput struct {
 	NextToken  string
 }
 
-func parseDescribe(form url.Values, idParam, idPrefix, malformedCode string, known map[string]bool, maxResultsLo int) (DescribeInput, error) {
-	in := DescribeInput{IDs: indexedList(form, idParam)}
-	for _, id := range in.IDs {
-		if err := checkID(id, idPrefix, malformedCode); err != nil {
-			return in, err
+// describeParams says how one Describe* call names its parameters and what
+// it accepts.
+type describeParams struct {
+	idParam       string          // "InstanceId" for InstanceId.N; "" when the call takes no ids
+	idPrefix      string          // "i": ids must look like i-...; "" accepts any id
+	malformedCode string          // EC2's code for an id without the prefix
+	filters       map[string]bool // the filter names the call knows
+	tagFilters    bool            // tag:KEY filters are accepted too
+	maxResultsLo  int             // MaxResults' lower bound (EC2 varies it per call); 0: no paging
+}
+
+func parseDescribe(form url.Values, p describeParams) (DescribeInput, error) {
+	var in DescribeInput
+	if p.idParam != "" {
+		in.IDs = indexedList(form, p.idParam)
+	}
+	if p.idPrefix != "" {
+		for _, id := range in.IDs {
+			if err := checkID(id, p.idPrefix, p.malformedCode); err != nil {
+				return in, err
+			}
 		}
 	}
 	var err error
-	if in.Filters, err = parseFilters(form, known, true); err != nil {
+	if in.Filters, err = parseFilters(form, p.filters, p.tagFilters); err != nil {
 		return in, err
 	}
-	if in.MaxResults, err = intParam(form, "MaxResults", 0, maxResultsLo, 1000); err != nil {
+	if p.maxResultsLo == 0 {
+		return in, nil
+	}
+	if in.MaxResults, err = intParam(form, "MaxResults", 0, p.maxResultsLo, 1000); err != nil {
 		return in, err
 	}
 	if in.MaxResults > 0 && len(in.IDs) > 0 {
-		return in, inputError("InvalidParameterCombination", "The parameter %s cannot be used with the parameter maxResults", idParam)
+		return in, inputError("InvalidParameterCombination", "The parameter %s cannot be used with the parameter maxResults", p.idParam)
 	}
 	in.NextToken = form.Get("NextToken")
 	return in, nil
+}
+
+// describeSpec hands describe the resources of one Describe* call and how to
+// read them. Hooks left nil do nothing.
+type describeSpec[R any] struct {
+	in  DescribeInput
+	all []R // every resource the caller may see, in the order the answer lists them
+	id  func(R) string
+	// notFound is EC2's error for requested ids that do not exist (in request order).
+	notFound func(missing []string) response
+	// keep selects beyond ids and filters (owners, deprecation, names).
+	keep func(R) bool
+	// observe settles a resource in a transitional state before filters see
+	// its state.
+	observe func(R)
+	tags    func(R) map[string]string
+	// field returns a resource's values for a filter name.
+	field func(r R, filter string) []string
+}
+
+// describe answers a Describe*: the requested ids (all of them must exist),
+// then keep, observe and the filters, then one page. It returns the page and
+// the next token, or EC2's error.
+func describe[R any](sp describeSpec[R]) ([]R, string, response, bool) {
+	picked := sp.all
+	if len(sp.in.IDs) > 0 {
+		byID := make(map[string]bool, len(sp.all))
+		for _, r := range sp.all {
+			byID[sp.id(r)] = true
+		}
+		var missing []string
+		for _, id := range sp.in.IDs {
+			if !byID[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, "", sp.notFound(missing), false
+		}
+		picked = nil
+		for _, r := range sp.all {
+			if slices.Contains(sp.in.IDs, sp.id(r)) {
+				picked = append(picked, r)
+			}
+		}
+	}
+	var out []R
+	for _, r := range picked {
+		if sp.keep != nil && !sp.keep(r) {
+			continue
+		}
+		if sp.observe != nil {
+			sp.observe(r)
+		}
+		var tags map[string]string
+		if sp.tags != nil {
+			tags = sp.tags(r)
+		}
+		if matchFilters(sp.in.Filters, tags, func(name string) []string { return sp.field(r, name) }) {
+			out = append(out, r)
+		}
+	}
+	out, next, err := page(out, sp.in.MaxResults, sp.in.NextToken)
+	if err != nil {
+		return nil, "", badRequest("InvalidParameterValue", "%v", err), false
+	}
+	return out, next, response{}, true
+}
+
+// notFoundFirst is the usual EC2 answer for missing ids: it names the first.
+func notFoundFirst(code, format string) func([]string) response {
+	return func(missing []string) response { return badRequest(code, format, missing[0]) }
 }
 
 // parseFilters reads Filter.N.Name / Filter.N.Value.M, accepting only the

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -177,33 +176,10 @@ var knownImageFilters = map[string]bool{
 // and rejects what EC2 rejects: unknown filters, bad MaxResults, MaxResults
 // together with ImageId.
 func ParseDescribeImages(form url.Values) (DescribeImagesInput, error) {
-	in := DescribeImagesInput{
-		ImageIDs: indexedList(form, "ImageId"),
-		Owners:   indexedList(form, "Owner"),
-	}
-	for i := 1; ; i++ {
-		name := form.Get(fmt.Sprintf("Filter.%d.Name", i))
-		if name == "" {
-			break
-		}
-		if !knownImageFilters[name] && !strings.HasPrefix(name, "tag:") {
-			return in, fmt.Errorf("InvalidParameterValue: The filter '%s' is invalid", name)
-		}
-		in.Filters = append(in.Filters, ImageFilter{Name: name, Values: indexedList(form, fmt.Sprintf("Filter.%d.Value", i))})
-	}
-	in.IncludeDeprecated = form.Get("IncludeDeprecated") == "true"
-	if v := form.Get("MaxResults"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return in, fmt.Errorf("InvalidParameterValue: Value (%s) for parameter maxResults is invalid. Expecting a value between 1 and 1000", v)
-		}
-		if len(in.ImageIDs) > 0 {
-			return in, fmt.Errorf("InvalidParameterCombination: The parameter imageIdsSet cannot be used with the parameter maxResults")
-		}
-		in.MaxResults = n
-	}
-	in.NextToken = form.Get("NextToken")
-	return in, nil
+	d, err := parseDescribe(form, describeParams{idParam: "ImageId", filters: knownImageFilters, tagFilters: true, maxResultsLo: 1})
+	in := DescribeImagesInput{ImageIDs: d.IDs, Owners: indexedList(form, "Owner"), Filters: d.Filters,
+		IncludeDeprecated: form.Get("IncludeDeprecated") == "true", MaxResults: d.MaxResults, NextToken: d.NextToken}
+	return in, err
 }
 
 func (s *Server) visibleTo(img *Image) bool {
@@ -245,119 +221,72 @@ func (s *Server) deprecated(img *Image) bool {
 	return err == nil && !t.After(s.now())
 }
 
-func filterMatches(img *Image, f ImageFilter) bool {
-	var field string
-	switch {
-	case f.Name == "name":
-		field = img.Name
-	case f.Name == "image-id":
-		field = img.ID
-	case f.Name == "owner-id":
-		field = img.OwnerID
-	case f.Name == "owner-alias":
-		field = img.OwnerAlias
-	case f.Name == "architecture":
-		field = img.Architecture
-	case f.Name == "state":
-		field = orDefault(img.State, "available")
-	case f.Name == "is-public":
-		field = strconv.FormatBool(img.Public)
-	case f.Name == "root-device-type":
-		field = orDefault(img.RootDeviceType, "ebs")
-	case f.Name == "root-device-name":
-		field = img.RootDeviceName
-	case f.Name == "virtualization-type":
-		field = orDefault(img.VirtualizationType, "hvm")
-	case f.Name == "description":
-		field = img.Description
-	case f.Name == "image-type":
-		field = "machine"
-	case f.Name == "tag-key":
-		for k := range img.Tags {
-			for _, v := range f.Values {
-				if matchWildcard(v, k) {
-					return true
-				}
-			}
-		}
-		return false
-	case strings.HasPrefix(f.Name, "tag:"):
-		v, ok := img.Tags[strings.TrimPrefix(f.Name, "tag:")]
-		if !ok {
-			return false
-		}
-		field = v
+func imageField(img *Image, name string) []string {
+	switch name {
+	case "name":
+		return []string{img.Name}
+	case "image-id":
+		return []string{img.ID}
+	case "owner-id":
+		return []string{img.OwnerID}
+	case "owner-alias":
+		return []string{img.OwnerAlias}
+	case "architecture":
+		return []string{img.Architecture}
+	case "state":
+		return []string{orDefault(img.State, "available")}
+	case "is-public":
+		return []string{boolString(img.Public)}
+	case "root-device-type":
+		return []string{orDefault(img.RootDeviceType, "ebs")}
+	case "root-device-name":
+		return []string{img.RootDeviceName}
+	case "virtualization-type":
+		return []string{orDefault(img.VirtualizationType, "hvm")}
+	case "description":
+		return []string{img.Description}
+	case "image-type":
+		return []string{"machine"}
 	}
-	for _, v := range f.Values {
-		if matchWildcard(v, field) {
-			return true
-		}
-	}
-	return false
+	return nil
 }
 
 func (s *Server) describeImages(region string, in DescribeImagesInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	var picked []*Image
-	if len(in.ImageIDs) > 0 {
-		for _, id := range in.ImageIDs {
-			img := rd.images[id]
-			if d, ok := rd.deregistered[id]; img == nil && ok && s.now().Sub(d.at) < DeregisteredVisible && s.visibleTo(&d.img) {
-				gone := cloneImage(d.img)
-				img = &gone
-			}
-			if img == nil || !s.visibleTo(img) {
-				return ec2Error(http.StatusBadRequest, "InvalidAMIID.NotFound", fmt.Sprintf("The image id '[%s]' does not exist", id))
-			}
-			picked = append(picked, img)
-		}
-	} else {
-		for _, img := range rd.images {
-			picked = append(picked, img)
+	var all []*Image
+	for _, img := range rd.images {
+		if s.visibleTo(img) {
+			all = append(all, img)
 		}
 	}
-	var out []*Image
-	for _, img := range picked {
-		s.observeImage(rd, img)
-		if !s.visibleTo(img) || !s.ownerMatches(img, in.Owners) {
-			continue
-		}
-		// EC2 hides deprecated images from filter searches unless asked, but
-		// not from lookups by id and never from their owner.
-		if len(in.ImageIDs) == 0 && !in.IncludeDeprecated && img.OwnerID != s.account && s.deprecated(img) {
-			continue
-		}
-		ok := true
-		for _, f := range in.Filters {
-			if !filterMatches(img, f) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			out = append(out, img)
+	// A lately deregistered image still answers a lookup by its id.
+	for _, id := range in.ImageIDs {
+		if d, ok := rd.deregistered[id]; rd.images[id] == nil && ok && s.now().Sub(d.at) < DeregisteredVisible && s.visibleTo(&d.img) {
+			gone := cloneImage(d.img)
+			all = append(all, &gone)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	next := ""
-	if in.MaxResults > 0 {
-		start := 0
-		if in.NextToken != "" {
-			n, err := strconv.Atoi(strings.TrimPrefix(in.NextToken, "fake-next-"))
-			if err != nil || n < 0 || n > len(out) {
-				return ec2Error(http.StatusBadRequest, "InvalidParameterValue", "The token is invalid")
-			}
-			start = n
-		}
-		end := min(start+in.MaxResults, len(out))
-		if end < len(out) {
-			next = fmt.Sprintf("fake-next-%d", end)
-		}
-		out = out[start:end]
+	sort.Slice(all, func(a, b int) bool { return all[a].ID < all[b].ID })
+	images, next, errResp, ok := describe(describeSpec[*Image]{
+		in:  DescribeInput{IDs: in.ImageIDs, Filters: in.Filters, MaxResults: in.MaxResults, NextToken: in.NextToken},
+		all: all, id: func(img *Image) string { return img.ID },
+		notFound: notFoundFirst("InvalidAMIID.NotFound", "The image id '[%s]' does not exist"),
+		keep: func(img *Image) bool {
+			// EC2 hides deprecated images from filter searches unless asked, but
+			// not from lookups by id and never from their owner.
+			return s.ownerMatches(img, in.Owners) &&
+				(len(in.ImageIDs) > 0 || in.IncludeDeprecated || img.OwnerID == s.account || !s.deprecated(img))
+		},
+		observe: func(img *Image) { s.observeImage(rd, img) },
+		tags:    func(img *Image) map[string]string { return img.Tags },
+		field:   imageField,
+	})
+	if !ok {
+		return errResp
 	}
-	return renderDescribeImages(out, next)
+	return renderDescribeImages(images, next)
 }
 
 // observeImage settles a pending image (and is a no-op for others).
@@ -432,15 +361,14 @@ type xmlImage struct {
 }
 
 type xmlDescribeImages struct {
-	XMLName   xml.Name   `xml:"DescribeImagesResponse"`
-	Xmlns     string     `xml:"xmlns,attr"`
-	RequestID string     `xml:"requestId"`
+	XMLName xml.Name `xml:"DescribeImagesResponse"`
+	ec2Meta
 	Images    []xmlImage `xml:"imagesSet>item"`
 	NextToken string     `xml:"nextToken,omitempty"`
 }
 
 func renderDescribeImages(images []*Image, next string) response {
-	doc := xmlDescribeImages{Xmlns: ec2Namespace, RequestID: requestID(), Images: []xmlImage{}, NextToken: next}
+	doc := xmlDescribeImages{ec2Meta: meta(), Images: []xmlImage{}, NextToken: next}
 	for _, img := range images {
 		x := xmlImage{
 			ImageID:            img.ID,
@@ -479,25 +407,10 @@ func renderDescribeImages(images []*Image, next string) response {
 			x.StateReason = &xmlStateReason{Code: img.StateReasonCode, Message: img.StateReasonMessage}
 		}
 		x.SourceInstanceID = img.SourceInstanceID
-		if len(img.Tags) > 0 {
-			keys := make([]string, 0, len(img.Tags))
-			for k := range img.Tags {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			tags := make([]xmlTag, 0, len(keys))
-			for _, k := range keys {
-				tags = append(tags, xmlTag{k, img.Tags[k]})
-			}
-			x.TagSet = &tags
-		}
+		x.TagSet = xmlTags(img.Tags)
 		doc.Images = append(doc.Images, x)
 	}
-	b, err := xml.MarshalIndent(doc, "", "    ")
-	if err != nil {
-		return ec2Error(http.StatusInternalServerError, "InternalError", err.Error())
-	}
-	return response{status: http.StatusOK, contentType: xmlType, body: `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + string(b)}
+	return xmlOK(doc)
 }
 
 // CreateImageInput is the decoded form of CreateImage.

@@ -82,7 +82,8 @@ var instanceFilters = map[string]bool{
 
 // ParseDescribeInstances decodes DescribeInstances and DescribeInstanceStatus.
 func ParseDescribeInstances(form url.Values) (DescribeInput, error) {
-	return parseDescribe(form, "InstanceId", "i", "InvalidInstanceID.Malformed", instanceFilters, 5)
+	return parseDescribe(form, describeParams{idParam: "InstanceId", idPrefix: "i", malformedCode: "InvalidInstanceID.Malformed",
+		filters: instanceFilters, tagFilters: true, maxResultsLo: 5})
 }
 
 // ParseInstanceIDs decodes the InstanceId.N list of Stop/Terminate/Start.
@@ -385,33 +386,19 @@ func (s *Server) describeInstances(region string, in DescribeInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	var picked []*instanceRec
-	if len(in.IDs) > 0 {
-		found, missing := instancesByID(rd, in.IDs)
-		if len(missing) > 0 {
-			return notFoundInstances(missing)
-		}
-		picked = found
-	} else {
-		for _, r := range rd.instances {
-			picked = append(picked, r)
-		}
-	}
-	sort.Slice(picked, func(a, b int) bool { return picked[a].seq < picked[b].seq })
-	var out []*instanceRec
-	for _, r := range picked {
-		s.observeInstance(rd, r)
-		if matchFilters(in.Filters, r.Tags, instanceField(r)) {
-			out = append(out, r)
-		}
-	}
-	out, next, err := page(out, in.MaxResults, in.NextToken)
-	if err != nil {
-		return badRequest("InvalidParameterValue", "%v", err)
+	instances, next, errResp, ok := describe(describeSpec[*instanceRec]{
+		in: in, all: instancesInLaunchOrder(rd), id: func(r *instanceRec) string { return r.ID },
+		notFound: notFoundInstances,
+		observe:  func(r *instanceRec) { s.observeInstance(rd, r) },
+		tags:     func(r *instanceRec) map[string]string { return r.Tags },
+		field:    instanceField,
+	})
+	if !ok {
+		return errResp
 	}
 	doc := xmlDescribeInstances{ec2Meta: meta(), Reservations: []xmlReservation{}, NextToken: next}
 	index := map[string]int{}
-	for _, r := range out {
+	for _, r := range instances {
 		i, ok := index[r.reservationID]
 		if !ok {
 			i = len(doc.Reservations)
@@ -424,34 +411,44 @@ func (s *Server) describeInstances(region string, in DescribeInput) response {
 	return xmlOK(doc)
 }
 
-func instanceField(r *instanceRec) func(string) []string {
-	return func(name string) []string {
-		switch name {
-		case "instance-id":
-			return []string{r.ID}
-		case "instance-state-name":
-			return []string{r.State}
-		case "instance-state-code":
-			return []string{itoa(stateCodes[r.State])}
-		case "image-id":
-			return []string{r.ImageID}
-		case "instance-type":
-			return []string{r.InstanceType}
-		case "key-name":
-			return []string{r.KeyName}
-		case "vpc-id":
-			return []string{r.VpcID}
-		case "subnet-id":
-			return []string{r.SubnetID}
-		case "availability-zone":
-			return []string{r.AvailabilityZone}
-		case "ip-address", "private-ip-address":
-			return []string{r.Address}
-		case "instance.group-id":
-			return r.SecurityGroupIDs
-		}
-		return nil
+// instancesInLaunchOrder lists a region's instances oldest first, the order
+// EC2 answers in. Runs under s.mu.
+func instancesInLaunchOrder(rd *regionData) []*instanceRec {
+	out := make([]*instanceRec, 0, len(rd.instances))
+	for _, r := range rd.instances {
+		out = append(out, r)
 	}
+	sort.Slice(out, func(a, b int) bool { return out[a].seq < out[b].seq })
+	return out
+}
+
+// instanceField returns an instance's values for a DescribeInstances filter.
+func instanceField(r *instanceRec, name string) []string {
+	switch name {
+	case "instance-id":
+		return []string{r.ID}
+	case "instance-state-name":
+		return []string{r.State}
+	case "instance-state-code":
+		return []string{itoa(stateCodes[r.State])}
+	case "image-id":
+		return []string{r.ImageID}
+	case "instance-type":
+		return []string{r.InstanceType}
+	case "key-name":
+		return []string{r.KeyName}
+	case "vpc-id":
+		return []string{r.VpcID}
+	case "subnet-id":
+		return []string{r.SubnetID}
+	case "availability-zone":
+		return []string{r.AvailabilityZone}
+	case "ip-address", "private-ip-address":
+		return []string{r.Address}
+	case "instance.group-id":
+		return r.SecurityGroupIDs
+	}
+	return nil
 }
 
 func notFoundInstances(ids []string) response {

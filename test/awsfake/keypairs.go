@@ -90,15 +90,9 @@ var keyPairFilters = map[string]bool{"key-name": true, "key-pair-id": true, "fin
 
 // ParseDescribeKeyPairs decodes DescribeKeyPairs.
 func ParseDescribeKeyPairs(form url.Values) (DescribeKeyPairsInput, error) {
-	in := DescribeKeyPairsInput{KeyNames: indexedList(form, "KeyName"), KeyPairIDs: indexedList(form, "KeyPairId")}
-	for _, id := range in.KeyPairIDs {
-		if err := checkID(id, "key", "InvalidKeyPair.Malformed"); err != nil {
-			return in, err
-		}
-	}
-	var err error
-	in.Filters, err = parseFilters(form, keyPairFilters, true)
-	return in, err
+	d, err := parseDescribe(form, describeParams{idParam: "KeyPairId", idPrefix: "key", malformedCode: "InvalidKeyPair.Malformed",
+		filters: keyPairFilters, tagFilters: true})
+	return DescribeKeyPairsInput{KeyNames: indexedList(form, "KeyName"), KeyPairIDs: d.IDs, Filters: d.Filters}, err
 }
 
 func (s *Server) createKeyPair(region string, in KeyPairInput) response {
@@ -162,19 +156,17 @@ func (s *Server) describeKeyPairs(region string, in DescribeKeyPairsInput) respo
 			return badRequest("InvalidKeyPair.NotFound", "The key pair '%s' does not exist", name)
 		}
 	}
-	for _, id := range in.KeyPairIDs {
-		if s.keyPairByID(rd, id) == nil {
-			return badRequest("InvalidKeyPair.NotFound", "The key pair ID '%s' does not exist", id)
-		}
-	}
-	out := xmlDescribeKeyPairs{ec2Meta: meta(), Keys: []xmlKeyPairInfo{}}
+	var all []*KeyPair
 	for _, name := range sortedKeys(rd.keyPairs) {
-		kp := rd.keyPairs[name]
-		if (len(in.KeyNames) > 0 && !contains(in.KeyNames, name)) || (len(in.KeyPairIDs) > 0 && !contains(in.KeyPairIDs, kp.ID)) {
-			continue
-		}
-		if !matchFilters(in.Filters, kp.Tags, func(f string) []string {
-			switch f {
+		all = append(all, rd.keyPairs[name])
+	}
+	keys, _, errResp, ok := describe(describeSpec[*KeyPair]{
+		in: DescribeInput{IDs: in.KeyPairIDs, Filters: in.Filters}, all: all, id: func(kp *KeyPair) string { return kp.ID },
+		notFound: notFoundFirst("InvalidKeyPair.NotFound", "The key pair ID '%s' does not exist"),
+		keep:     func(kp *KeyPair) bool { return len(in.KeyNames) == 0 || contains(in.KeyNames, kp.Name) },
+		tags:     func(kp *KeyPair) map[string]string { return kp.Tags },
+		field: func(kp *KeyPair, name string) []string {
+			switch name {
 			case "key-name":
 				return []string{kp.Name}
 			case "key-pair-id":
@@ -183,9 +175,13 @@ func (s *Server) describeKeyPairs(region string, in DescribeKeyPairsInput) respo
 				return []string{kp.Fingerprint}
 			}
 			return nil
-		}) {
-			continue
-		}
+		},
+	})
+	if !ok {
+		return errResp
+	}
+	out := xmlDescribeKeyPairs{ec2Meta: meta(), Keys: []xmlKeyPairInfo{}}
+	for _, kp := range keys {
 		out.Keys = append(out.Keys, xmlKeyPairInfo{KeyPairID: kp.ID, KeyName: kp.Name, KeyFingerprint: kp.Fingerprint, KeyType: kp.Type,
 			CreateTime: kp.CreateTime, TagSet: xmlTags(kp.Tags)})
 	}

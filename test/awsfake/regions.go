@@ -22,45 +22,42 @@ var regionFilters = map[string]bool{"region-name": true, "endpoint": true, "opt-
 
 // ParseDescribeRegions decodes DescribeRegions.
 func ParseDescribeRegions(form url.Values) (DescribeRegionsInput, error) {
-	in := DescribeRegionsInput{RegionNames: indexedList(form, "RegionName")}
-	var err error
-	if in.AllRegions, err = boolParam(form, "AllRegions"); err != nil {
+	d, err := parseDescribe(form, describeParams{idParam: "RegionName", filters: regionFilters})
+	in := DescribeRegionsInput{RegionNames: d.IDs, Filters: d.Filters}
+	if err != nil {
 		return in, err
 	}
-	in.Filters, err = parseFilters(form, regionFilters, false)
+	in.AllRegions, err = boolParam(form, "AllRegions")
 	return in, err
 }
 
 func describeRegions(in DescribeRegionsInput) response {
-	all := FakeRegions()
-	for _, name := range in.RegionNames {
-		if !contains(all, name) {
-			return badRequest("InvalidParameterValue", "Invalid region: %s", name)
-		}
-	}
-	out := xmlDescribeRegions{ec2Meta: meta(), Regions: []xmlRegion{}}
-	for _, r := range all {
-		if len(in.RegionNames) > 0 && !contains(in.RegionNames, r) {
-			continue
-		}
-		endpoint := "ec2." + r + ".amazonaws.com"
-		if !matchFilters(in.Filters, nil, func(name string) []string {
+	regions, _, errResp, ok := describe(describeSpec[string]{
+		in: DescribeInput{IDs: in.RegionNames, Filters: in.Filters}, all: FakeRegions(), id: func(r string) string { return r },
+		notFound: notFoundFirst("InvalidParameterValue", "Invalid region: %s"),
+		field: func(r, name string) []string {
 			switch name {
 			case "region-name":
 				return []string{r}
 			case "endpoint":
-				return []string{endpoint}
+				return []string{regionEndpoint(r)}
 			case "opt-in-status":
 				return []string{"opt-in-not-required"}
 			}
 			return nil
-		}) {
-			continue
-		}
-		out.Regions = append(out.Regions, xmlRegion{RegionName: r, RegionEndpoint: endpoint, OptInStatus: "opt-in-not-required"})
+		},
+	})
+	if !ok {
+		return errResp
+	}
+	out := xmlDescribeRegions{ec2Meta: meta(), Regions: []xmlRegion{}}
+	for _, r := range regions {
+		out.Regions = append(out.Regions, xmlRegion{RegionName: r, RegionEndpoint: regionEndpoint(r), OptInStatus: "opt-in-not-required"})
 	}
 	return xmlOK(out)
 }
+
+func regionEndpoint(region string) string { return "ec2." + region + ".amazonaws.com" }
 
 type xmlRegion struct {
 	RegionName     string `xml:"regionName"`
@@ -96,11 +93,9 @@ func ParseDescribeInstanceTypeOfferings(form url.Values) (DescribeOfferingsInput
 	default:
 		return in, inputError("InvalidParameterValue", "Value (%s) for parameter locationType is invalid. Valid values: region, availability-zone, availability-zone-id", in.LocationType)
 	}
-	var err error
-	if in.Filters, err = parseFilters(form, offeringFilters, false); err != nil {
-		return in, err
-	}
-	_, err = intParam(form, "MaxResults", 0, 5, 1000)
+	// MaxResults is checked but not used: the few offerings fit one answer.
+	d, err := parseDescribe(form, describeParams{filters: offeringFilters, maxResultsLo: 5})
+	in.Filters = d.Filters
 	return in, err
 }
 
@@ -123,20 +118,25 @@ func describeOfferings(region string, in DescribeOfferingsInput) response {
 			}
 		}
 	}
-	out := xmlDescribeOfferings{ec2Meta: meta(), Offerings: []xmlOffering{}}
+	var all []xmlOffering
 	for _, loc := range locations {
 		for _, t := range types {
-			if matchFilters(in.Filters, nil, func(name string) []string {
-				if name == "location" {
-					return []string{loc}
-				}
-				return []string{t}
-			}) {
-				out.Offerings = append(out.Offerings, xmlOffering{InstanceType: t, LocationType: in.LocationType, Location: loc})
-			}
+			all = append(all, xmlOffering{InstanceType: t, LocationType: in.LocationType, Location: loc})
 		}
 	}
-	return xmlOK(out)
+	offerings, _, errResp, ok := describe(describeSpec[xmlOffering]{
+		in: DescribeInput{Filters: in.Filters}, all: all,
+		field: func(o xmlOffering, name string) []string {
+			if name == "location" {
+				return []string{o.Location}
+			}
+			return []string{o.InstanceType}
+		},
+	})
+	if !ok {
+		return errResp
+	}
+	return xmlOK(xmlDescribeOfferings{ec2Meta: meta(), Offerings: append([]xmlOffering{}, offerings...)})
 }
 
 type xmlOffering struct {

@@ -168,7 +168,8 @@ type DescribeSecurityGroupsInput struct {
 
 // ParseDescribeSecurityGroups decodes DescribeSecurityGroups.
 func ParseDescribeSecurityGroups(form url.Values) (DescribeSecurityGroupsInput, error) {
-	d, err := parseDescribe(form, "GroupId", "sg", "InvalidGroupId.Malformed", securityGroupFilters, 5)
+	d, err := parseDescribe(form, describeParams{idParam: "GroupId", idPrefix: "sg", malformedCode: "InvalidGroupId.Malformed",
+		filters: securityGroupFilters, tagFilters: true, maxResultsLo: 5})
 	return DescribeSecurityGroupsInput{DescribeInput: d, GroupNames: indexedList(form, "GroupName")}, err
 }
 
@@ -254,24 +255,22 @@ func (s *Server) describeSecurityGroups(region string, in DescribeSecurityGroups
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	for _, id := range in.IDs {
-		if rd.groups[id] == nil {
-			return badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
-		}
-	}
 	for _, name := range in.GroupNames {
 		if groupByName(rd, name) == nil {
 			return badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, rd.vpc.ID)
 		}
 	}
-	var groups []xmlSecurityGroup
+	var all []*SecurityGroup
 	for _, id := range sortedKeys(rd.groups) {
-		g := rd.groups[id]
-		if (len(in.IDs) > 0 && !contains(in.IDs, id)) || (len(in.GroupNames) > 0 && !contains(in.GroupNames, g.Name)) {
-			continue
-		}
-		if !matchFilters(in.Filters, g.Tags, func(f string) []string {
-			switch f {
+		all = append(all, rd.groups[id])
+	}
+	groups, next, errResp, ok := describe(describeSpec[*SecurityGroup]{
+		in: in.DescribeInput, all: all, id: func(g *SecurityGroup) string { return g.ID },
+		notFound: notFoundFirst("InvalidGroup.NotFound", "The security group '%s' does not exist"),
+		keep:     func(g *SecurityGroup) bool { return len(in.GroupNames) == 0 || contains(in.GroupNames, g.Name) },
+		tags:     func(g *SecurityGroup) map[string]string { return g.Tags },
+		field: func(g *SecurityGroup, name string) []string {
+			switch name {
 			case "group-id":
 				return []string{g.ID}
 			case "group-name":
@@ -284,16 +283,16 @@ func (s *Server) describeSecurityGroups(region string, in DescribeSecurityGroups
 				return []string{g.OwnerID}
 			}
 			return nil
-		}) {
-			continue
-		}
-		groups = append(groups, renderSecurityGroup(g))
+		},
+	})
+	if !ok {
+		return errResp
 	}
-	groups, next, err := page(groups, in.MaxResults, in.NextToken)
-	if err != nil {
-		return badRequest("InvalidParameterValue", "%v", err)
+	out := xmlDescribeSecurityGroups{ec2Meta: meta(), Groups: []xmlSecurityGroup{}, NextToken: next}
+	for _, g := range groups {
+		out.Groups = append(out.Groups, renderSecurityGroup(g))
 	}
-	return xmlOK(xmlDescribeSecurityGroups{ec2Meta: meta(), Groups: append([]xmlSecurityGroup{}, groups...), NextToken: next})
+	return xmlOK(out)
 }
 
 func (s *Server) deleteSecurityGroup(region string, in SecurityGroupInput) response {

@@ -41,7 +41,8 @@ var snapshotFilters = map[string]bool{"snapshot-id": true, "volume-id": true, "s
 
 // ParseDescribeSnapshots decodes DescribeSnapshots.
 func ParseDescribeSnapshots(form url.Values) (DescribeSnapshotsInput, error) {
-	d, err := parseDescribe(form, "SnapshotId", "snap", "InvalidSnapshotID.Malformed", snapshotFilters, 5)
+	d, err := parseDescribe(form, describeParams{idParam: "SnapshotId", idPrefix: "snap", malformedCode: "InvalidSnapshotID.Malformed",
+		filters: snapshotFilters, tagFilters: true, maxResultsLo: 5})
 	return DescribeSnapshotsInput{DescribeInput: d, Owners: indexedList(form, "Owner")}, err
 }
 
@@ -67,23 +68,20 @@ func (s *Server) describeSnapshots(region string, in DescribeSnapshotsInput) res
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	for _, id := range in.IDs {
-		if rd.snapshots[id] == nil {
-			return badRequest("InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
-		}
-	}
-	var out []xmlSnapshot
+	var all []*Snapshot
 	for _, id := range sortedKeys(rd.snapshots) {
-		sn := rd.snapshots[id]
-		if len(in.IDs) > 0 && !contains(in.IDs, id) {
-			continue
-		}
-		if len(in.Owners) > 0 && !contains(in.Owners, "self") && !contains(in.Owners, sn.OwnerID) {
-			continue
-		}
-		s.observeSnapshot(rd, sn)
-		if !matchFilters(in.Filters, sn.Tags, func(f string) []string {
-			switch f {
+		all = append(all, rd.snapshots[id])
+	}
+	snaps, next, errResp, ok := describe(describeSpec[*Snapshot]{
+		in: in.DescribeInput, all: all, id: func(sn *Snapshot) string { return sn.ID },
+		notFound: notFoundFirst("InvalidSnapshot.NotFound", "The snapshot '%s' does not exist."),
+		keep: func(sn *Snapshot) bool {
+			return len(in.Owners) == 0 || contains(in.Owners, "self") || contains(in.Owners, sn.OwnerID)
+		},
+		observe: func(sn *Snapshot) { s.observeSnapshot(rd, sn) },
+		tags:    func(sn *Snapshot) map[string]string { return sn.Tags },
+		field: func(sn *Snapshot, name string) []string {
+			switch name {
 			case "snapshot-id":
 				return []string{sn.ID}
 			case "volume-id":
@@ -96,16 +94,16 @@ func (s *Server) describeSnapshots(region string, in DescribeSnapshotsInput) res
 				return []string{sn.Description}
 			}
 			return nil
-		}) {
-			continue
-		}
-		out = append(out, renderSnapshot(sn))
+		},
+	})
+	if !ok {
+		return errResp
 	}
-	out, next, err := page(out, in.MaxResults, in.NextToken)
-	if err != nil {
-		return badRequest("InvalidParameterValue", "%v", err)
+	out := xmlDescribeSnapshots{ec2Meta: meta(), Snapshots: []xmlSnapshot{}, NextToken: next}
+	for _, sn := range snaps {
+		out.Snapshots = append(out.Snapshots, renderSnapshot(sn))
 	}
-	return xmlOK(xmlDescribeSnapshots{ec2Meta: meta(), Snapshots: append([]xmlSnapshot{}, out...), NextToken: next})
+	return xmlOK(out)
 }
 
 // observeSnapshot settles a pending snapshot.

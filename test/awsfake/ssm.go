@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -169,14 +168,6 @@ func (s *Server) ssmRequest(target string, body []byte, scope CredentialScope, s
 		if in.MaxResults < 1 || in.MaxResults > 10 {
 			return req, &wireError{ssmError(http.StatusBadRequest, "ValidationException", fmt.Sprintf("1 validation error detected: Value '%d' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 10", in.MaxResults))}
 		}
-		start := 0
-		if in.NextToken != "" {
-			n, err := strconv.Atoi(strings.TrimPrefix(in.NextToken, "fake-next-"))
-			if err != nil || n < 0 {
-				return req, &wireError{ssmError(http.StatusBadRequest, "InvalidNextToken", "The specified token isn't valid.")}
-			}
-			start = n
-		}
 		req.resource = ssmParameterARN(region, s.account, in.Path)
 		req.handle = func() response {
 			s.mu.Lock()
@@ -191,15 +182,18 @@ func (s *Server) ssmRequest(target string, body []byte, scope CredentialScope, s
 				names = append(names, name)
 			}
 			sort.Strings(names)
-			out := map[string]any{}
-			params := []ssmParameterJSON{}
-			end := min(start+in.MaxResults, len(names))
-			for i := start; i < end; i++ {
-				params = append(params, s.ssmParamJSON(region, s.region(region).params[names[i]]))
+			// The EC2 Describe* paging, with SSM's error for a bad token.
+			names, next, err := page(names, in.MaxResults, in.NextToken)
+			if err != nil {
+				return ssmError(http.StatusBadRequest, "InvalidNextToken", "The specified token isn't valid.")
 			}
-			out["Parameters"] = params
-			if end < len(names) {
-				out["NextToken"] = fmt.Sprintf("fake-next-%d", end)
+			params := []ssmParameterJSON{}
+			for _, name := range names {
+				params = append(params, s.ssmParamJSON(region, s.region(region).params[name]))
+			}
+			out := map[string]any{"Parameters": params}
+			if next != "" {
+				out["NextToken"] = next
 			}
 			return jsonResponse(out)
 		}

@@ -151,16 +151,7 @@ var tagFilters = map[string]bool{"resource-id": true, "resource-type": true, "ke
 
 // ParseDescribeTags decodes DescribeTags.
 func ParseDescribeTags(form url.Values) (DescribeInput, error) {
-	var in DescribeInput
-	var err error
-	if in.Filters, err = parseFilters(form, tagFilters, false); err != nil {
-		return in, err
-	}
-	if in.MaxResults, err = intParam(form, "MaxResults", 0, 5, 1000); err != nil {
-		return in, err
-	}
-	in.NextToken = form.Get("NextToken")
-	return in, nil
+	return parseDescribe(form, describeParams{filters: tagFilters, maxResultsLo: 5})
 }
 
 // tagsOf returns a pointer to the tag map of an owned resource, or the
@@ -259,9 +250,9 @@ func (s *Server) describeTags(region string, in DescribeInput) response {
 	for _, name := range sortedKeys(rd.keyPairs) {
 		add(rd.keyPairs[name].ID, "key-pair", rd.keyPairs[name].Tags)
 	}
-	var out []xmlTagDescription
-	for _, t := range all {
-		if matchFilters(in.Filters, nil, func(name string) []string {
+	tags, next, errResp, ok := describe(describeSpec[xmlTagDescription]{
+		in: in, all: all,
+		field: func(t xmlTagDescription, name string) []string {
 			switch name {
 			case "resource-id":
 				return []string{t.ResourceID}
@@ -273,15 +264,12 @@ func (s *Server) describeTags(region string, in DescribeInput) response {
 				return []string{t.Value}
 			}
 			return nil
-		}) {
-			out = append(out, t)
-		}
+		},
+	})
+	if !ok {
+		return errResp
 	}
-	out, next, err := page(out, in.MaxResults, in.NextToken)
-	if err != nil {
-		return badRequest("InvalidParameterValue", "%v", err)
-	}
-	return xmlOK(xmlDescribeTags{ec2Meta: meta(), Tags: append([]xmlTagDescription{}, out...), NextToken: next})
+	return xmlOK(xmlDescribeTags{ec2Meta: meta(), Tags: append([]xmlTagDescription{}, tags...), NextToken: next})
 }
 
 // The XML follows the element order of a real DescribeImages capture.

@@ -24,7 +24,8 @@ var volumeFilters = map[string]bool{"volume-id": true, "status": true, "attachme
 
 // ParseDescribeVolumes decodes DescribeVolumes.
 func ParseDescribeVolumes(form url.Values) (DescribeInput, error) {
-	return parseDescribe(form, "VolumeId", "vol", "InvalidVolumeID.Malformed", volumeFilters, 5)
+	return parseDescribe(form, describeParams{idParam: "VolumeId", idPrefix: "vol", malformedCode: "InvalidVolumeID.Malformed",
+		filters: volumeFilters, tagFilters: true, maxResultsLo: 5})
 }
 
 // ParseVolumeID decodes DeleteVolume.
@@ -40,19 +41,16 @@ func (s *Server) describeVolumes(region string, in DescribeInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	for _, id := range in.IDs {
-		if rd.volumes[id] == nil {
-			return badRequest("InvalidVolume.NotFound", "The volume '%s' does not exist.", id)
-		}
-	}
-	var out []xmlVolume
+	var all []*Volume
 	for _, id := range sortedKeys(rd.volumes) {
-		v := rd.volumes[id]
-		if len(in.IDs) > 0 && !contains(in.IDs, id) {
-			continue
-		}
-		if !matchFilters(in.Filters, v.Tags, func(f string) []string {
-			switch f {
+		all = append(all, rd.volumes[id])
+	}
+	vols, next, errResp, ok := describe(describeSpec[*Volume]{
+		in: in, all: all, id: func(v *Volume) string { return v.ID },
+		notFound: notFoundFirst("InvalidVolume.NotFound", "The volume '%s' does not exist."),
+		tags:     func(v *Volume) map[string]string { return v.Tags },
+		field: func(v *Volume, name string) []string {
+			switch name {
 			case "volume-id":
 				return []string{v.ID}
 			case "status":
@@ -63,16 +61,16 @@ func (s *Server) describeVolumes(region string, in DescribeInput) response {
 				return []string{v.SnapshotID}
 			}
 			return nil
-		}) {
-			continue
-		}
-		out = append(out, renderVolume(v))
+		},
+	})
+	if !ok {
+		return errResp
 	}
-	out, next, err := page(out, in.MaxResults, in.NextToken)
-	if err != nil {
-		return badRequest("InvalidParameterValue", "%v", err)
+	out := xmlDescribeVolumes{ec2Meta: meta(), Volumes: []xmlVolume{}, NextToken: next}
+	for _, v := range vols {
+		out.Volumes = append(out.Volumes, renderVolume(v))
 	}
-	return xmlOK(xmlDescribeVolumes{ec2Meta: meta(), Volumes: append([]xmlVolume{}, out...), NextToken: next})
+	return xmlOK(out)
 }
 
 func (s *Server) deleteVolume(region, id string) response {

@@ -26,7 +26,8 @@ var vpcFilters = map[string]bool{"vpc-id": true, "is-default": true, "isDefault"
 
 // ParseDescribeVpcs decodes DescribeVpcs.
 func ParseDescribeVpcs(form url.Values) (DescribeInput, error) {
-	return parseDescribe(form, "VpcId", "vpc", "InvalidVpcID.Malformed", vpcFilters, 5)
+	return parseDescribe(form, describeParams{idParam: "VpcId", idPrefix: "vpc", malformedCode: "InvalidVpcID.Malformed",
+		filters: vpcFilters, tagFilters: true, maxResultsLo: 5})
 }
 
 var subnetFilters = map[string]bool{
@@ -36,35 +37,38 @@ var subnetFilters = map[string]bool{
 
 // ParseDescribeSubnets decodes DescribeSubnets.
 func ParseDescribeSubnets(form url.Values) (DescribeInput, error) {
-	return parseDescribe(form, "SubnetId", "subnet", "InvalidSubnetID.Malformed", subnetFilters, 5)
+	return parseDescribe(form, describeParams{idParam: "SubnetId", idPrefix: "subnet", malformedCode: "InvalidSubnetID.Malformed",
+		filters: subnetFilters, tagFilters: true, maxResultsLo: 5})
 }
 
 func (s *Server) describeVpcs(region string, in DescribeInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	for _, id := range in.IDs {
-		if id != rd.vpc.ID {
-			return badRequest("InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
-		}
+	vpcs, _, errResp, ok := describe(describeSpec[Vpc]{
+		in: in, all: []Vpc{rd.vpc}, id: func(v Vpc) string { return v.ID },
+		notFound: notFoundFirst("InvalidVpcID.NotFound", "The vpc ID '%s' does not exist"),
+		field: func(v Vpc, name string) []string {
+			switch name {
+			case "vpc-id":
+				return []string{v.ID}
+			case "is-default", "isDefault":
+				return []string{boolString(v.IsDefault)}
+			case "state":
+				return []string{"available"}
+			case "cidr", "cidr-block":
+				return []string{v.CIDRBlock}
+			case "owner-id":
+				return []string{s.account}
+			}
+			return nil
+		},
+	})
+	if !ok {
+		return errResp
 	}
 	out := xmlDescribeVpcs{ec2Meta: meta(), Vpcs: []xmlVpc{}}
-	v := rd.vpc
-	if matchFilters(in.Filters, nil, func(name string) []string {
-		switch name {
-		case "vpc-id":
-			return []string{v.ID}
-		case "is-default", "isDefault":
-			return []string{boolString(v.IsDefault)}
-		case "state":
-			return []string{"available"}
-		case "cidr", "cidr-block":
-			return []string{v.CIDRBlock}
-		case "owner-id":
-			return []string{s.account}
-		}
-		return nil
-	}) {
+	for _, v := range vpcs {
 		out.Vpcs = append(out.Vpcs, xmlVpc{VpcID: v.ID, OwnerID: s.account, State: "available", CidrBlock: v.CIDRBlock,
 			DhcpOptionsID: "dopt-0" + v.ID[len("vpc-0"):], InstanceTenancy: "default", IsDefault: v.IsDefault})
 	}
@@ -75,32 +79,34 @@ func (s *Server) describeSubnets(region string, in DescribeInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	for _, id := range in.IDs {
-		if id != rd.subnet.ID {
-			return badRequest("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
-		}
+	subnets, _, errResp, ok := describe(describeSpec[Subnet]{
+		in: in, all: []Subnet{rd.subnet}, id: func(sn Subnet) string { return sn.ID },
+		notFound: notFoundFirst("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist"),
+		field: func(sn Subnet, name string) []string {
+			switch name {
+			case "subnet-id":
+				return []string{sn.ID}
+			case "vpc-id", "vpcId":
+				return []string{sn.VpcID}
+			case "state":
+				return []string{"available"}
+			case "availability-zone", "availabilityZone":
+				return []string{sn.AvailabilityZone}
+			case "default-for-az", "defaultForAz":
+				return []string{boolString(sn.DefaultForAz)}
+			case "cidr-block":
+				return []string{sn.CIDRBlock}
+			case "owner-id":
+				return []string{s.account}
+			}
+			return nil
+		},
+	})
+	if !ok {
+		return errResp
 	}
 	out := xmlDescribeSubnets{ec2Meta: meta(), Subnets: []xmlSubnet{}}
-	sn := rd.subnet
-	if matchFilters(in.Filters, nil, func(name string) []string {
-		switch name {
-		case "subnet-id":
-			return []string{sn.ID}
-		case "vpc-id", "vpcId":
-			return []string{sn.VpcID}
-		case "state":
-			return []string{"available"}
-		case "availability-zone", "availabilityZone":
-			return []string{sn.AvailabilityZone}
-		case "default-for-az", "defaultForAz":
-			return []string{boolString(sn.DefaultForAz)}
-		case "cidr-block":
-			return []string{sn.CIDRBlock}
-		case "owner-id":
-			return []string{s.account}
-		}
-		return nil
-	}) {
+	for _, sn := range subnets {
 		out.Subnets = append(out.Subnets, xmlSubnet{SubnetID: sn.ID, State: "available", OwnerID: s.account, VpcID: sn.VpcID,
 			SubnetArn:               fmt.Sprintf("arn:%s:ec2:%s:%s:subnet/%s", partition(region), region, s.account, sn.ID),
 			CidrBlock:               sn.CIDRBlock,
