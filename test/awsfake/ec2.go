@@ -75,7 +75,8 @@ func (s *Server) queryRequest(body []byte, scope CredentialScope, scopeErr error
 		}
 		return req, nil
 	}
-	if !contains(ec2Ops(), action) {
+	rt, ok := ec2RouteByAction[action]
+	if !ok {
 		return request{op: action, proto: ec2Proto{}}, &wireError{ec2Error(http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %q is not valid for this web service.", action))}
 	}
 	req := request{op: action, proto: ec2Proto{}, resource: "*"}
@@ -85,7 +86,8 @@ func (s *Server) queryRequest(body []byte, scope CredentialScope, scopeErr error
 	if v := form.Get("Version"); v != "2016-11-15" {
 		return req, &wireError{ec2Error(http.StatusBadRequest, "InvalidParameterValue", fmt.Sprintf("Unsupported Version %q", v))}
 	}
-	handle, err := s.ec2Handler(action, scope.Region, form)
+	// Parse errors are "Code: message" (inputError).
+	handle, err := rt.prepare(s, scope.Region, form)
 	if err != nil {
 		code, msg, _ := strings.Cut(err.Error(), ": ")
 		return req, &wireError{ec2Error(http.StatusBadRequest, code, msg)}
@@ -97,102 +99,62 @@ func (s *Server) queryRequest(body []byte, scope CredentialScope, scopeErr error
 	return req, nil
 }
 
-// ec2Handler parses one EC2 action and returns the function that answers
-// it. Parse errors come back as "Code: message" errors.
-func (s *Server) ec2Handler(action, region string, form url.Values) (func() response, error) {
-	switch action {
-	case OpDescribeImages:
-		in, err := ParseDescribeImages(form)
-		return func() response { return s.describeImages(region, in) }, err
-	case OpDescribeRegions:
-		in, err := ParseDescribeRegions(form)
-		return func() response { return describeRegions(in) }, err
-	case OpDescribeVpcs:
-		in, err := ParseDescribeVpcs(form)
-		return func() response { return s.describeVpcs(region, in) }, err
-	case OpDescribeSubnets:
-		in, err := ParseDescribeSubnets(form)
-		return func() response { return s.describeSubnets(region, in) }, err
-	case OpDescribeInstanceTypeOfferings:
-		in, err := ParseDescribeInstanceTypeOfferings(form)
-		return func() response { return describeOfferings(region, in) }, err
-	case OpCreateKeyPair:
-		in, err := ParseCreateKeyPair(form)
-		return func() response { return s.createKeyPair(region, in) }, err
-	case OpDescribeKeyPairs:
-		in, err := ParseDescribeKeyPairs(form)
-		return func() response { return s.describeKeyPairs(region, in) }, err
-	case OpDeleteKeyPair:
-		in, err := ParseDeleteKeyPair(form)
-		return func() response { return s.deleteKeyPair(region, in) }, err
-	case OpCreateSecurityGroup:
-		in, err := ParseCreateSecurityGroup(form)
-		return func() response { return s.createSecurityGroup(region, in) }, err
-	case OpAuthorizeSecurityGroupIngress:
-		in, err := ParseAuthorizeIngress(form)
-		return func() response { return s.authorizeIngress(region, in) }, err
-	case OpDescribeSecurityGroups:
-		in, err := ParseDescribeSecurityGroups(form)
-		return func() response { return s.describeSecurityGroups(region, in) }, err
-	case OpDeleteSecurityGroup:
-		in, err := ParseDeleteSecurityGroup(form)
-		return func() response { return s.deleteSecurityGroup(region, in) }, err
-	case OpRunInstances:
-		in, err := ParseRunInstances(form)
-		return func() response { return s.runInstances(region, in) }, err
-	case OpDescribeInstances:
-		in, err := ParseDescribeInstances(form)
-		return func() response { return s.describeInstances(region, in) }, err
-	case OpStopInstances:
-		ids, err := ParseInstanceIDs(form)
-		return func() response { return s.stopInstances(region, ids) }, err
-	case OpTerminateInstances:
-		ids, err := ParseInstanceIDs(form)
-		return func() response { return s.terminateInstances(region, ids) }, err
-	case OpCreateTags:
-		in, err := ParseCreateTags(form)
-		return func() response { return s.createTags(region, in) }, err
-	case OpDescribeTags:
-		in, err := ParseDescribeTags(form)
-		return func() response { return s.describeTags(region, in) }, err
-	case OpCreateImage:
-		in, err := ParseCreateImage(form)
-		return func() response { return s.createImage(region, in) }, err
-	case OpCopyImage:
-		in, err := ParseCopyImage(form)
-		return func() response { return s.copyImage(region, in) }, err
-	case OpDeregisterImage:
-		in, err := ParseImageID(form)
-		return func() response { return s.deregisterImage(region, in) }, err
-	case OpModifyImageAttribute:
-		in, err := ParseModifyImageAttribute(form)
-		return func() response { return s.modifyImageAttribute(region, in) }, err
-	case OpEnableImageDeprecation:
-		in, err := ParseImageID(form)
-		if err == nil {
-			if _, perr := time.Parse(time.RFC3339, in.DeprecateAt); perr != nil {
-				err = inputError("InvalidParameterValue", "DeprecateAt %q is not an RFC 3339 time", in.DeprecateAt)
-			}
-		}
-		return func() response { return s.enableImageDeprecation(region, in) }, err
-	case OpDescribeSnapshots:
-		in, err := ParseDescribeSnapshots(form)
-		return func() response { return s.describeSnapshots(region, in) }, err
-	case OpDeleteSnapshot:
-		id, err := ParseSnapshotID(form)
-		return func() response { return s.deleteSnapshot(region, id) }, err
-	case OpModifySnapshotAttribute:
-		in, err := ParseModifySnapshotAttribute(form)
-		return func() response { return s.modifySnapshotAttribute(region, in) }, err
-	case OpDescribeVolumes:
-		in, err := ParseDescribeVolumes(form)
-		return func() response { return s.describeVolumes(region, in) }, err
-	case OpDeleteVolume:
-		id, err := ParseVolumeID(form)
-		return func() response { return s.deleteVolume(region, id) }, err
-	}
-	return nil, inputError("InvalidAction", "The action %s is not valid for this web service.", action)
+// ec2Route ties an EC2 action to the parser of its input and the handler
+// that answers it.
+type ec2Route struct {
+	action  string
+	prepare func(s *Server, region string, form url.Values) (func() response, error)
 }
+
+// route builds an ec2Route from a parser and a handler of the same input.
+func route[In any](action string, parse func(url.Values) (In, error), handle func(s *Server, region string, in In) response) ec2Route {
+	return ec2Route{action: action, prepare: func(s *Server, region string, form url.Values) (func() response, error) {
+		in, err := parse(form)
+		return func() response { return handle(s, region, in) }, err
+	}}
+}
+
+// ec2Routes are the EC2 actions the fake answers, in the README's order.
+var ec2Routes = []ec2Route{
+	route(OpDescribeImages, ParseDescribeImages, (*Server).describeImages),
+	route(OpDescribeRegions, ParseDescribeRegions, func(_ *Server, _ string, in DescribeRegionsInput) response { return describeRegions(in) }),
+	route(OpDescribeVpcs, ParseDescribeVpcs, (*Server).describeVpcs),
+	route(OpDescribeSubnets, ParseDescribeSubnets, (*Server).describeSubnets),
+	route(OpDescribeInstanceTypeOfferings, ParseDescribeInstanceTypeOfferings, func(_ *Server, region string, in DescribeOfferingsInput) response {
+		return describeOfferings(region, in)
+	}),
+	route(OpCreateKeyPair, ParseCreateKeyPair, (*Server).createKeyPair),
+	route(OpDescribeKeyPairs, ParseDescribeKeyPairs, (*Server).describeKeyPairs),
+	route(OpDeleteKeyPair, ParseDeleteKeyPair, (*Server).deleteKeyPair),
+	route(OpCreateSecurityGroup, ParseCreateSecurityGroup, (*Server).createSecurityGroup),
+	route(OpAuthorizeSecurityGroupIngress, ParseAuthorizeIngress, (*Server).authorizeIngress),
+	route(OpDescribeSecurityGroups, ParseDescribeSecurityGroups, (*Server).describeSecurityGroups),
+	route(OpDeleteSecurityGroup, ParseDeleteSecurityGroup, (*Server).deleteSecurityGroup),
+	route(OpRunInstances, ParseRunInstances, (*Server).runInstances),
+	route(OpDescribeInstances, ParseDescribeInstances, (*Server).describeInstances),
+	route(OpStopInstances, ParseInstanceIDs, (*Server).stopInstances),
+	route(OpTerminateInstances, ParseInstanceIDs, (*Server).terminateInstances),
+	route(OpCreateTags, ParseCreateTags, (*Server).createTags),
+	route(OpDescribeTags, ParseDescribeTags, (*Server).describeTags),
+	route(OpCreateImage, ParseCreateImage, (*Server).createImage),
+	route(OpCopyImage, ParseCopyImage, (*Server).copyImage),
+	route(OpDeregisterImage, ParseImageID, (*Server).deregisterImage),
+	route(OpModifyImageAttribute, ParseModifyImageAttribute, (*Server).modifyImageAttribute),
+	route(OpEnableImageDeprecation, ParseEnableImageDeprecation, (*Server).enableImageDeprecation),
+	route(OpDescribeSnapshots, ParseDescribeSnapshots, (*Server).describeSnapshots),
+	route(OpDeleteSnapshot, ParseSnapshotID, (*Server).deleteSnapshot),
+	route(OpModifySnapshotAttribute, ParseModifySnapshotAttribute, (*Server).modifySnapshotAttribute),
+	route(OpDescribeVolumes, ParseDescribeVolumes, (*Server).describeVolumes),
+	route(OpDeleteVolume, ParseVolumeID, (*Server).deleteVolume),
+}
+
+var ec2RouteByAction = func() map[string]ec2Route {
+	m := make(map[string]ec2Route, len(ec2Routes))
+	for _, r := range ec2Routes {
+		m[r.action] = r
+	}
+	return m
+}()
 
 // The XML answers follow the aws-sdk-go-v2 ec2 deserialisers
 // (awsEc2query_deserializeDocument*), which read EC2's own wire names; each

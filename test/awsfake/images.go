@@ -657,6 +657,19 @@ func ParseImageID(form url.Values) (ImageIDInput, error) {
 	return in, err
 }
 
+// ParseEnableImageDeprecation decodes EnableImageDeprecation: an image and
+// an RFC 3339 DeprecateAt.
+func ParseEnableImageDeprecation(form url.Values) (ImageIDInput, error) {
+	in, err := ParseImageID(form)
+	if err != nil {
+		return in, err
+	}
+	if _, perr := time.Parse(time.RFC3339, in.DeprecateAt); perr != nil {
+		return in, inputError("InvalidParameterValue", "DeprecateAt %q is not an RFC 3339 time", in.DeprecateAt)
+	}
+	return in, nil
+}
+
 // ownedImage finds an image the caller may change. Runs under s.mu.
 func (s *Server) ownedImage(rd *regionData, id string) (*Image, response, bool) {
 	img := rd.images[id]

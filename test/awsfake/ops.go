@@ -42,15 +42,11 @@ const (
 
 // ec2Ops lists the EC2 actions the fake answers, in the README's order.
 func ec2Ops() []string {
-	return []string{
-		OpDescribeImages, OpDescribeRegions, OpDescribeVpcs, OpDescribeSubnets,
-		OpDescribeInstanceTypeOfferings, OpCreateKeyPair, OpDescribeKeyPairs, OpDeleteKeyPair,
-		OpCreateSecurityGroup, OpAuthorizeSecurityGroupIngress, OpDescribeSecurityGroups, OpDeleteSecurityGroup,
-		OpRunInstances, OpDescribeInstances, OpStopInstances,
-		OpTerminateInstances, OpCreateTags, OpDescribeTags, OpCreateImage, OpCopyImage,
-		OpDeregisterImage, OpModifyImageAttribute, OpEnableImageDeprecation, OpDescribeSnapshots,
-		OpDeleteSnapshot, OpModifySnapshotAttribute, OpDescribeVolumes, OpDeleteVolume,
+	out := make([]string, 0, len(ec2Routes))
+	for _, r := range ec2Routes {
+		out = append(out, r.action)
 	}
+	return out
 }
 
 // OpNames lists every operation a fault may name, OpAny last.
