@@ -199,92 +199,37 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	if in.ClientToken != "" {
-		// EC2 treats a repeated client token as the same launch.
-		var again []*instanceRec
-		for _, r := range rd.instances {
-			if r.ClientToken == in.ClientToken {
-				again = append(again, r)
-			}
-		}
-		if len(again) > 0 {
-			sort.Slice(again, func(a, b int) bool { return again[a].seq < again[b].seq })
-			return s.renderReservation(rd, again)
-		}
+	if again := replayedLaunch(rd, in.ClientToken); len(again) > 0 {
+		return s.renderReservation(rd, again)
 	}
-	img := rd.images[in.ImageID]
-	if img == nil || !s.launchable(img) {
-		return badRequest("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", in.ImageID)
+	img, errResp, ok := s.launchImage(rd, in.ImageID)
+	if !ok {
+		return errResp
 	}
-	if st := orDefault(img.State, "available"); st != "available" {
-		return badRequest("InvalidAMIID.Unavailable", "The image id '[%s]' is %s, not available", in.ImageID, st)
+	authorizedKey, errResp, ok := launchKey(rd, in.KeyName)
+	if !ok {
+		return errResp
 	}
-	var authorizedKey string
-	if in.KeyName != "" {
-		kp := rd.keyPairs[in.KeyName]
-		if kp == nil {
-			return badRequest("InvalidKeyPair.NotFound", "The key pair '%s' does not exist", in.KeyName)
-		}
-		authorizedKey = kp.PublicKey
+	if errResp, ok := checkPlacement(rd, in); !ok {
+		return errResp
 	}
-	if in.SubnetID != "" && in.SubnetID != rd.subnet.ID {
-		return badRequest("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", in.SubnetID)
-	}
-	if in.AvailabilityZone != "" && in.AvailabilityZone != rd.subnet.AvailabilityZone {
-		return badRequest("InvalidParameterValue", "Invalid availability zone: [%s]", in.AvailabilityZone)
-	}
-	groups := append([]string(nil), in.SecurityGroupIDs...)
-	for _, id := range groups {
-		if rd.groups[id] == nil {
-			return badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
-		}
-	}
-	for _, name := range in.SecurityGroups {
-		g := groupByName(rd, name)
-		if g == nil {
-			return badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, rd.vpc.ID)
-		}
-		groups = append(groups, g.ID)
-	}
-	if len(groups) == 0 {
-		groups = []string{groupByName(rd, "default").ID}
+	groups, errResp, ok := launchGroups(rd, in)
+	if !ok {
+		return errResp
 	}
 	if s.takeRunFault(region, func(f *Fault) *int { return &f.InsufficientCapacity }) {
 		return insufficientCapacity(region, in.InstanceType)
 	}
-	// Each instance needs its own loopback address; too few is EC2's
-	// capacity error.
-	ids, addrs := []string{}, []string{}
-	for i := 0; i < in.MaxCount; i++ {
-		id := s.newID("i")
-		addr, ok := s.allocAddress(id)
-		if !ok {
-			break
-		}
-		ids, addrs = append(ids, id), append(addrs, addr)
-	}
-	if len(addrs) < in.MinCount {
-		for _, a := range addrs {
-			s.releaseAddress(a)
-		}
+	ids, addrs, ok := s.reserveAddresses(in.MinCount, in.MaxCount)
+	if !ok {
 		return insufficientCapacity(region, in.InstanceType)
 	}
 	stuck := s.takeRunFault(region, func(f *Fault) *int { return &f.StuckPending })
 	now := s.now()
-	rootDevice := orDefault(img.RootDeviceName, "/dev/sda1")
 	var launched []*instanceRec
 	for i, id := range ids {
-		addr := addrs[i]
-		s.instanceSeq++
-		r := &instanceRec{Instance: Instance{
-			ID: id, Region: region, ImageID: img.ID, InstanceType: in.InstanceType, KeyName: in.KeyName, VpcID: rd.vpc.ID,
-			SubnetID: rd.subnet.ID, AvailabilityZone: rd.subnet.AvailabilityZone, SecurityGroupIDs: groups, Address: addr,
-			State: StatePending, LaunchTime: ec2Time(now), Architecture: orDefault(img.Architecture, "x86_64"),
-			RootDeviceName: rootDevice, Layers: append([]string(nil), img.Layers...), ClientToken: in.ClientToken, Stuck: stuck,
-		}, userData: in.UserData, authorizedKey: authorizedKey, machineMu: &sync.Mutex{}, seq: s.instanceSeq}
-		applyTags(&r.Tags, tagsFor(in.TagSpecs, "instance"))
-		s.attachVolumes(rd, r, img, in, now)
-		rd.instances[id] = r
+		r := s.newInstance(region, rd, img, in, id, addrs[i], groups, now)
+		r.userData, r.authorizedKey, r.Stuck = in.UserData, authorizedKey, stuck
 		launched = append(launched, r)
 	}
 	reservation := s.newID("r")
@@ -293,6 +238,117 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 		s.startMachine(r)
 	}
 	return s.renderReservation(rd, launched)
+}
+
+// replayedLaunch returns the instances of an earlier launch with the same
+// client token: EC2 treats a repeated token as the same launch. Runs under s.mu.
+func replayedLaunch(rd *regionData, clientToken string) []*instanceRec {
+	if clientToken == "" {
+		return nil
+	}
+	var again []*instanceRec
+	for _, r := range instancesInLaunchOrder(rd) {
+		if r.ClientToken == clientToken {
+			again = append(again, r)
+		}
+	}
+	return again
+}
+
+// launchImage finds the image a launch boots: visible, not deregistered and
+// available. Runs under s.mu.
+func (s *Server) launchImage(rd *regionData, imageID string) (*Image, response, bool) {
+	img := rd.images[imageID]
+	if img == nil || !s.launchable(img) {
+		return nil, badRequest("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", imageID), false
+	}
+	if st := orDefault(img.State, "available"); st != "available" {
+		return nil, badRequest("InvalidAMIID.Unavailable", "The image id '[%s]' is %s, not available", imageID, st), false
+	}
+	return img, response{}, true
+}
+
+// launchKey returns the public key of the launch's key pair ("" for none).
+// Runs under s.mu.
+func launchKey(rd *regionData, keyName string) (string, response, bool) {
+	if keyName == "" {
+		return "", response{}, true
+	}
+	kp := rd.keyPairs[keyName]
+	if kp == nil {
+		return "", badRequest("InvalidKeyPair.NotFound", "The key pair '%s' does not exist", keyName), false
+	}
+	return kp.PublicKey, response{}, true
+}
+
+// checkPlacement accepts only the default subnet and its zone. Runs under s.mu.
+func checkPlacement(rd *regionData, in RunInstancesInput) (response, bool) {
+	if in.SubnetID != "" && in.SubnetID != rd.subnet.ID {
+		return badRequest("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", in.SubnetID), false
+	}
+	if in.AvailabilityZone != "" && in.AvailabilityZone != rd.subnet.AvailabilityZone {
+		return badRequest("InvalidParameterValue", "Invalid availability zone: [%s]", in.AvailabilityZone), false
+	}
+	return response{}, true
+}
+
+// launchGroups resolves the launch's security groups, by id and by name;
+// none means the default group. Runs under s.mu.
+func launchGroups(rd *regionData, in RunInstancesInput) ([]string, response, bool) {
+	groups := append([]string(nil), in.SecurityGroupIDs...)
+	for _, id := range groups {
+		if rd.groups[id] == nil {
+			return nil, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id), false
+		}
+	}
+	for _, name := range in.SecurityGroups {
+		g := groupByName(rd, name)
+		if g == nil {
+			return nil, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, rd.vpc.ID), false
+		}
+		groups = append(groups, g.ID)
+	}
+	if len(groups) == 0 {
+		groups = []string{groupByName(rd, "default").ID}
+	}
+	return groups, response{}, true
+}
+
+// reserveAddresses takes up to maxCount instance ids, each with its own
+// loopback address; fewer than minCount addresses is EC2's capacity error
+// (reported as !ok, with nothing kept). Runs under s.mu.
+func (s *Server) reserveAddresses(minCount, maxCount int) (ids, addrs []string, ok bool) {
+	for range maxCount {
+		id := s.newID("i")
+		addr, ok := s.allocAddress(id)
+		if !ok {
+			break
+		}
+		ids, addrs = append(ids, id), append(addrs, addr)
+	}
+	if len(addrs) < minCount {
+		for _, a := range addrs {
+			s.releaseAddress(a)
+		}
+		return nil, nil, false
+	}
+	return ids, addrs, true
+}
+
+// newInstance records one pending instance of a launch, with its volumes.
+// Runs under s.mu.
+func (s *Server) newInstance(region string, rd *regionData, img *Image, in RunInstancesInput, id, addr string, groups []string, now time.Time) *instanceRec {
+	s.instanceSeq++
+	r := &instanceRec{Instance: Instance{
+		ID: id, Region: region, ImageID: img.ID, InstanceType: in.InstanceType, KeyName: in.KeyName, VpcID: rd.vpc.ID,
+		SubnetID: rd.subnet.ID, AvailabilityZone: rd.subnet.AvailabilityZone, SecurityGroupIDs: groups, Address: addr,
+		State: StatePending, LaunchTime: ec2Time(now), Architecture: orDefault(img.Architecture, "x86_64"),
+		RootDeviceName: orDefault(img.RootDeviceName, "/dev/sda1"), Layers: append([]string(nil), img.Layers...), ClientToken: in.ClientToken,
+	}, machineMu: &sync.Mutex{}, seq: s.instanceSeq}
+	applyTags(&r.Tags, tagsFor(in.TagSpecs, "instance"))
+	s.attachVolumes(rd, r, img, in, now)
+	rd.instances[id] = r
+	return r
 }
 
 // attachVolumes creates the instance's EBS volumes from the image's block
