@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,8 +37,8 @@ type Fault struct {
 //	OP[@REGION]=KIND[:ARG][,KIND[:ARG]...]
 //
 // where OP is one of the operations the fake serves (OpNames) or "*", and
-// KIND is throttle:N, 500:N, latency:DURATION, denied, malformed, or, for
-// RunInstances only, capacity:N (InsufficientInstanceCapacity) and
+// KIND a FaultAction: throttle:N, 500:N, latency:DURATION, denied, malformed,
+// or, for RunInstances only, capacity:N (InsufficientInstanceCapacity) and
 // stuck-pending:N. Examples: "DescribeImages@us-west-2=throttle:2,latency:50ms",
 // "RunInstances=capacity:1".
 func ParseFault(spec string) (op, region string, f Fault, err error) {
@@ -57,53 +58,88 @@ func ParseFault(spec string) (op, region string, f Fault, err error) {
 	}
 	for _, item := range strings.Split(rhs, ",") {
 		kind, arg, hasArg := strings.Cut(strings.TrimSpace(item), ":")
-		count := func() (int, error) {
-			if !hasArg {
-				return 1, nil
-			}
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 0 || n > 1_000_000 {
-				return 0, fmt.Errorf("fault %q: %s count %q is not a number between 0 and 1000000", spec, kind, arg)
-			}
-			return n, nil
+		action, err := ParseFaultAction(kind)
+		if err != nil {
+			return "", "", Fault{}, fmt.Errorf("fault %q: %w", spec, err)
 		}
-		switch kind {
-		case "throttle":
-			if f.Throttle, err = count(); err != nil {
-				return "", "", Fault{}, err
-			}
-		case "500":
-			if f.ServerError, err = count(); err != nil {
-				return "", "", Fault{}, err
-			}
-		case "latency":
-			d, perr := time.ParseDuration(arg)
-			if !hasArg || perr != nil || d < 0 || d > time.Hour {
-				return "", "", Fault{}, fmt.Errorf("fault %q: latency wants a duration such as latency:50ms", spec)
-			}
-			f.Latency = d
-		case "denied":
-			f.AccessDenied = true
-		case "malformed":
-			f.Malformed = true
-		case "capacity", "stuck-pending":
-			if op != OpRunInstances {
-				return "", "", Fault{}, fmt.Errorf("fault %q: %s applies to RunInstances only (write RunInstances=%s:N)", spec, kind, kind)
-			}
-			n, cerr := count()
-			if cerr != nil {
-				return "", "", Fault{}, cerr
-			}
-			if kind == "capacity" {
-				f.InsufficientCapacity = n
-			} else {
-				f.StuckPending = n
-			}
-		default:
-			return "", "", Fault{}, fmt.Errorf("fault %q: unknown kind %q (want throttle:N, 500:N, latency:D, denied, malformed, capacity:N, stuck-pending:N)", spec, kind)
+		if err := action.apply(&f, op, arg, hasArg); err != nil {
+			return "", "", Fault{}, fmt.Errorf("fault %q: %w", spec, err)
 		}
 	}
 	return op, region, f, nil
+}
+
+// FaultAction is one KIND of a fault spec: how the fake misbehaves. The
+// control API (POST /_fake/fault?spec=...) and --fault take them by these
+// names; the fake answers a request with the action pickFault chooses.
+type FaultAction string
+
+const (
+	FaultThrottle     FaultAction = "throttle"      // throttle:N, the service's throttling error
+	FaultServerError  FaultAction = "500"           // 500:N, HTTP 500
+	FaultLatency      FaultAction = "latency"       // latency:DURATION before every answer
+	FaultDenied       FaultAction = "denied"        // the service's authorization error, every call
+	FaultMalformed    FaultAction = "malformed"     // HTTP 200 with a truncated body, every call
+	FaultCapacity     FaultAction = "capacity"      // capacity:N, RunInstances only: InsufficientInstanceCapacity
+	FaultStuckPending FaultAction = "stuck-pending" // stuck-pending:N, RunInstances only: instances never leave pending
+
+	// faultNone is pickFault's answer when the request is served normally.
+	faultNone FaultAction = ""
+)
+
+// FaultActions lists every action a fault spec may name, with its argument.
+func FaultActions() []string {
+	return []string{"throttle:N", "500:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N"}
+}
+
+// ParseFaultAction checks that kind names a fault action.
+func ParseFaultAction(kind string) (FaultAction, error) {
+	switch a := FaultAction(kind); a {
+	case FaultThrottle, FaultServerError, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending:
+		return a, nil
+	}
+	return faultNone, fmt.Errorf("unknown kind %q (want %s)", kind, strings.Join(FaultActions(), ", "))
+}
+
+// apply sets the action (with its argument) in f, for a fault on op.
+func (a FaultAction) apply(f *Fault, op, arg string, hasArg bool) error {
+	count := func() (int, error) {
+		if !hasArg {
+			return 1, nil
+		}
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return 0, fmt.Errorf("%s count %q is not a number between 0 and 1000000", a, arg)
+		}
+		return n, nil
+	}
+	var err error
+	switch a {
+	case FaultThrottle:
+		f.Throttle, err = count()
+	case FaultServerError:
+		f.ServerError, err = count()
+	case FaultLatency:
+		d, perr := time.ParseDuration(arg)
+		if !hasArg || perr != nil || d < 0 || d > time.Hour {
+			return errors.New("latency wants a duration such as latency:50ms")
+		}
+		f.Latency = d
+	case FaultDenied:
+		f.AccessDenied = true
+	case FaultMalformed:
+		f.Malformed = true
+	case FaultCapacity, FaultStuckPending:
+		if op != OpRunInstances {
+			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
+		}
+		counter := &f.InsufficientCapacity
+		if a == FaultStuckPending {
+			counter = &f.StuckPending
+		}
+		*counter, err = count()
+	}
+	return err
 }
 
 // SetFault installs a fault for an operation (or OpAny) in one region, or in
@@ -129,7 +165,7 @@ func (s *Server) ClearFaults() {
 
 // pickFault returns the action to take for this request and consumes one
 // unit of any counted fault. It runs under s.mu.
-func (s *Server) pickFault(op, region string) (action string, latency time.Duration) {
+func (s *Server) pickFault(op, region string) (action FaultAction, latency time.Duration) {
 	for _, k := range []faultKey{{op, region}, {op, ""}, {OpAny, region}, {OpAny, ""}} {
 		f := s.faults[k]
 		if f == nil {
@@ -139,18 +175,18 @@ func (s *Server) pickFault(op, region string) (action string, latency time.Durat
 		switch {
 		case f.Throttle > 0:
 			f.Throttle--
-			return "throttle", latency
+			return FaultThrottle, latency
 		case f.ServerError > 0:
 			f.ServerError--
-			return "500", latency
+			return FaultServerError, latency
 		case f.AccessDenied:
-			return "denied", latency
+			return FaultDenied, latency
 		case f.Malformed:
-			return "malformed", latency
+			return FaultMalformed, latency
 		}
-		return "", latency
+		return faultNone, latency
 	}
-	return "", 0
+	return faultNone, 0
 }
 
 // takeRunFault consumes one unit of a RunInstances-only fault counter

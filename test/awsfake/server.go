@@ -271,13 +271,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp response
 	switch action {
-	case "throttle":
+	case FaultThrottle:
 		resp = req.proto.throttle()
-	case "500":
+	case FaultServerError:
 		resp = req.proto.serverError()
-	case "denied":
+	case FaultDenied:
 		resp = req.proto.denied(s.account, req.op, req.resource)
-	case "malformed":
+	case FaultMalformed:
 		resp = req.proto.malformed()
 	default:
 		resp = req.handle()
