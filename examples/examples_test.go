@@ -27,9 +27,9 @@ import (
 
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 const (

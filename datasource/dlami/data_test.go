@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // isolateAWSEnv keeps the developer's AWS settings out of the test.

@@ -4,7 +4,7 @@
 # guard, validates the host and runs the NCCL test, the AMI is tagged with the DLAMI it came
 # from, and the dlami post-processor boots the registered AMI on a fresh instance and tags it
 # dlami:verified when its first boot matches the bake. The only difference: the lines marked
-# "simulation only" point every AWS call at the local fake endpoint (cmd/dlami-fake-aws
+# "simulation only" point every AWS call at the local fake endpoint (test/cmd/dlami-fake-aws
 # --simhost), whose EC2 instances are simulated DLAMI hosts (test/simhost) on this machine.
 #
 # For real AWS: delete the lines marked "simulation only" and the aws_endpoint variable, use

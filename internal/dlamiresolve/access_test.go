@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // stsRecorder is an HTTP client that keeps the form of every STS request

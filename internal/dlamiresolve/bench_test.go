@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // BenchmarkResolve16RegionsLatency50ms resolves the default DLAMI (with a

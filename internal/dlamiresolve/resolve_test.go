@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 var fixedNow = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // logRecorder keeps what the resolver logs, for assertions.

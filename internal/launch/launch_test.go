@@ -14,12 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 const region = "us-east-1"
 
-// fakeEC2 is the local EC2 endpoint (internal/awsfake) with the seeded DLAMIs, reached by the
+// fakeEC2 is the local EC2 endpoint (test/awsfake) with the seeded DLAMIs, reached by the
 // real SDK client over HTTP.
 type fakeEC2 struct {
 	srv *awsfake.Server

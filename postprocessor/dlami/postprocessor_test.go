@@ -15,9 +15,9 @@ import (
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 type artifact struct{ builder, id string }

@@ -1,8 +1,8 @@
 package e2e
 
 // Harness of the amazon-ebs scenarios (ebs_test.go, rebake_loop_test.go): the real Packer and
-// the real amazon plugin against cmd/dlami-fake-aws --simhost, whose EC2 instances are
-// simulated DLAMI hosts (internal/simfleet) on 127.0.0.N:22.
+// the real amazon plugin against test/cmd/dlami-fake-aws --simhost, whose EC2 instances are
+// simulated DLAMI hosts (test/simfleet) on 127.0.0.N:22.
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/simfleet"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/simfleet"
 )
 
 const (
@@ -77,10 +77,10 @@ func ebsPrereqs(t *testing.T) ebsEnv {
 		e.pluginDir = p
 	}
 	e.fakeBin = filepath.Join(t.TempDir(), "dlami-fake-aws")
-	build := exec.Command("go", "build", "-o", e.fakeBin, "./cmd/dlami-fake-aws")
+	build := exec.Command("go", "build", "-o", e.fakeBin, "./test/cmd/dlami-fake-aws")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/dlami-fake-aws: %v\n%s", err, out)
+		t.Fatalf("go build ./test/cmd/dlami-fake-aws: %v\n%s", err, out)
 	}
 	return e
 }
@@ -121,7 +121,7 @@ func outDir(t *testing.T, name string) string {
 	return dir
 }
 
-// fakeAWS is one running cmd/dlami-fake-aws --simhost.
+// fakeAWS is one running test/cmd/dlami-fake-aws --simhost.
 type fakeAWS struct {
 	endpoint  string
 	stateRoot string // the fleet's disks and layers

@@ -1,7 +1,7 @@
 package e2e
 
 // The user's path end to end: the real Packer, the real amazon plugin (amazon-ebs), the dlami
-// data source and provisioner, against cmd/dlami-fake-aws --simhost whose EC2 instances are
+// data source and provisioner, against test/cmd/dlami-fake-aws --simhost whose EC2 instances are
 // simulated DLAMI hosts. Templates are in ebs/; they differ from a user's only by endpoints.
 
 import (
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // TestAmazonEBS runs the amazon-ebs scenarios. On one fake with simulated hosts, in order:

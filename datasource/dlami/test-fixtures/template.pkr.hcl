@@ -1,5 +1,5 @@
 # End-to-end fixture for the dlami data source: the test points it at an
-# in-process fake AWS endpoint (internal/awsfake) and reads the values back
+# in-process fake AWS endpoint (test/awsfake) and reads the values back
 # through shell-local in packer build.
 
 variable "aws_endpoint" {

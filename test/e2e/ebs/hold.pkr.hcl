@@ -5,7 +5,7 @@
 
 variable "aws_endpoint" {
   type        = string
-  description = "URL of cmd/dlami-fake-aws (fake endpoint)."
+  description = "URL of test/cmd/dlami-fake-aws (fake endpoint)."
 }
 
 variable "sleep_seconds" {

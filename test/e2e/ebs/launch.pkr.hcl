@@ -4,7 +4,7 @@
 
 variable "aws_endpoint" {
   type        = string
-  description = "URL of cmd/dlami-fake-aws (fake endpoint)."
+  description = "URL of test/cmd/dlami-fake-aws (fake endpoint)."
 }
 
 data "dlami" "base" {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // The template a user writes for amazon-ebs, with only the endpoints
@@ -64,7 +64,7 @@ build {
 // them the test fails under CI=true and is skipped (with the reason) elsewhere.
 func packerPrereqs(t *testing.T) (packer, pluginDir string) {
 	t.Helper()
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/simfleet"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/simfleet"
 )
 
 // machineOptions are what --simhost passes to the machine backend.
@@ -16,7 +16,7 @@ type machineOptions struct {
 	Log        io.Writer
 }
 
-// newMachines is the simulated-host backend: internal/simfleet. It is the
+// newMachines is the simulated-host backend: test/simfleet. It is the
 // only place the command names that package.
 func newMachines(o machineOptions) (awsfake.Machines, error) {
 	return simfleet.New(simfleet.Options{SimhostDir: o.SimhostDir, StateRoot: o.StateRoot, Log: o.Log})

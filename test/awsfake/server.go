@@ -9,6 +9,12 @@
 // without one, instances exist only as EC2 state. A control API under
 // /_fake/ (control.go) publishes DLAMI builds, deprecates images, lists the
 // state and installs faults.
+//
+// Each EC2 resource lives in one file that holds its state, the parsing of its
+// calls' input, its handlers and its XML (images.go, instances.go, keypairs.go,
+// securitygroups.go, snapshots.go, volumes.go, tags.go, vpcs_subnets.go,
+// regions.go); ec2.go routes an action to its parser and handler, describe.go
+// holds the filtering and paging every Describe* shares.
 package awsfake
 
 import (
@@ -33,47 +39,6 @@ const DefaultAccount = "123456789012"
 // with alias "amazon".
 const DLAMIOwner = "898082745236"
 
-// Image is one AMI as the fake stores it. Times are EC2's ISO-8601 strings
-// ("2026-10-02T09:12:34.000Z") so they round-trip unchanged.
-type Image struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
-	Description        string            `json:"description,omitempty"`
-	OwnerID            string            `json:"owner_id"`
-	OwnerAlias         string            `json:"owner_alias,omitempty"`
-	State              string            `json:"state,omitempty"` // default "available"
-	Architecture       string            `json:"architecture"`
-	CreationDate       string            `json:"creation_date,omitempty"`
-	DeprecationTime    string            `json:"deprecation_time,omitempty"`
-	RootDeviceName     string            `json:"root_device_name,omitempty"`
-	RootDeviceType     string            `json:"root_device_type,omitempty"`    // default "ebs"
-	VirtualizationType string            `json:"virtualization_type,omitempty"` // default "hvm"
-	Public             bool              `json:"public,omitempty"`
-	Tags               map[string]string `json:"tags,omitempty"`
-	// Layers are the root filesystem layers a simulated host boots from,
-	// lowest first; empty means the base DLAMI root filesystem.
-	Layers []string `json:"layers,omitempty"`
-	// BlockDevices are the image's block device mappings; when empty and
-	// RootDeviceName is set, DescribeImages reports one invented root snapshot.
-	BlockDevices       []BlockDevice `json:"block_devices,omitempty"`
-	LaunchUsers        []string      `json:"launch_users,omitempty"` // accounts granted launch permission
-	SourceInstanceID   string        `json:"source_instance_id,omitempty"`
-	SourceImageID      string        `json:"source_image_id,omitempty"` // CopyImage's source
-	SourceRegion       string        `json:"source_region,omitempty"`
-	StateReasonCode    string        `json:"state_reason_code,omitempty"`
-	StateReasonMessage string        `json:"state_reason_message,omitempty"`
-}
-
-// Parameter is one SSM parameter.
-type Parameter struct {
-	Name         string    `json:"name"`
-	Value        string    `json:"value"`
-	Type         string    `json:"type,omitempty"`      // default "String"
-	DataType     string    `json:"data_type,omitempty"` // default "text"
-	Version      int64     `json:"version,omitempty"`   // default 1
-	LastModified time.Time `json:"last_modified,omitempty"`
-}
-
 // Call records one request the fake answered, for assertions in tests.
 type Call struct {
 	Op          string
@@ -81,20 +46,6 @@ type Call struct {
 	AccessKeyID string
 	Status      int
 }
-
-// AssumeRoleCall records the inputs of one AssumeRole request.
-type AssumeRoleCall struct {
-	RoleARN, SessionName, ExternalID string
-}
-
-// AssumeRoleCalls returns the AssumeRole requests answered so far.
-func (s *Server) AssumeRoleCalls() []AssumeRoleCall {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]AssumeRoleCall(nil), s.assumed...)
-}
-
-type faultKey struct{ op, region string }
 
 // Server is the fake endpoint. The zero value is not usable; call New.
 type Server struct {
@@ -237,102 +188,6 @@ func (s *Server) region(r string) *regionData {
 	return rd
 }
 
-// PutImage adds or replaces an image in a region.
-func (s *Server) PutImage(region string, img Image) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := cloneImage(img)
-	s.region(region).images[img.ID] = &c
-}
-
-// PutSnapshot adds or replaces a snapshot in a region, e.g. the one a PutImage's block device
-// names, so deregistering the image can delete it.
-func (s *Server) PutSnapshot(region string, sn Snapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := sn
-	c.Tags = copyTags(sn.Tags)
-	c.CreateVolumeUsers = append([]string(nil), sn.CreateVolumeUsers...)
-	s.region(region).snapshots[sn.ID] = &c
-}
-
-// cloneImage copies img so the caller's maps and slices stay its own.
-func cloneImage(img Image) Image {
-	c := img
-	c.Tags = copyTags(img.Tags)
-	c.Layers = append([]string(nil), img.Layers...)
-	c.BlockDevices = append([]BlockDevice(nil), img.BlockDevices...)
-	c.LaunchUsers = append([]string(nil), img.LaunchUsers...)
-	return c
-}
-
-// UpdateImage changes an existing image in place; it reports whether the
-// image existed. Use it to deprecate, deregister or re-own an image.
-func (s *Server) UpdateImage(region, id string, fn func(*Image)) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	img := s.region(region).images[id]
-	if img == nil {
-		return false
-	}
-	fn(img)
-	return true
-}
-
-// DeleteImage removes an image, as a completed deregistration does.
-func (s *Server) DeleteImage(region, id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.region(region).images, id)
-}
-
-// PutParameter adds or replaces a parameter in a region.
-func (s *Server) PutParameter(region string, p Parameter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := p
-	s.region(region).params[p.Name] = &c
-}
-
-// GetParameterValue returns a parameter's value as stored, for tests.
-func (s *Server) GetParameterValue(region, name string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.region(region).params[name]
-	if p == nil {
-		return "", false
-	}
-	return p.Value, true
-}
-
-// DeleteParameter removes a parameter from a region.
-func (s *Server) DeleteParameter(region, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.region(region).params, name)
-}
-
-// SetFault installs a fault for an operation (or OpAny) in one region, or in
-// every region when region is "". A region-specific fault shadows the
-// all-regions one. Setting the zero Fault clears it.
-func (s *Server) SetFault(op, region string, f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f == (Fault{}) {
-		delete(s.faults, faultKey{op, region})
-		return
-	}
-	c := f
-	s.faults[faultKey{op, region}] = &c
-}
-
-// ClearFaults removes every installed fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = map[faultKey]*Fault{}
-}
-
 // Calls returns every request answered so far, oldest first.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
@@ -367,50 +222,10 @@ func (s *Server) Regions() []string {
 // Start serves the fake on a loopback httptest server; close it when done.
 func (s *Server) Start() *httptest.Server { return httptest.NewServer(s) }
 
-// pickFault returns the action to take for this request and consumes one
-// unit of any counted fault. It runs under s.mu.
-func (s *Server) pickFault(op, region string) (action string, latency time.Duration) {
-	for _, k := range []faultKey{{op, region}, {op, ""}, {OpAny, region}, {OpAny, ""}} {
-		f := s.faults[k]
-		if f == nil {
-			continue
-		}
-		latency = f.Latency
-		switch {
-		case f.Throttle > 0:
-			f.Throttle--
-			return "throttle", latency
-		case f.ServerError > 0:
-			f.ServerError--
-			return "500", latency
-		case f.AccessDenied:
-			return "denied", latency
-		case f.Malformed:
-			return "malformed", latency
-		}
-		return "", latency
-	}
-	return "", 0
-}
-
 const (
 	maxBody  = 1 << 20
 	maxCalls = 100_000
 )
-
-// takeRunFault consumes one unit of a RunInstances-only fault counter
-// (InsufficientCapacity or StuckPending) for region, the region-specific
-// fault first. RunInstances consumes them itself because their answers need
-// the request (the instance type) or shape the launch. It runs under s.mu.
-func (s *Server) takeRunFault(region string, counter func(*Fault) *int) bool {
-	for _, k := range []faultKey{{OpRunInstances, region}, {OpRunInstances, ""}} {
-		if f := s.faults[k]; f != nil && *counter(f) > 0 {
-			*counter(f)--
-			return true
-		}
-	}
-	return false
-}
 
 // ServeHTTP answers SSM, EC2 and STS requests, and the control API under
 // /_fake/.
@@ -456,13 +271,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp response
 	switch action {
-	case "throttle":
+	case FaultThrottle:
 		resp = req.proto.throttle()
-	case "500":
+	case FaultServerError:
 		resp = req.proto.serverError()
-	case "denied":
+	case FaultDenied:
 		resp = req.proto.denied(s.account, req.op, req.resource)
-	case "malformed":
+	case FaultMalformed:
 		resp = req.proto.malformed()
 	default:
 		resp = req.handle()

@@ -1,6 +1,8 @@
 package awsfake
 
-import "context"
+import (
+	"context"
+)
 
 // MachineSpec is what RunInstances asks the machine backend to boot.
 type MachineSpec struct {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // recordingMachines is a Machines backend that boots nothing and records

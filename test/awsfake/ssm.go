@@ -5,9 +5,45 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
+	"time"
 )
+
+// Parameter is one SSM parameter.
+type Parameter struct {
+	Name         string    `json:"name"`
+	Value        string    `json:"value"`
+	Type         string    `json:"type,omitempty"`      // default "String"
+	DataType     string    `json:"data_type,omitempty"` // default "text"
+	Version      int64     `json:"version,omitempty"`   // default 1
+	LastModified time.Time `json:"last_modified,omitempty"`
+}
+
+// PutParameter adds or replaces a parameter in a region.
+func (s *Server) PutParameter(region string, p Parameter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := p
+	s.region(region).params[p.Name] = &c
+}
+
+// GetParameterValue returns a parameter's value as stored, for tests.
+func (s *Server) GetParameterValue(region, name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.region(region).params[name]
+	if p == nil {
+		return "", false
+	}
+	return p.Value, true
+}
+
+// DeleteParameter removes a parameter from a region.
+func (s *Server) DeleteParameter(region, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.region(region).params, name)
+}
 
 const ssmContentType = "application/x-amz-json-1.1"
 
@@ -132,14 +168,6 @@ func (s *Server) ssmRequest(target string, body []byte, scope CredentialScope, s
 		if in.MaxResults < 1 || in.MaxResults > 10 {
 			return req, &wireError{ssmError(http.StatusBadRequest, "ValidationException", fmt.Sprintf("1 validation error detected: Value '%d' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 10", in.MaxResults))}
 		}
-		start := 0
-		if in.NextToken != "" {
-			n, err := strconv.Atoi(strings.TrimPrefix(in.NextToken, "fake-next-"))
-			if err != nil || n < 0 {
-				return req, &wireError{ssmError(http.StatusBadRequest, "InvalidNextToken", "The specified token isn't valid.")}
-			}
-			start = n
-		}
 		req.resource = ssmParameterARN(region, s.account, in.Path)
 		req.handle = func() response {
 			s.mu.Lock()
@@ -154,15 +182,18 @@ func (s *Server) ssmRequest(target string, body []byte, scope CredentialScope, s
 				names = append(names, name)
 			}
 			sort.Strings(names)
-			out := map[string]any{}
-			params := []ssmParameterJSON{}
-			end := min(start+in.MaxResults, len(names))
-			for i := start; i < end; i++ {
-				params = append(params, s.ssmParamJSON(region, s.region(region).params[names[i]]))
+			// The EC2 Describe* paging, with SSM's error for a bad token.
+			names, next, err := page(names, in.MaxResults, in.NextToken)
+			if err != nil {
+				return ssmError(http.StatusBadRequest, "InvalidNextToken", "The specified token isn't valid.")
 			}
-			out["Parameters"] = params
-			if end < len(names) {
-				out["NextToken"] = fmt.Sprintf("fake-next-%d", end)
+			params := []ssmParameterJSON{}
+			for _, name := range names {
+				params = append(params, s.ssmParamJSON(region, s.region(region).params[name]))
+			}
+			out := map[string]any{"Parameters": params}
+			if next != "" {
+				out["NextToken"] = next
 			}
 			return jsonResponse(out)
 		}

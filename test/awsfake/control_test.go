@@ -221,3 +221,25 @@ func TestGetCallerIdentity(t *testing.T) {
 		}
 	}
 }
+
+// An unknown fault action is a 400 that names the valid ones.
+func TestControlRejectsUnknownFaultAction(t *testing.T) {
+	srv := New().Start()
+	defer srv.Close()
+	code, out := control(t, http.MethodPost, srv.URL+"/_fake/fault?spec=DescribeImages=explode:1", nil)
+	msg, _ := out["error"].(string)
+	if code != http.StatusBadRequest || !strings.Contains(msg, `unknown kind "explode"`) {
+		t.Fatalf("unknown action: %d %v", code, out)
+	}
+	for _, want := range FaultActions() {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error %q does not name %s", msg, want)
+		}
+	}
+	for _, kind := range FaultActions() {
+		name, _, _ := strings.Cut(kind, ":")
+		if a, err := ParseFaultAction(name); err != nil || string(a) != name {
+			t.Errorf("ParseFaultAction(%q) = %q, %v", name, a, err)
+		}
+	}
+}

@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 type faultFlags []string

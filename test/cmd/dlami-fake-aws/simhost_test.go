@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // startRun runs the command in the background and returns its endpoint

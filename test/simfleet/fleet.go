@@ -30,7 +30,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // SSHPort is where every simulated instance's sshd listens, as on EC2: templates need no
@@ -130,7 +130,7 @@ func New(o Options) (*Fleet, error) {
 }
 
 // LocateSimhost finds test/simhost of the checkout that contains dir (or one of its parents),
-// so that `go run ./cmd/dlami-fake-aws --simhost` works from anywhere inside the repository.
+// so that `go run ./test/cmd/dlami-fake-aws --simhost` works from anywhere inside the repository.
 func LocateSimhost(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {

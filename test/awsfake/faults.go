@@ -1,0 +1,204 @@
+package awsfake
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type faultKey struct{ op, region string }
+
+// Fault describes how the fake misbehaves for one operation. Counters are
+// consumed one per request, so "Throttle: 2" fails twice and then answers.
+type Fault struct {
+	// Throttle answers the next N calls with the service's throttling error
+	// (ThrottlingException for SSM, RequestLimitExceeded for EC2).
+	Throttle int
+	// ServerError answers the next N calls with HTTP 500.
+	ServerError int
+	// AccessDenied answers every call with the service's authorization error.
+	AccessDenied bool
+	// Malformed answers every call with HTTP 200 and a truncated body.
+	Malformed bool
+	// Latency is added before every answer (faults included).
+	Latency time.Duration
+	// InsufficientCapacity answers the next N RunInstances calls with EC2's
+	// InsufficientInstanceCapacity error.
+	InsufficientCapacity int
+	// StuckPending makes the instances of the next N RunInstances calls
+	// stay pending forever (their hosts are never booted).
+	StuckPending int
+}
+
+// ParseFault parses a fault spec of the form
+//
+//	OP[@REGION]=KIND[:ARG][,KIND[:ARG]...]
+//
+// where OP is one of the operations the fake serves (OpNames) or "*", and
+// KIND a FaultAction: throttle:N, 500:N, latency:DURATION, denied, malformed,
+// or, for RunInstances only, capacity:N (InsufficientInstanceCapacity) and
+// stuck-pending:N. Examples: "DescribeImages@us-west-2=throttle:2,latency:50ms",
+// "RunInstances=capacity:1".
+func ParseFault(spec string) (op, region string, f Fault, err error) {
+	lhs, rhs, ok := strings.Cut(spec, "=")
+	if !ok {
+		return "", "", Fault{}, fmt.Errorf("fault %q: want OP[@REGION]=KIND[:ARG],...", spec)
+	}
+	op, region, _ = strings.Cut(strings.TrimSpace(lhs), "@")
+	if !isKnownOp(op) {
+		return "", "", Fault{}, fmt.Errorf("fault %q: unknown operation %q (want one of %s)", spec, op, strings.Join(OpNames(), ", "))
+	}
+	if strings.Contains(lhs, "@") && region == "" {
+		return "", "", Fault{}, fmt.Errorf("fault %q: empty region after @", spec)
+	}
+	if strings.TrimSpace(rhs) == "" {
+		return "", "", Fault{}, fmt.Errorf("fault %q: no fault kinds after =", spec)
+	}
+	for _, item := range strings.Split(rhs, ",") {
+		kind, arg, hasArg := strings.Cut(strings.TrimSpace(item), ":")
+		action, err := ParseFaultAction(kind)
+		if err != nil {
+			return "", "", Fault{}, fmt.Errorf("fault %q: %w", spec, err)
+		}
+		if err := action.apply(&f, op, arg, hasArg); err != nil {
+			return "", "", Fault{}, fmt.Errorf("fault %q: %w", spec, err)
+		}
+	}
+	return op, region, f, nil
+}
+
+// FaultAction is one KIND of a fault spec: how the fake misbehaves. The
+// control API (POST /_fake/fault?spec=...) and --fault take them by these
+// names; the fake answers a request with the action pickFault chooses.
+type FaultAction string
+
+const (
+	FaultThrottle     FaultAction = "throttle"      // throttle:N, the service's throttling error
+	FaultServerError  FaultAction = "500"           // 500:N, HTTP 500
+	FaultLatency      FaultAction = "latency"       // latency:DURATION before every answer
+	FaultDenied       FaultAction = "denied"        // the service's authorization error, every call
+	FaultMalformed    FaultAction = "malformed"     // HTTP 200 with a truncated body, every call
+	FaultCapacity     FaultAction = "capacity"      // capacity:N, RunInstances only: InsufficientInstanceCapacity
+	FaultStuckPending FaultAction = "stuck-pending" // stuck-pending:N, RunInstances only: instances never leave pending
+
+	// faultNone is pickFault's answer when the request is served normally.
+	faultNone FaultAction = ""
+)
+
+// FaultActions lists every action a fault spec may name, with its argument.
+func FaultActions() []string {
+	return []string{"throttle:N", "500:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N"}
+}
+
+// ParseFaultAction checks that kind names a fault action.
+func ParseFaultAction(kind string) (FaultAction, error) {
+	switch a := FaultAction(kind); a {
+	case FaultThrottle, FaultServerError, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending:
+		return a, nil
+	}
+	return faultNone, fmt.Errorf("unknown kind %q (want %s)", kind, strings.Join(FaultActions(), ", "))
+}
+
+// apply sets the action (with its argument) in f, for a fault on op.
+func (a FaultAction) apply(f *Fault, op, arg string, hasArg bool) error {
+	count := func() (int, error) {
+		if !hasArg {
+			return 1, nil
+		}
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return 0, fmt.Errorf("%s count %q is not a number between 0 and 1000000", a, arg)
+		}
+		return n, nil
+	}
+	var err error
+	switch a {
+	case FaultThrottle:
+		f.Throttle, err = count()
+	case FaultServerError:
+		f.ServerError, err = count()
+	case FaultLatency:
+		d, perr := time.ParseDuration(arg)
+		if !hasArg || perr != nil || d < 0 || d > time.Hour {
+			return errors.New("latency wants a duration such as latency:50ms")
+		}
+		f.Latency = d
+	case FaultDenied:
+		f.AccessDenied = true
+	case FaultMalformed:
+		f.Malformed = true
+	case FaultCapacity, FaultStuckPending:
+		if op != OpRunInstances {
+			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
+		}
+		counter := &f.InsufficientCapacity
+		if a == FaultStuckPending {
+			counter = &f.StuckPending
+		}
+		*counter, err = count()
+	}
+	return err
+}
+
+// SetFault installs a fault for an operation (or OpAny) in one region, or in
+// every region when region is "". A region-specific fault shadows the
+// all-regions one. Setting the zero Fault clears it.
+func (s *Server) SetFault(op, region string, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f == (Fault{}) {
+		delete(s.faults, faultKey{op, region})
+		return
+	}
+	c := f
+	s.faults[faultKey{op, region}] = &c
+}
+
+// ClearFaults removes every installed fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = map[faultKey]*Fault{}
+}
+
+// pickFault returns the action to take for this request and consumes one
+// unit of any counted fault. It runs under s.mu.
+func (s *Server) pickFault(op, region string) (action FaultAction, latency time.Duration) {
+	for _, k := range []faultKey{{op, region}, {op, ""}, {OpAny, region}, {OpAny, ""}} {
+		f := s.faults[k]
+		if f == nil {
+			continue
+		}
+		latency = f.Latency
+		switch {
+		case f.Throttle > 0:
+			f.Throttle--
+			return FaultThrottle, latency
+		case f.ServerError > 0:
+			f.ServerError--
+			return FaultServerError, latency
+		case f.AccessDenied:
+			return FaultDenied, latency
+		case f.Malformed:
+			return FaultMalformed, latency
+		}
+		return faultNone, latency
+	}
+	return faultNone, 0
+}
+
+// takeRunFault consumes one unit of a RunInstances-only fault counter
+// (InsufficientCapacity or StuckPending) for region, the region-specific
+// fault first. RunInstances consumes them itself because their answers need
+// the request (the instance type) or shape the launch. It runs under s.mu.
+func (s *Server) takeRunFault(region string, counter func(*Fault) *int) bool {
+	for _, k := range []faultKey{{OpRunInstances, region}, {OpRunInstances, ""}} {
+		if f := s.faults[k]; f != nil && *counter(f) > 0 {
+			*counter(f)--
+			return true
+		}
+	}
+	return false
+}
