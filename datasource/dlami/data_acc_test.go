@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess/awstest"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsfake"
 )
 
@@ -151,7 +152,7 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 	work := t.TempDir()
 	plugin := buildPlugin(t, root, work)
 
-	isolateAWSEnv(t)
+	awstest.IsolateEnv(t)
 	env := append(os.Environ(),
 		"PACKER_PLUGIN_PATH="+filepath.Join(work, "plugins"),
 		"PACKER_CONFIG_DIR="+filepath.Join(work, "config"),

@@ -26,7 +26,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -197,17 +196,11 @@ func perRegion(f func(context.Context, string) (launch.EC2API, error)) func(cont
 }
 
 func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, error) {
-	opts := c.Options(region)
-	cfg, err := dlamiresolve.LoadAWSConfig(ctx, opts)
+	sess, err := c.Connect(ctx, region, time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	if !c.SkipCredentialValidation {
-		if _, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, region, time.Minute); err != nil {
-			return nil, err
-		}
-	}
-	return dlamiresolve.NewEC2Client(cfg, opts, region), nil
+	return sess.EC2(region), nil
 }
 
 // verify launches one instance from t.ami, checks it, tags the AMI on success, and always
