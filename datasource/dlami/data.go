@@ -271,10 +271,8 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 		if g.NamePrefix == "" && len(g.Tags) == 0 {
 			add("golden: set name_prefix or tags (or both); otherwise every AMI the owners have would count as golden")
 		}
-		for k := range g.Tags {
-			if k == "" {
-				add("golden.tags: empty tag key")
-			}
+		if _, ok := g.Tags[""]; ok {
+			add("golden.tags: empty tag key")
 		}
 	}
 

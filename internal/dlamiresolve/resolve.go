@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -454,10 +456,7 @@ func (r *Resolver) notFound(ctx context.Context, region string, c SSMAPI, name, 
 			break
 		}
 	}
-	for t := range types {
-		e.Available = append(e.Available, t)
-	}
-	sort.Strings(e.Available)
+	e.Available = slices.Sorted(maps.Keys(types))
 	best := -1
 	for _, t := range e.Available {
 		d := levenshtein.Distance(wantType, t, nil)
@@ -548,11 +547,8 @@ func (r *Resolver) buildNotFound(ctx context.Context, region string, c EC2API, q
 	if len(builds) == 0 {
 		return fmt.Errorf("%s, and no other build of that family either; check architecture, os and flavor", msg)
 	}
-	list := make([]string, 0, len(builds))
-	for b := range builds {
-		list = append(list, b)
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(list)))
+	list := slices.Sorted(maps.Keys(builds))
+	slices.Reverse(list)
 	if len(list) > 10 {
 		list = list[:10]
 	}
@@ -695,12 +691,7 @@ func (r *Resolver) findGolden(ctx context.Context, region string, c EC2API, g Go
 	if g.NamePrefix != "" {
 		filters = append(filters, ec2types.Filter{Name: aws.String("name"), Values: []string{g.NamePrefix + "*"}})
 	}
-	keys := make([]string, 0, len(g.Tags))
-	for k := range g.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(g.Tags)) {
 		filters = append(filters, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{g.Tags[k]}})
 	}
 	images, err := r.describeAll(ctx, region, c, g.Owners, filters)

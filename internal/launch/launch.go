@@ -6,6 +6,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -79,36 +80,33 @@ type Instance struct {
 	poll                   time.Duration
 }
 
-// Address returns the address to reach the instance over iface: "public_ip" (the default
-// when it has one), "private_ip", "public_dns" or "private_dns", as amazon-ebs's ssh_interface.
-func (in *Instance) Address(iface string) (string, error) {
-	var v string
-	switch iface {
-	case "", "public_ip":
-		v = in.PublicIP
-		if v == "" && iface == "" {
-			v = in.PrivateIP
-		}
-	case "private_ip":
-		v = in.PrivateIP
-	case "public_dns":
-		v = in.PublicDNS
-	case "private_dns":
-		v = in.PrivateDNS
-	default:
-		return "", fmt.Errorf("ssh_interface %q: use public_ip, private_ip, public_dns or private_dns", iface)
+// SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
+// instance to connect to.
+var SSHInterfaces = []string{"public_ip", "private_ip", "public_dns", "private_dns"}
+
+// CheckSSHInterface refuses an ssh_interface that is not one of SSHInterfaces; empty is the
+// default (the public IP, else the private one).
+func CheckSSHInterface(iface string) error {
+	if iface == "" || slices.Contains(SSHInterfaces, iface) {
+		return nil
 	}
-	if v == "" {
-		return "", fmt.Errorf("instance %s has no %s address (ssh_interface = %q)", in.ID, or(iface, "public or private IP"), iface)
-	}
-	return v, nil
+	return fmt.Errorf("ssh_interface %q: use %s", iface, strings.Join(SSHInterfaces, ", "))
 }
 
-func or(s, def string) string {
-	if s == "" {
-		return def
+// Address returns the address to reach the instance over iface, one of SSHInterfaces; empty
+// means the public IP when it has one, else the private one.
+func (in *Instance) Address(iface string) (string, error) {
+	if err := CheckSSHInterface(iface); err != nil {
+		return "", err
 	}
-	return s
+	v := map[string]string{"public_ip": in.PublicIP, "private_ip": in.PrivateIP, "public_dns": in.PublicDNS, "private_dns": in.PrivateDNS}[iface]
+	if iface == "" {
+		v = cmp.Or(in.PublicIP, in.PrivateIP)
+	}
+	if v == "" {
+		return "", fmt.Errorf("instance %s has no %s address (ssh_interface = %q)", in.ID, cmp.Or(iface, "public or private IP"), iface)
+	}
+	return v, nil
 }
 
 // Launch creates the temporaries, runs the instance and waits until it is running. On error it
@@ -158,7 +156,7 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		}
 		in.securityGroup = aws.ToString(out.GroupId)
 		say("created temporary security group " + in.securityGroup)
-		cidr := or(s.SSHCIDR, "0.0.0.0/0")
+		cidr := cmp.Or(s.SSHCIDR, "0.0.0.0/0")
 		if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(in.securityGroup), IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), CidrIp: aws.String(cidr),
 		}); err != nil {

@@ -4,9 +4,9 @@
 package dlami
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/packer-plugin-sdk/common"
@@ -16,6 +16,8 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Config is the post-processor's configuration. See docs/post-processors/dlami.mdx.
@@ -88,12 +90,12 @@ const (
 	OnFailureDeregister = "deregister"
 )
 
-// Defaults this package owns.
+// Defaults this package alone owns; check_timeout, report_dir and bom_file default through
+// internal/settings, which the provisioner shares.
 const (
 	defaultSSHUsername   = "ubuntu"
 	defaultSSHTimeout    = 10 * time.Minute
 	defaultSettleTimeout = 15 * time.Minute
-	defaultCheckTimeout  = 60 * time.Second
 )
 
 // BOMFileName is the local copy of the bill of materials the provisioner writes next to its
@@ -101,34 +103,14 @@ const (
 const BOMFileName = bom.LocalFileName
 
 func (c *Config) prepare() (errs []error, warnings []string) {
-	name := c.PackerBuildName
-	if name == "" {
-		name = "build"
-	}
-	if c.ReportDir == "" {
-		c.ReportDir = filepath.Join("dlami-verify", name)
-	}
-	if c.BOMFile == "" {
-		c.BOMFile = filepath.Join("dlami-reports", name, BOMFileName)
-	}
-	if c.ManifestPath == "" {
-		c.ManifestPath = bom.DefaultPath
-	}
-	if c.SSHUsername == "" {
-		c.SSHUsername = defaultSSHUsername
-	}
-	if c.SSHTimeout == 0 {
-		c.SSHTimeout = defaultSSHTimeout
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = defaultSettleTimeout
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = defaultCheckTimeout
-	}
-	if c.OnFailure == "" {
-		c.OnFailure = OnFailureTag
-	}
+	c.ReportDir = cmp.Or(c.ReportDir, settings.VerifyReportDir(c.PackerBuildName))
+	c.BOMFile = cmp.Or(c.BOMFile, settings.BOMFile(c.PackerBuildName))
+	c.ManifestPath = cmp.Or(c.ManifestPath, bom.DefaultPath)
+	c.SSHUsername = cmp.Or(c.SSHUsername, defaultSSHUsername)
+	c.SSHTimeout = cmp.Or(c.SSHTimeout, defaultSSHTimeout)
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, defaultSettleTimeout)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.OnFailure = cmp.Or(c.OnFailure, OnFailureTag)
 	accessErrs, deprecations := c.AccessConfig.Prepare()
 	errs = append(errs, accessErrs...)
 	if c.Region != "" {
@@ -146,10 +128,8 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	default:
 		errs = append(errs, fmt.Errorf("on_failure %q: use keep, tag or deregister", c.OnFailure))
 	}
-	switch c.SSHInterface {
-	case "", "public_ip", "private_ip", "public_dns", "private_dns":
-	default:
-		errs = append(errs, fmt.Errorf("ssh_interface %q: use public_ip, private_ip, public_dns or private_dns", c.SSHInterface))
+	if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.CapacityReservationPreference {
 	case "", "open", "none", "capacity-reservations-only":

@@ -29,6 +29,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
 
@@ -258,7 +259,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 		ReportDir: filepath.Join(c.ReportDir, t.region), BOM: b, InstanceType: typ, Expect: c.Expect,
 		Policy: c.policy(), CheckTimeout: c.CheckTimeout, SettleTimeout: c.SettleTimeout, NCCL: c.NCCL,
-		RemoteDir: "/tmp",
+		RemoteDir: settings.DefaultRemoteFolder,
 	}
 	if err := bake.Verify(ctx, h, ui, o); err != nil {
 		return err
