@@ -49,7 +49,9 @@ type Config struct {
 	AssociatePublicIPAddress *bool `mapstructure:"associate_public_ip_address"`
 	// Instance profile name for the instance.
 	IAMInstanceProfile string `mapstructure:"iam_instance_profile"`
-	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs.
+	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs. EC2 takes a preference
+	// or a reservation to target, not both: leave it unset with `capacity_reservation_id` or
+	// `capacity_reservation_group_arn`.
 	CapacityReservationPreference string `mapstructure:"capacity_reservation_preference"`
 	// Capacity Reservation (ODCR or Capacity Block for ML) to launch into.
 	CapacityReservationID string `mapstructure:"capacity_reservation_id"`
@@ -60,7 +62,9 @@ type Config struct {
 	// Address to connect to: `public_ip`, `private_ip`, `public_dns` or `private_dns`.
 	// Default: the public IP, else the private one.
 	SSHInterface string `mapstructure:"ssh_interface"`
-	// How long to wait for the instance to run and answer SSH. Default 10m.
+	// How long to wait for the instance to run and answer SSH. Default 30m: a p5 or p6
+	// instance initialises many EFA devices and NVMe drives on its first boot and can take
+	// more than 10 minutes to answer SSH.
 	SSHTimeout time.Duration `mapstructure:"ssh_timeout"`
 	// How long to wait for cloud-init and apt to settle before judging. Default 15m.
 	SettleTimeout time.Duration `mapstructure:"settle_timeout"`
@@ -94,7 +98,7 @@ const (
 // internal/settings, which the provisioner shares.
 const (
 	defaultSSHUsername   = "ubuntu"
-	defaultSSHTimeout    = 10 * time.Minute
+	defaultSSHTimeout    = 30 * time.Minute // see SSHTimeout: P-type first boots
 	defaultSettleTimeout = 15 * time.Minute
 )
 
@@ -136,8 +140,15 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	default:
 		errs = append(errs, fmt.Errorf("capacity_reservation_preference %q: use open, none or capacity-reservations-only", c.CapacityReservationPreference))
 	}
+	// EC2's CapacityReservationSpecification takes a preference or a target, and a target is
+	// one reservation or one resource group; RunInstances refuses the rest.
 	if c.CapacityReservationID != "" && c.CapacityReservationGroupARN != "" {
 		errs = append(errs, errors.New("capacity_reservation_id and capacity_reservation_group_arn: set one"))
+	}
+	for _, target := range []struct{ name, v string }{{"capacity_reservation_id", c.CapacityReservationID}, {"capacity_reservation_group_arn", c.CapacityReservationGroupARN}} {
+		if target.v != "" && c.CapacityReservationPreference != "" {
+			errs = append(errs, fmt.Errorf("capacity_reservation_preference = %q and %s: EC2 refuses a preference together with a reservation to target; remove capacity_reservation_preference (the target alone launches into the reservation)", c.CapacityReservationPreference, target.name))
+		}
 	}
 	for _, d := range []struct {
 		name string
