@@ -253,21 +253,28 @@ func TestOnFailure(t *testing.T) {
 	}
 }
 
-// When the first boot cannot be judged (here: nothing answers SSH), the build fails saying so,
-// on_failure is not applied, and the instance and temporaries are still removed.
-func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
+// launchable returns a post-processor configured with raw (plus the instance type, no
+// credential check and a temporary report_dir) against a fake holding ami, an image of the
+// account with its snapshot snap in us-east-1, as a bake leaves it.
+func launchable(t *testing.T, ami, snap string, raw map[string]interface{}) (fakeEC2, *PostProcessor) {
+	t.Helper()
 	f := newFakeEC2(t, "us-east-1")
-	const ami = "ami-0000000000000e003"
-	f.own(t, "us-east-1", ami, "snap-00000000000000e03")
-	p, err := configure(t, map[string]interface{}{
-		"instance_type": "p5.48xlarge", "on_failure": "deregister", "ssh_timeout": "1s",
-		"skip_credential_validation": true, "report_dir": t.TempDir(),
-	})
+	f.own(t, "us-east-1", ami, snap)
+	raw["instance_type"], raw["skip_credential_validation"], raw["report_dir"] = "p5.48xlarge", true, t.TempDir()
+	p, err := configure(t, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.ec2For = f.client
-	_, _, _, err = p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
+	return f, p
+}
+
+// When the first boot cannot be judged (here: nothing answers SSH), the build fails saying so,
+// on_failure is not applied, and the instance and temporaries are still removed.
+func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
+	const ami = "ami-0000000000000e003"
+	f, p := launchable(t, ami, "snap-00000000000000e03", map[string]interface{}{"on_failure": "deregister", "ssh_timeout": "1s"})
+	_, _, _, err := p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
 	if err == nil || !strings.Contains(err.Error(), "could not be verified (on_failure was not applied)") || strings.Contains(err.Error(), "did not boot healthy") {
 		t.Fatalf("err %v", err)
 	}
@@ -322,20 +329,13 @@ func TestCapacitySettingsEC2Accepts(t *testing.T) {
 // When the cleanup cannot terminate the instance, the last lines printed name it, its region
 // and the command that terminates it, and the build fails saying so.
 func TestStillRunningIsTheLastWord(t *testing.T) {
-	f := newFakeEC2(t, "us-east-1")
 	const ami = "ami-0000000000000e004"
-	f.own(t, "us-east-1", ami, "snap-00000000000000e04")
-	p, err := configure(t, map[string]interface{}{
-		"instance_type": "p5.48xlarge", "ssh_timeout": "1s", "skip_credential_validation": true, "report_dir": t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ec2For, p.poll, p.cleanupTimeout = f.client, 10*time.Millisecond, 300*time.Millisecond
+	f, p := launchable(t, ami, "snap-00000000000000e04", map[string]interface{}{"ssh_timeout": "1s"})
+	p.poll, p.cleanupTimeout = 10*time.Millisecond, 300*time.Millisecond
 	f.srv.SetFault("TerminateInstances", "us-east-1", awsfake.Fault{AccessDenied: true})
 	var out bytes.Buffer
 	ui := &packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: &out, ErrorWriter: &out}
-	_, _, _, err = p.PostProcess(context.Background(), ui, ebsArtifact("us-east-1:"+ami))
+	_, _, _, err := p.PostProcess(context.Background(), ui, ebsArtifact("us-east-1:"+ami))
 	if err == nil || !strings.Contains(err.Error(), "cleaning up the verification instances failed") {
 		t.Fatalf("err %v", err)
 	}
@@ -357,23 +357,16 @@ func TestStillRunningIsTheLastWord(t *testing.T) {
 
 // Ctrl-C while waiting for SSH still terminates the instance and deletes the temporaries.
 func TestCancelledRunStillCleansUp(t *testing.T) {
-	f := newFakeEC2(t, "us-east-1")
 	const ami = "ami-0000000000000e005"
-	f.own(t, "us-east-1", ami, "snap-00000000000000e05")
-	p, err := configure(t, map[string]interface{}{
-		"instance_type": "p5.48xlarge", "ssh_timeout": "1m", "skip_credential_validation": true, "report_dir": t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ec2For, p.poll = f.client, 10*time.Millisecond
+	f, p := launchable(t, ami, "snap-00000000000000e05", map[string]interface{}{"ssh_timeout": "1m"})
+	p.poll = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	f.srv.Observe(func(c awsfake.Call) {
 		if c.Op == "RunInstances" {
 			time.AfterFunc(200*time.Millisecond, cancel)
 		}
 	})
-	_, _, _, err = p.PostProcess(ctx, packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
+	_, _, _, err := p.PostProcess(ctx, packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
 	if err == nil || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("err %v", err)
 	}
