@@ -10,10 +10,11 @@ package dlami
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -217,7 +218,7 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	if c.Flavor == "" && c.ParameterName == "" {
 		c.Flavor = dlamiresolve.DefaultFlavor
 	}
-	if !unknown(c.Architecture) && !contains(dlamiresolve.Architectures, c.Architecture) {
+	if !unknown(c.Architecture) && !slices.Contains(dlamiresolve.Architectures, c.Architecture) {
 		hint := ""
 		switch c.Architecture {
 		case "amd64", "x86-64", "x64":
@@ -227,7 +228,7 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 		}
 		add("architecture %q: must be one of %s%s", c.Architecture, strings.Join(dlamiresolve.Architectures, ", "), hint)
 	}
-	if c.OS != "" && !unknown(c.OS) && !contains(dlamiresolve.OperatingSystems, c.OS) {
+	if c.OS != "" && !unknown(c.OS) && !slices.Contains(dlamiresolve.OperatingSystems, c.OS) {
 		add("os %q: must be one of %s (or use parameter_name for other DLAMIs)", c.OS, strings.Join(dlamiresolve.OperatingSystems, ", "))
 	}
 	if c.Flavor != "" && !unknown(c.Flavor) && !flavorRE.MatchString(c.Flavor) {
@@ -270,10 +271,8 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 		if g.NamePrefix == "" && len(g.Tags) == 0 {
 			add("golden: set name_prefix or tags (or both); otherwise every AMI the owners have would count as golden")
 		}
-		for k := range g.Tags {
-			if k == "" {
-				add("golden.tags: empty tag key")
-			}
+		if _, ok := g.Tags[""]; ok {
+			add("golden.tags: empty tag key")
 		}
 	}
 
@@ -289,7 +288,7 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 		add("timeout %s: must be positive", c.Timeout)
 	}
 	if c.Timeout == 0 {
-		c.Timeout = dlamiresolve.DefaultCallTimeout
+		c.Timeout = awsaccess.DefaultCallTimeout
 	}
 	if c.ExecuteTimeout < 0 {
 		add("execute_timeout %s: must be positive", c.ExecuteTimeout)
@@ -303,17 +302,6 @@ func (d *Datasource) Configure(raws ...interface{}) error {
 	}
 	return nil
 }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *Config) awsOptions() dlamiresolve.AWSOptions { return c.Options(c.primaryRegion()) }
 
 func (c *Config) primaryRegion() string {
 	if c.Region != "" {
@@ -350,28 +338,17 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 	c := &d.config
 	ctx, cancel := context.WithTimeout(context.Background(), c.ExecuteTimeout)
 	defer cancel()
-	opts := c.awsOptions()
-	cfg, err := dlamiresolve.LoadAWSConfig(ctx, opts)
+	sess, err := c.Connect(ctx, c.primaryRegion(), c.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("dlami: %w", err)
 	}
-	primary := c.primaryRegion()
-	if primary == "" {
-		primary = cfg.Region
-	}
-	if primary == "" {
-		return nil, errors.New("dlami: no region: set region (or regions), or AWS_REGION / AWS_DEFAULT_REGION, or a region in the AWS profile")
-	}
-	if !c.SkipCredentialValidation {
-		id, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, primary, c.Timeout)
-		if err != nil {
-			return nil, fmt.Errorf("dlami: %w", err)
-		}
+	primary := sess.Region()
+	if id := sess.Identity; id.ARN != "" {
 		log.Printf("[INFO] dlami: AWS credentials valid: %s (account %s)", id.ARN, id.Account)
 	}
 	r := &dlamiresolve.Resolver{
-		Clients: dlamiresolve.NewClientFactory(cfg, opts), CallTimeout: c.Timeout,
-		AssumeRoleARN: c.AssumeRole.RoleARN, Retry: opts.Retry,
+		Clients: dlamiresolve.NewClientFactory(sess), CallTimeout: c.Timeout,
+		AssumeRoleARN: c.AssumeRole.RoleARN, Retry: sess.Options.Retry,
 	}
 	regions := append([]string{primary}, c.Regions...)
 	results, err := r.ResolveAll(ctx, regions, c.query())
@@ -388,12 +365,7 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 		ParameterLastModified: res.ParameterLastModified, Region: primary,
 		AMIs: map[string]string{}, Warnings: append([]string{}, d.deprecations...), GoldenAMIs: map[string]string{}, RebakeRegions: []string{},
 	}
-	regionsSorted := make([]string, 0, len(results))
-	for region := range results {
-		regionsSorted = append(regionsSorted, region)
-	}
-	sort.Strings(regionsSorted)
-	for _, region := range regionsSorted {
+	for _, region := range slices.Sorted(maps.Keys(results)) {
 		rr := results[region]
 		out.AMIs[region] = rr.Image.ID
 		out.Warnings = append(out.Warnings, rr.Warnings...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 )
 
 const pluginAddress = "github.com/dlami-bake/dlami"
@@ -151,7 +152,7 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 	work := t.TempDir()
 	plugin := buildPlugin(t, root, work)
 
-	isolateAWSEnv(t)
+	awstest.IsolateEnv(t)
 	env := append(os.Environ(),
 		"PACKER_PLUGIN_PATH="+filepath.Join(work, "plugins"),
 		"PACKER_CONFIG_DIR="+filepath.Join(work, "config"),

@@ -13,22 +13,8 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 )
-
-// isolateAWSEnv keeps the developer's AWS settings out of the test.
-func isolateAWSEnv(t testing.TB) {
-	t.Helper()
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
-		"AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
-		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
-		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_SSM": "", "AWS_ENDPOINT_URL_EC2": "", "AWS_ENDPOINT_URL_STS": "",
-		"AWS_EC2_METADATA_DISABLED": "true",
-	} {
-		t.Setenv(k, v)
-	}
-}
 
 // decodeHCL turns an HCL body into the cty value Packer hands Configure.
 func decodeHCL(t *testing.T, d *Datasource, src string) cty.Value {
@@ -303,7 +289,7 @@ func TestSpecs(t *testing.T) {
 
 func startFake(t *testing.T, regions ...string) (*awsfake.Server, string) {
 	t.Helper()
-	isolateAWSEnv(t)
+	awstest.IsolateEnv(t)
 	f := awsfake.NewSeeded(regions...)
 	srv := f.Start()
 	t.Cleanup(srv.Close)

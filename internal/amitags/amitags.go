@@ -6,8 +6,6 @@ const (
 	// SourceAMI is the DLAMI a golden AMI was baked from (the rebake decision compares it with
 	// the newest DLAMI).
 	SourceAMI = "dlami:source_ami"
-	// Build is the DLAMI build date (YYYYMMDD) a golden AMI was baked from.
-	Build = "dlami:build"
 	// Verified is "true" or "false" once the post-processor has checked the AMI's first boot.
 	Verified = "dlami:verified"
 	// VerifiedAt is when it did (RFC 3339, UTC).

@@ -1,9 +1,13 @@
 //go:generate packer-sdc mapstructure-to-hcl2 -type AccessConfig,AssumeRoleConfig
 //go:generate packer-sdc struct-markdown
 
-// Package awsaccess is the AWS access block the data source and the post-processor share, with
-// the amazon plugin's names, so that a user's `amazon-ebs` access settings paste in unchanged.
-// It validates the settings and turns them into dlamiresolve.AWSOptions; it calls nothing.
+// Package awsaccess is the plugin's one way to AWS. It owns the access block the data source
+// and the post-processor share, with the amazon plugin's names, so that a user's `amazon-ebs`
+// access settings paste in unchanged (access.go: it validates the settings and calls nothing);
+// the SDK configuration, the HTTP client and its timeout, the credential check and the service
+// clients built from it (client.go); how calls are retried (retry.go); and how AWS errors are
+// classified (errors.go). The resolver, the data source, the launcher and the post-processor
+// reach AWS through it.
 package awsaccess
 
 import (
@@ -15,8 +19,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/packer-plugin-sdk/hcl2helper"
-
-	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 )
 
 // AccessConfig is how to reach AWS, as in the amazon plugin.
@@ -191,14 +193,8 @@ func (ar AssumeRoleConfig) validate() []error {
 			add("assume_role.policy_arns[%d] %q: must be a managed policy ARN (arn:aws:iam::aws:policy/<name>)", i, arn)
 		}
 	}
-	keys := make([]string, 0, len(ar.Tags))
-	for k := range ar.Tags {
-		keys = append(keys, k)
-	}
-	for _, k := range keys {
-		if k == "" {
-			add("assume_role.tags: empty tag key")
-		}
+	if _, ok := ar.Tags[""]; ok {
+		add("assume_role.tags: empty tag key")
 	}
 	for i, k := range ar.TransitiveTagKeys {
 		if _, ok := ar.Tags[k]; !ok && !Unknown(k) {
@@ -221,17 +217,17 @@ func (c *AccessConfig) Secrets() []string {
 	return []string{c.AccessKey, c.SecretKey, c.Token, c.MFACode}
 }
 
-// Options turns the block into the resolver's access options; region is the default region.
-func (c *AccessConfig) Options(region string) dlamiresolve.AWSOptions {
-	o := dlamiresolve.AWSOptions{
+// Options turns the block into the SDK access options; region is the default region.
+func (c *AccessConfig) Options(region string) Options {
+	o := Options{
 		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Token: c.Token,
 		Profile: c.Profile, SharedCredentialsFile: c.SharedCredentialsFile, MFACode: c.MFACode,
-		Retry: dlamiresolve.RetryPolicy{MaxRetries: c.MaxRetries}, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
+		Retry: RetryPolicy{MaxRetries: c.MaxRetries}, SkipMetadataAPICheck: c.SkipMetadataAPICheck,
 		SSMEndpoint: c.SSMEndpoint, EC2Endpoint: c.CustomEndpointEC2, STSEndpoint: c.STSEndpoint,
 		Region: region,
 	}
 	if ar := c.AssumeRole; ar.RoleARN != "" {
-		o.AssumeRole = &dlamiresolve.AssumeRole{
+		o.AssumeRole = &AssumeRole{
 			RoleARN: ar.RoleARN, SessionName: ar.SessionName, ExternalID: ar.ExternalID,
 			Duration: time.Duration(ar.DurationSeconds) * time.Second,
 			Policy:   ar.Policy, PolicyARNs: ar.PolicyARNs, Tags: ar.Tags, TransitiveTagKeys: ar.TransitiveTagKeys,

@@ -11,22 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 )
-
-// AccessDeniedError says which IAM permission is missing, on what.
-type AccessDeniedError struct {
-	Region   string
-	Action   string // e.g. "ssm:GetParameter"
-	Resource string // ARN, or "*" for actions without resource-level permissions
-	Err      error
-}
-
-func (e *AccessDeniedError) Error() string {
-	return fmt.Sprintf("%s: access denied for %s: allow action %q on resource %q for the identity Packer runs as (AWS said: %v)",
-		e.Region, e.Action, e.Action, e.Resource, apiMessage(e.Err))
-}
-
-func (e *AccessDeniedError) Unwrap() error { return e.Err }
 
 // ParameterNotFoundError says a parameter is missing and what exists instead.
 type ParameterNotFoundError struct {
@@ -104,79 +91,38 @@ func sortRegionErrors(errs []RegionError, order []string) {
 	sort.SliceStable(errs, func(a, b int) bool { return pos[errs[a].Region] < pos[errs[b].Region] })
 }
 
-func apiCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-func apiMessage(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		if m := ae.ErrorMessage(); m != "" {
-			return ae.ErrorCode() + ": " + m
-		}
-		return ae.ErrorCode()
-	}
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-var deniedCodes = map[string]bool{
-	"AccessDeniedException": true, "AccessDenied": true, "UnauthorizedOperation": true,
-}
-
-// credentialsFailure reports whether err came from getting credentials
-// rather than from the call itself, and whether an sts:AssumeRole was it.
-func credentialsFailure(err error) (isCreds, assumeRole bool) {
-	if !strings.Contains(err.Error(), "get credentials") {
-		return false, false
-	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		var op *smithy.OperationError
-		if errors.As(e, &op) && op.Service() == "STS" && op.Operation() == "AssumeRole" {
-			return true, true
-		}
-	}
-	return true, false
-}
-
 // callError turns an SDK error from one call into an error that names the
 // region, the IAM action and what to do; when the call was retried, the
 // message says how often.
-func (r *Resolver) callError(err error, call *awsCall, st RetryStats, action, resource string) error {
+func (r *Resolver) callError(err error, call *awsCall, st awsaccess.RetryStats, action, resource string) error {
 	e := r.describeCallError(err, call, st, action, resource)
 	if st.Retries() > 0 && !errors.As(e, new(*ThrottledError)) {
-		return &retriedError{err: e, stats: st}
+		return &awsaccess.RetriedError{Err: e, Stats: st}
 	}
 	return e
 }
 
-func (r *Resolver) describeCallError(err error, call *awsCall, st RetryStats, action, resource string) error {
+func (r *Resolver) describeCallError(err error, call *awsCall, st awsaccess.RetryStats, action, resource string) error {
 	region, timeout := call.region, r.callTimeout()
-	if isCreds, assume := credentialsFailure(err); assume {
+	if isCreds, assume := awsaccess.CredentialsFailure(err); assume {
 		role := r.AssumeRoleARN
 		if role == "" {
 			role = "the assume_role.role_arn"
 		}
-		if deniedCodes[apiCode(err)] {
-			return &AccessDeniedError{Region: region, Action: "sts:AssumeRole", Resource: role, Err: err}
+		if awsaccess.IsAccessDenied(err) {
+			return &awsaccess.AccessDeniedError{Region: region, Action: "sts:AssumeRole", Resource: role, Err: err}
 		}
 		return fmt.Errorf("%s: assuming role %s before %s failed: %w", region, role, action, err)
 	} else if isCreds {
 		return fmt.Errorf("%s: no usable AWS credentials for %s: set access_key and secret_key, profile (and shared_credentials_file), or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an instance role is available: %w", region, action, err)
 	}
-	if deniedCodes[apiCode(err)] {
-		return &AccessDeniedError{Region: region, Action: action, Resource: resource, Err: err}
+	if awsaccess.IsAccessDenied(err) {
+		return &awsaccess.AccessDeniedError{Region: region, Action: action, Resource: resource, Err: err}
 	}
 	// A call that was throttled and then ran out of time, however the
 	// SDK's loop ended (no room for another backoff, or the deadline cut a
 	// backoff or an attempt short), failed because of the rate limit.
-	if st.LastThrottle != nil && (st.ThrottledAtDeadline || IsThrottle(err) ||
+	if st.LastThrottle != nil && (st.ThrottledAtDeadline || awsaccess.IsThrottle(err) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*aws.RequestCanceledError))) {
 		cause := err
 		if st.ThrottledAtDeadline {
@@ -216,7 +162,7 @@ type ThrottledError struct {
 	// "execute_timeout"; Timeout is the per-call timeout.
 	Limit   string
 	Timeout time.Duration
-	Stats   RetryStats
+	Stats   awsaccess.RetryStats
 	Err     error
 }
 
@@ -231,17 +177,7 @@ func (e *ThrottledError) Error() string {
 		fixes = "raise timeout (and execute_timeout), spread the CI matrix (fewer regions and instance types at a time, or staggered start times), or pin build (a pinned build is found with ec2:DescribeImages, without SSM)"
 	}
 	return fmt.Sprintf("%s: %s was still throttled by AWS (%s) at %s (%s). The account's %s request rate limit in %s is exhausted (every job and region of a CI matrix shares it): %s: %v",
-		e.Region, e.Action, apiMessage(e.Stats.LastThrottle), deadline, e.Stats, service, e.Region, fixes, e.Err)
+		e.Region, e.Action, awsaccess.APIMessage(e.Stats.LastThrottle), deadline, e.Stats, service, e.Region, fixes, e.Err)
 }
 
 func (e *ThrottledError) Unwrap() error { return e.Err }
-
-// retriedError adds the retry count to the failure of a retried call.
-type retriedError struct {
-	err   error
-	stats RetryStats
-}
-
-func (e *retriedError) Error() string { return fmt.Sprintf("%v (after %s)", e.err, e.stats) }
-
-func (e *retriedError) Unwrap() error { return e.err }

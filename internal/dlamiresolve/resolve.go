@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 )
 
 // SSMAPI is the part of the SSM client the resolver uses.
@@ -41,6 +44,28 @@ type Clients struct {
 
 // ClientFactory returns the clients for a region.
 type ClientFactory func(region string) (Clients, error)
+
+// NewClientFactory returns a ClientFactory that makes the session's SSM and EC2 clients for
+// any region, once per region.
+func NewClientFactory(s *awsaccess.Session) ClientFactory {
+	var (
+		mu    sync.Mutex
+		cache = map[string]Clients{}
+	)
+	return func(region string) (Clients, error) {
+		if region == "" {
+			return Clients{}, errors.New("empty region")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := cache[region]; ok {
+			return c, nil
+		}
+		c := Clients{SSM: s.SSM(region), EC2: s.EC2(region)}
+		cache[region] = c
+		return c, nil
+	}
+}
 
 // Query says which DLAMI to resolve and how much to trust.
 type Query struct {
@@ -100,7 +125,8 @@ type Result struct {
 // Resolver resolves queries through AWS clients.
 type Resolver struct {
 	Clients ClientFactory
-	// CallTimeout bounds each AWS operation, retries included; 0 means 30s.
+	// CallTimeout bounds each AWS operation, retries included; 0 means
+	// awsaccess.DefaultCallTimeout.
 	CallTimeout time.Duration
 	// Now is the clock for deprecation checks; nil means time.Now.
 	Now func() time.Time
@@ -108,18 +134,15 @@ type Resolver struct {
 	Logf func(format string, args ...any)
 	// AssumeRoleARN names the assumed role in credential errors, if any.
 	AssumeRoleARN string
-	// Retry is how each SSM and EC2 call is retried; see RetryPolicy.
-	Retry RetryPolicy
+	// Retry is how each SSM and EC2 call is retried; see awsaccess.RetryPolicy.
+	Retry awsaccess.RetryPolicy
 }
-
-// DefaultCallTimeout is the per-operation deadline when none is set.
-const DefaultCallTimeout = 30 * time.Second
 
 func (r *Resolver) callTimeout() time.Duration {
 	if r.CallTimeout > 0 {
 		return r.CallTimeout
 	}
-	return DefaultCallTimeout
+	return awsaccess.DefaultCallTimeout
 }
 
 // awsCall is one AWS operation about to be sent: its deadline-bound
@@ -127,7 +150,7 @@ func (r *Resolver) callTimeout() time.Duration {
 type awsCall struct {
 	region, service, op string // for the log: "us-east-1", "ssm", "GetParameter"
 	ctx                 context.Context
-	retryer             *callRetryer
+	retryer             *awsaccess.CallRetryer
 	// limit names the setting whose deadline bounds the call: "timeout",
 	// or "execute_timeout" when less of the whole lookup is left.
 	limit string
@@ -136,8 +159,8 @@ type awsCall struct {
 // startCall bounds one operation by the per-call deadline and gives it its
 // own retryer. Call finish when the operation returns.
 func (r *Resolver) startCall(ctx context.Context, region, service, op string) (*awsCall, context.CancelFunc) {
-	c := &awsCall{region: region, service: service, op: op, retryer: newCallRetryer(r.Retry), limit: "timeout"}
-	if d, ok := ctx.Deadline(); ok && d.Before(r.Retry.now().Add(r.callTimeout())) {
+	c := &awsCall{region: region, service: service, op: op, retryer: awsaccess.NewCallRetryer(r.Retry), limit: "timeout"}
+	if d, ok := ctx.Deadline(); ok && d.Before(r.Retry.Time().Add(r.callTimeout())) {
 		c.limit = "execute_timeout"
 	}
 	var cancel context.CancelFunc
@@ -149,8 +172,8 @@ func (c *awsCall) ssmRetryer(o *ssm.Options) { o.Retryer = c.retryer }
 func (c *awsCall) ec2Retryer(o *ec2.Options) { o.Retryer = c.retryer }
 
 // finish logs the call's retries, if any, and returns its statistics.
-func (r *Resolver) finish(c *awsCall) RetryStats {
-	st := c.retryer.done()
+func (r *Resolver) finish(c *awsCall) awsaccess.RetryStats {
+	st := c.retryer.Stats()
 	if st.Retries() > 0 {
 		r.logf("[INFO] dlami: %s %s %s: %s", c.service, c.op, c.region, st)
 	}
@@ -359,7 +382,7 @@ func (r *Resolver) getParameter(ctx context.Context, region string, c SSMAPI, na
 	out, err := c.GetParameter(call.ctx, &ssm.GetParameterInput{Name: aws.String(name)}, call.ssmRetryer)
 	st := r.finish(call)
 	if err != nil {
-		if apiCode(err) == "ParameterNotFound" {
+		if awsaccess.APICode(err) == "ParameterNotFound" {
 			return nil, r.notFound(ctx, region, c, name, arch)
 		}
 		return nil, r.callError(err, call, st, "ssm:GetParameter", parameterARN(region, name))
@@ -433,10 +456,7 @@ func (r *Resolver) notFound(ctx context.Context, region string, c SSMAPI, name, 
 			break
 		}
 	}
-	for t := range types {
-		e.Available = append(e.Available, t)
-	}
-	sort.Strings(e.Available)
+	e.Available = slices.Sorted(maps.Keys(types))
 	best := -1
 	for _, t := range e.Available {
 		d := levenshtein.Distance(wantType, t, nil)
@@ -455,7 +475,7 @@ func (r *Resolver) describeByID(ctx context.Context, region string, c EC2API, id
 	out, err := c.DescribeImages(call.ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}, IncludeDeprecated: aws.Bool(true)}, call.ec2Retryer)
 	st := r.finish(call)
 	if err != nil {
-		if strings.HasPrefix(apiCode(err), "InvalidAMIID") {
+		if strings.HasPrefix(awsaccess.APICode(err), "InvalidAMIID") {
 			return ec2types.Image{}, fmt.Errorf("%s: SSM parameter %s points at %s, which EC2 does not know in this region (deregistered, or not shared with this account): %w", region, param, id, err)
 		}
 		return ec2types.Image{}, r.callError(err, call, st, "ec2:DescribeImages", "*")
@@ -527,11 +547,8 @@ func (r *Resolver) buildNotFound(ctx context.Context, region string, c EC2API, q
 	if len(builds) == 0 {
 		return fmt.Errorf("%s, and no other build of that family either; check architecture, os and flavor", msg)
 	}
-	list := make([]string, 0, len(builds))
-	for b := range builds {
-		list = append(list, b)
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(list)))
+	list := slices.Sorted(maps.Keys(builds))
+	slices.Reverse(list)
 	if len(list) > 10 {
 		list = list[:10]
 	}
@@ -634,7 +651,7 @@ func (r *Resolver) verifyOwner(ctx context.Context, region string, c EC2API, own
 			ImageIds: []string{aws.ToString(img.ImageId)}, Owners: serverSide, IncludeDeprecated: aws.Bool(true),
 		}, call.ec2Retryer)
 		st := r.finish(call)
-		if err != nil && !strings.HasPrefix(apiCode(err), "InvalidAMIID") {
+		if err != nil && !strings.HasPrefix(awsaccess.APICode(err), "InvalidAMIID") {
 			return r.callError(err, call, st, "ec2:DescribeImages", "*")
 		}
 		if err == nil && len(out.Images) > 0 {
@@ -674,12 +691,7 @@ func (r *Resolver) findGolden(ctx context.Context, region string, c EC2API, g Go
 	if g.NamePrefix != "" {
 		filters = append(filters, ec2types.Filter{Name: aws.String("name"), Values: []string{g.NamePrefix + "*"}})
 	}
-	keys := make([]string, 0, len(g.Tags))
-	for k := range g.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(g.Tags)) {
 		filters = append(filters, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{g.Tags[k]}})
 	}
 	images, err := r.describeAll(ctx, region, c, g.Owners, filters)

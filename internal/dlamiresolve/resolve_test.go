@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 )
 
 var fixedNow = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
@@ -18,50 +20,29 @@ const (
 	latestBuild  = "20261002"
 )
 
-// isolateAWSEnv keeps the developer's AWS settings out of the test.
-func isolateAWSEnv(t testing.TB) {
-	t.Helper()
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
-		"AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
-		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
-		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_SSM": "", "AWS_ENDPOINT_URL_EC2": "", "AWS_ENDPOINT_URL_STS": "",
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "",
-		// A CA bundle would make the SDK reject the recording HTTP clients.
-		"AWS_CA_BUNDLE": "",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
 type env struct {
 	fake *awsfake.Server
 	url  string
-	opts AWSOptions
+	opts awsaccess.Options
 }
 
 func newEnv(t testing.TB, regions ...string) *env {
 	t.Helper()
-	isolateAWSEnv(t)
-	fake := awsfake.NewSeeded(regions...)
-	fake.SetNow(func() time.Time { return fixedNow })
-	srv := fake.Start()
-	t.Cleanup(srv.Close)
-	return &env{fake: fake, url: srv.URL, opts: AWSOptions{
+	fake, url := awstest.Fake(t, fixedNow, regions...)
+	return &env{fake: fake, url: url, opts: awsaccess.Options{
 		AccessKey: "AKIAFAKESTATIC000001", SecretKey: "fake-secret", Region: "us-east-1",
-		SSMEndpoint: srv.URL, EC2Endpoint: srv.URL, STSEndpoint: srv.URL,
-		Retry: RetryPolicy{MaxBackoff: 2 * time.Millisecond}, SkipMetadataAPICheck: true,
+		SSMEndpoint: url, EC2Endpoint: url, STSEndpoint: url,
+		Retry: awsaccess.RetryPolicy{MaxBackoff: 2 * time.Millisecond}, SkipMetadataAPICheck: true,
 	}}
 }
 
 func (e *env) resolver(t testing.TB) *Resolver {
 	t.Helper()
-	cfg, err := LoadAWSConfig(context.Background(), e.opts)
+	cfg, err := awsaccess.LoadConfig(context.Background(), e.opts)
 	if err != nil {
-		t.Fatalf("LoadAWSConfig: %v", err)
+		t.Fatalf("LoadConfig: %v", err)
 	}
-	return &Resolver{Clients: NewClientFactory(cfg, e.opts), Now: func() time.Time { return fixedNow }, Logf: t.Logf, CallTimeout: 5 * time.Second, Retry: e.opts.Retry}
+	return &Resolver{Clients: NewClientFactory(&awsaccess.Session{Config: cfg, Options: e.opts}), Now: func() time.Time { return fixedNow }, Logf: t.Logf, CallTimeout: 5 * time.Second, Retry: e.opts.Retry}
 }
 
 func seedID(region, arch, title, osTitle, build string) string {
@@ -76,7 +57,7 @@ func TestResolve(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   func(f *awsfake.Server)
-		opts    func(o *AWSOptions)
+		opts    func(o *awsaccess.Options)
 		q       Query
 		wantID  string
 		wantErr []string // substrings, all required
@@ -309,7 +290,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:    "persistent 500 gives up naming region and attempts",
 			setup:   func(f *awsfake.Server) { f.SetFault(awsfake.OpGetParameter, "", awsfake.Fault{ServerError: 100}) },
-			opts:    func(o *AWSOptions) { o.Retry.MaxRetries = 2 },
+			opts:    func(o *awsaccess.Options) { o.Retry.MaxRetries = 2 },
 			wantErr: []string{"us-east-1: ssm:GetParameter failed on all 3 attempts", "InternalServerError"},
 			check: func(t *testing.T, _ *Result, f *awsfake.Server) {
 				if n := f.CallCount(awsfake.OpGetParameter, r); n != 3 {
@@ -320,7 +301,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:  "persistent EC2 throttling fails at the call deadline, not after max_retries",
 			setup: func(f *awsfake.Server) { f.SetFault(awsfake.OpDescribeImages, "", awsfake.Fault{Throttle: 1_000_000}) },
-			opts:  func(o *AWSOptions) { o.Retry.MaxRetries = 1 },
+			opts:  func(o *awsaccess.Options) { o.Retry.MaxRetries = 1 },
 			wantErr: []string{"us-east-1: ec2:DescribeImages was still throttled by AWS (RequestLimitExceeded", "at the per-call timeout of 200ms",
 				"EC2 request rate limit in us-east-1", "raise timeout", "spread the CI matrix"},
 			check: func(t *testing.T, _ *Result, f *awsfake.Server) {
@@ -411,7 +392,7 @@ func TestResolveErrorTypes(t *testing.T) {
 	e := newEnv(t, r)
 	e.fake.SetFault(awsfake.OpGetParameter, "", awsfake.Fault{AccessDenied: true})
 	_, err := e.resolver(t).Resolve(context.Background(), r, Query{})
-	var ad *AccessDeniedError
+	var ad *awsaccess.AccessDeniedError
 	if !errors.As(err, &ad) || ad.Action != "ssm:GetParameter" || ad.Region != r ||
 		ad.Resource != "arn:aws:ssm:eu-west-1::parameter/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id" {
 		t.Fatalf("want AccessDeniedError, got %#v (%v)", ad, err)
@@ -518,7 +499,7 @@ func TestResolveAllReportsEachFailedRegion(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, w)
 		}
 	}
-	var ad *AccessDeniedError
+	var ad *awsaccess.AccessDeniedError
 	if !errors.As(err, &ad) || ad.Region != "eu-west-1" {
 		t.Errorf("errors.As AccessDeniedError through RegionsError: %v", ad)
 	}
@@ -540,7 +521,7 @@ func TestResolveAllNoRegion(t *testing.T) {
 func TestAssumeRoleUsesSTSEndpointAndAssumedCredentials(t *testing.T) {
 	const r = "us-east-1"
 	e := newEnv(t, r)
-	e.opts.AssumeRole = &AssumeRole{RoleARN: "arn:aws:iam::123456789012:role/packer-bake", SessionName: "packer-ci", ExternalID: "ext-42"}
+	e.opts.AssumeRole = &awsaccess.AssumeRole{RoleARN: "arn:aws:iam::123456789012:role/packer-bake", SessionName: "packer-ci", ExternalID: "ext-42"}
 	if _, err := e.resolver(t).ResolveAll(context.Background(), []string{r, r}, Query{}); err != nil {
 		t.Fatalf("ResolveAll: %v", err)
 	}
@@ -569,21 +550,6 @@ func TestEndpointEnvAndOverride(t *testing.T) {
 			t.Errorf("calls = %+v", e.fake.Calls())
 		}
 	})
-	t.Run("AWS_ENDPOINT_URL_STS is honoured by the credential check", func(t *testing.T) {
-		e := newEnv(t, r)
-		t.Setenv("AWS_ENDPOINT_URL_STS", e.url)
-		e.opts.STSEndpoint = ""
-		cfg, err := LoadAWSConfig(context.Background(), e.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ValidateCredentials(context.Background(), cfg, e.opts, r, time.Second); err != nil {
-			t.Fatalf("ValidateCredentials: %v", err)
-		}
-		if e.fake.CallCount(awsfake.OpGetCallerIdentity, r) != 1 {
-			t.Errorf("calls = %+v", e.fake.Calls())
-		}
-	})
 	t.Run("explicit endpoints win over the environment", func(t *testing.T) {
 		e := newEnv(t, r)
 		t.Setenv("AWS_ENDPOINT_URL_SSM", "http://127.0.0.1:1")
@@ -593,15 +559,6 @@ func TestEndpointEnvAndOverride(t *testing.T) {
 			t.Fatalf("Resolve: %v", err)
 		}
 	})
-}
-
-func TestLoadAWSConfigRejects(t *testing.T) {
-	isolateAWSEnv(t)
-	for _, o := range []AWSOptions{{AccessKey: "AKIA"}, {SecretKey: "s"}, {Retry: RetryPolicy{MaxRetries: -1}}} {
-		if _, err := LoadAWSConfig(context.Background(), o); err == nil {
-			t.Errorf("LoadAWSConfig(%+v) succeeded", o)
-		}
-	}
 }
 
 func TestCredentialErrors(t *testing.T) {
@@ -617,12 +574,12 @@ func TestCredentialErrors(t *testing.T) {
 	t.Run("assume role denied names sts:AssumeRole, not the SSM call", func(t *testing.T) {
 		e := newEnv(t, r)
 		role := "arn:aws:iam::123456789012:role/packer-bake"
-		e.opts.AssumeRole = &AssumeRole{RoleARN: role}
+		e.opts.AssumeRole = &awsaccess.AssumeRole{RoleARN: role}
 		e.fake.SetFault(awsfake.OpAssumeRole, "", awsfake.Fault{AccessDenied: true})
 		res := e.resolver(t)
 		res.AssumeRoleARN = role
 		_, err := res.Resolve(context.Background(), r, Query{})
-		var ad *AccessDeniedError
+		var ad *awsaccess.AccessDeniedError
 		if !errors.As(err, &ad) || ad.Action != "sts:AssumeRole" || ad.Resource != role {
 			t.Fatalf("want AccessDeniedError for sts:AssumeRole on %s, got %v", role, err)
 		}

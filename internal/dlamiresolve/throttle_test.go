@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
@@ -44,7 +45,7 @@ func (l *logRecorder) find(substr string) string {
 // fastRetries keeps backoffs to a few milliseconds so that tests exercise
 // many retries quickly; the budgets are the production ones.
 func fastRetries(e *env) {
-	e.opts.Retry = RetryPolicy{BaseDelay: time.Millisecond, MaxBackoff: 4 * time.Millisecond}
+	e.opts.Retry = awsaccess.RetryPolicy{BaseDelay: time.Millisecond, MaxBackoff: 4 * time.Millisecond}
 }
 
 func TestThrottling(t *testing.T) {
@@ -266,7 +267,7 @@ func TestSixteenRegionsWithThrottlesResolve(t *testing.T) {
 func BenchmarkSixThrottlesAbsorbed(b *testing.B) {
 	const r = "us-east-1"
 	e := newEnv(b, r)
-	e.opts.Retry = RetryPolicy{BaseDelay: time.Millisecond / 4, MaxBackoff: 2 * time.Millisecond}
+	e.opts.Retry = awsaccess.RetryPolicy{BaseDelay: time.Millisecond / 4, MaxBackoff: 2 * time.Millisecond}
 	res := e.resolver(b)
 	res.Logf = func(string, ...any) {}
 	ctx := context.Background()

@@ -1,11 +1,15 @@
 // Package launch starts a throwaway instance from an AMI to check its first boot, and always
 // takes it down again: a temporary key pair and security group, RunInstances with the launch
-// settings a user of the amazon plugin expects, waiting until it runs, and a cleanup that
-// terminates it and deletes the temporaries whatever happened. It also tags and deregisters
-// AMIs. It talks to EC2 through the typed client interface below; the checks are elsewhere.
+// settings a user of the amazon plugin expects (and a client token, so that a retried launch
+// is the same launch), waiting until it runs, and a cleanup that terminates it and deletes the
+// temporaries whatever happened: across throttling and errors until a deadline, after
+// cancellation, and after a call whose answer was lost, by finding what it made by its tags
+// and names. It also tags and deregisters AMIs. It talks to EC2 through the typed client
+// interface below; the checks are elsewhere.
 package launch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 )
 
@@ -33,6 +37,7 @@ type EC2API interface {
 	DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error)
 	CreateSecurityGroup(ctx context.Context, in *ec2.CreateSecurityGroupInput, optFns ...func(*ec2.Options)) (*ec2.CreateSecurityGroupOutput, error)
 	AuthorizeSecurityGroupIngress(ctx context.Context, in *ec2.AuthorizeSecurityGroupIngressInput, optFns ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupIngressOutput, error)
+	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DeleteSecurityGroup(ctx context.Context, in *ec2.DeleteSecurityGroupInput, optFns ...func(*ec2.Options)) (*ec2.DeleteSecurityGroupOutput, error)
 	RunInstances(ctx context.Context, in *ec2.RunInstancesInput, optFns ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
@@ -54,88 +59,121 @@ type Spec struct {
 	SecurityGroupIDs         []string
 	AssociatePublicIPAddress *bool
 	IAMInstanceProfile       string
-	// CapacityReservationPreference is "open", "none" or "capacity-reservations-only"; with
-	// CapacityReservationID or CapacityReservationGroupARN it targets a reservation (ODCR or
-	// a Capacity Block for ML), as amazon-ebs's settings of the same names do.
+	// CapacityReservationPreference is "open", "none" or "capacity-reservations-only";
+	// CapacityReservationID or CapacityReservationGroupARN instead targets one reservation
+	// (ODCR or a Capacity Block for ML), as amazon-ebs's settings of the same names do. EC2
+	// takes a preference or a target, not both.
 	CapacityReservationPreference string
 	CapacityReservationID         string
 	CapacityReservationGroupARN   string
 	// SSHCIDR is the source the temporary security group admits on port 22.
 	SSHCIDR string
-	// Tags go on the instance and the temporaries.
+	// Tags go on the instance and the temporaries, with RunTag and LaunchTag.
 	Tags map[string]string
-	// Poll is how often the instance's state is read; 0 means 5 s.
+	// RunID names the run in RunTag (the Packer run UUID); empty means a generated id.
+	RunID string
+	// Poll is how often the instance's state is read, and the first backoff of the cleanup's
+	// retries; 0 means 5 s.
 	Poll time.Duration
+	// CleanupTimeout bounds the cleanup; 0 means CleanupTimeout.
+	CleanupTimeout time.Duration
 }
 
-// Instance is a running launched instance.
+// Tags that name what a launch made, so that its cleanup can find it after an answer was lost
+// and a person can find it in the console.
+const (
+	// RunTag is the run: the Packer run UUID, or a generated id.
+	RunTag = "dlami:run"
+	// LaunchTag is the one launch, and its RunInstances client token.
+	LaunchTag = "dlami:launch"
+)
+
+const (
+	// CleanupTimeout is how long a cleanup keeps retrying, detached from the cancellation of
+	// the run that launched: termination takes a minute or two, and EC2 refuses to delete the
+	// security group until the instance's network interface is gone.
+	CleanupTimeout = 10 * time.Minute
+	// CallTimeout bounds each EC2 call of a cleanup, of a launch that was cancelled, and of
+	// tagging and deregistration, so that one call that never answers cannot use up the
+	// cleanup's time (awsaccess.HTTPTimeout bounds each HTTP attempt inside it).
+	CallTimeout = time.Minute
+	// notFoundTries is how often a termination is retried while EC2 does not know the
+	// instance id yet (it is eventually consistent just after RunInstances).
+	notFoundTries = 5
+)
+
+// Instance is a running launched instance, and what its cleanup must remove.
 type Instance struct {
-	ID                     string
-	PublicIP, PrivateIP    string
-	PublicDNS, PrivateDNS  string
-	Signer                 ssh.Signer
+	ID                    string
+	PublicIP, PrivateIP   string
+	PublicDNS, PrivateDNS string
+	Signer                ssh.Signer
+	// keyName is set before CreateKeyPair is sent; groupName and vpc before
+	// CreateSecurityGroup, securityGroup once it answered; token before RunInstances.
 	keyName, securityGroup string
+	groupName, vpc         string
+	token                  string
 	api                    EC2API
-	poll                   time.Duration
+	poll, cleanupTimeout   time.Duration
 }
 
-// Address returns the address to reach the instance over iface: "public_ip" (the default
-// when it has one), "private_ip", "public_dns" or "private_dns", as amazon-ebs's ssh_interface.
+// SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
+// instance to connect to.
+var SSHInterfaces = []string{"public_ip", "private_ip", "public_dns", "private_dns"}
+
+// CheckSSHInterface refuses an ssh_interface that is not one of SSHInterfaces; empty is the
+// default (the public IP, else the private one).
+func CheckSSHInterface(iface string) error {
+	if iface == "" || slices.Contains(SSHInterfaces, iface) {
+		return nil
+	}
+	return fmt.Errorf("ssh_interface %q: use %s", iface, strings.Join(SSHInterfaces, ", "))
+}
+
+// Address returns the address to reach the instance over iface, one of SSHInterfaces; empty
+// means the public IP when it has one, else the private one.
 func (in *Instance) Address(iface string) (string, error) {
-	var v string
-	switch iface {
-	case "", "public_ip":
-		v = in.PublicIP
-		if v == "" && iface == "" {
-			v = in.PrivateIP
-		}
-	case "private_ip":
-		v = in.PrivateIP
-	case "public_dns":
-		v = in.PublicDNS
-	case "private_dns":
-		v = in.PrivateDNS
-	default:
-		return "", fmt.Errorf("ssh_interface %q: use public_ip, private_ip, public_dns or private_dns", iface)
+	if err := CheckSSHInterface(iface); err != nil {
+		return "", err
+	}
+	v := map[string]string{"public_ip": in.PublicIP, "private_ip": in.PrivateIP, "public_dns": in.PublicDNS, "private_dns": in.PrivateDNS}[iface]
+	if iface == "" {
+		v = cmp.Or(in.PublicIP, in.PrivateIP)
 	}
 	if v == "" {
-		return "", fmt.Errorf("instance %s has no %s address (ssh_interface = %q)", in.ID, or(iface, "public or private IP"), iface)
+		return "", fmt.Errorf("instance %s has no %s address (ssh_interface = %q)", in.ID, cmp.Or(iface, "public or private IP"), iface)
 	}
 	return v, nil
 }
 
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// Launch creates the temporaries, runs the instance and waits until it is running. On error it
-// has already cleaned up what it created. The returned Instance must be passed to Cleanup.
+// Launch creates the temporaries, runs the instance and waits until it is running. On error
+// it has already cleaned up what it created, or what it may have created when an answer was
+// lost; an instance it could not confirm terminated is named by a NotTerminatedError in the
+// error. The returned Instance must be passed to Cleanup.
 func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instance, error) {
-	in := &Instance{api: api, poll: s.Poll}
-	if in.poll == 0 {
-		in.poll = 5 * time.Second
-	}
 	suffix := randomSuffix()
+	in := &Instance{api: api, poll: cmp.Or(s.Poll, 5*time.Second), cleanupTimeout: cmp.Or(s.CleanupTimeout, CleanupTimeout)}
+	tags := maps.Clone(s.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[RunTag] = cmp.Or(s.RunID, "dlami-"+suffix)
+	tags[LaunchTag] = "dlami-verify-" + suffix
 	fail := func(err error) (*Instance, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		if cerr := Cleanup(cctx, in, say); cerr != nil {
-			err = fmt.Errorf("%w; cleaning up: %v", err, cerr)
+		if cerr := Cleanup(ctx, in, say); cerr != nil {
+			err = fmt.Errorf("%w; cleaning up: %w", err, cerr)
 		}
 		return nil, err
 	}
 
-	// As amazon-ebs does: EC2 makes the key pair and hands back the private key once.
+	// As amazon-ebs does: EC2 makes the key pair and hands back the private key once. The
+	// name is kept before the call: a lost answer may still have made the key pair.
 	in.keyName = "dlami-verify-" + suffix
 	kp, err := api.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{
 		KeyName: aws.String(in.keyName), KeyType: types.KeyTypeEd25519,
-		TagSpecifications: tagSpec(types.ResourceTypeKeyPair, s.Tags),
+		TagSpecifications: tagSpec(types.ResourceTypeKeyPair, tags),
 	})
 	if err != nil {
-		in.keyName = ""
 		return fail(fmt.Errorf("creating the temporary key pair: %w", err))
 	}
 	if in.Signer, err = ssh.ParsePrivateKey([]byte(aws.ToString(kp.KeyMaterial))); err != nil {
@@ -149,16 +187,17 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		if err != nil {
 			return fail(err)
 		}
+		in.groupName, in.vpc = "dlami-verify-"+suffix, vpc
 		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
-			GroupName: aws.String("dlami-verify-" + suffix), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
-			VpcId: aws.String(vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, s.Tags),
+			GroupName: aws.String(in.groupName), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
+			VpcId: aws.String(vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, tags),
 		})
 		if err != nil {
 			return fail(fmt.Errorf("creating the temporary security group: %w", err))
 		}
 		in.securityGroup = aws.ToString(out.GroupId)
 		say("created temporary security group " + in.securityGroup)
-		cidr := or(s.SSHCIDR, "0.0.0.0/0")
+		cidr := cmp.Or(s.SSHCIDR, "0.0.0.0/0")
 		if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(in.securityGroup), IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), CidrIp: aws.String(cidr),
 		}); err != nil {
@@ -167,10 +206,32 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		groups = []string{in.securityGroup}
 	}
 
+	run := runInput(s, in.keyName, groups, tags)
+	// The client token makes the SDK's retry of a launch whose answer was lost the same
+	// launch, not a second instance; the launch tag finds it when no answer came at all.
+	in.token = tags[LaunchTag]
+	run.ClientToken = aws.String(in.token)
+	out, err := api.RunInstances(ctx, run)
+	if err != nil {
+		return fail(fmt.Errorf("launching %s from %s: %w%s", s.InstanceType, s.ImageID, err, capacityHint(err)))
+	}
+	if len(out.Instances) != 1 {
+		return fail(fmt.Errorf("RunInstances returned %d instances", len(out.Instances)))
+	}
+	in.ID = aws.ToString(out.Instances[0].InstanceId)
+	say(fmt.Sprintf("launched %s (%s from %s); waiting until it runs", in.ID, s.InstanceType, s.ImageID))
+	if err := in.waitRunning(ctx); err != nil {
+		return fail(err)
+	}
+	return in, nil
+}
+
+// runInput is the RunInstances request of s.
+func runInput(s Spec, keyName string, groups []string, tags map[string]string) *ec2.RunInstancesInput {
 	run := &ec2.RunInstancesInput{
 		ImageId: aws.String(s.ImageID), InstanceType: types.InstanceType(s.InstanceType),
-		MinCount: aws.Int32(1), MaxCount: aws.Int32(1), KeyName: aws.String(in.keyName),
-		TagSpecifications: tagSpec(types.ResourceTypeInstance, s.Tags),
+		MinCount: aws.Int32(1), MaxCount: aws.Int32(1), KeyName: aws.String(keyName),
+		TagSpecifications: tagSpec(types.ResourceTypeInstance, tags),
 	}
 	if s.SubnetID != "" || s.AssociatePublicIPAddress != nil {
 		ni := types.InstanceNetworkInterfaceSpecification{DeviceIndex: aws.Int32(0), Groups: groups, DeleteOnTermination: aws.Bool(true)}
@@ -201,24 +262,11 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		}
 		run.CapacityReservationSpecification = crs
 	}
-	out, err := api.RunInstances(ctx, run)
-	if err != nil {
-		return fail(fmt.Errorf("launching %s from %s: %w%s", s.InstanceType, s.ImageID, err, capacityHint(err)))
-	}
-	if len(out.Instances) != 1 {
-		return fail(fmt.Errorf("RunInstances returned %d instances", len(out.Instances)))
-	}
-	in.ID = aws.ToString(out.Instances[0].InstanceId)
-	say(fmt.Sprintf("launched %s (%s from %s); waiting until it runs", in.ID, s.InstanceType, s.ImageID))
-	if err := in.waitRunning(ctx); err != nil {
-		return fail(err)
-	}
-	return in, nil
+	return run
 }
 
 func capacityHint(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode() == "InsufficientInstanceCapacity" || ae.ErrorCode() == "InsufficientCapacityOnHost") {
+	if code := awsaccess.APICode(err); code == "InsufficientInstanceCapacity" || code == "InsufficientCapacityOnHost" {
 		return " (GPU capacity is scarce: target an On-Demand Capacity Reservation or a Capacity Block with capacity_reservation_id / capacity_reservation_group_arn, or try another subnet's Availability Zone)"
 	}
 	return ""
@@ -283,41 +331,80 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 	}
 }
 
-// Cleanup terminates the instance and deletes the temporary security group and key pair. It
-// is safe on a partly launched Instance and on nil, and keeps going past errors, returning
-// them all.
+// NotTerminatedError names instances a cleanup could not confirm terminated by its deadline:
+// they are still running, and billed, until someone terminates them.
+type NotTerminatedError struct {
+	IDs []string
+	Err error
+}
+
+func (e *NotTerminatedError) Error() string {
+	return fmt.Sprintf("%s not confirmed terminated: %v", strings.Join(e.IDs, ", "), e.Err)
+}
+
+func (e *NotTerminatedError) Unwrap() error { return e.Err }
+
+// NotTerminated returns the instances err says are still running, if any.
+func NotTerminated(err error) []string {
+	var nt *NotTerminatedError
+	if errors.As(err, &nt) {
+		return nt.IDs
+	}
+	return nil
+}
+
+// Cleanup terminates the instance and deletes the temporary security group and key pair, and
+// what a launch whose answer was lost may have made. It runs detached from ctx's cancellation
+// (a cancelled run must still clean up) for at most the launch's CleanupTimeout, bounds each
+// call by CallTimeout, and retries throttled and failed calls with backoff until then. It is
+// safe on a partly launched Instance and on nil, keeps going past errors and returns them all;
+// an instance it could not confirm terminated is named by a NotTerminatedError.
 func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 	if in == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(in.cleanupTimeout, CleanupTimeout))
+	defer cancel()
 	var errs []error
-	if in.ID != "" {
-		if _, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{in.ID}}); err != nil {
-			errs = append(errs, fmt.Errorf("terminating %s: %w", in.ID, err))
-		} else {
-			say("terminating " + in.ID)
-			// The security group can only go once the instance is gone.
-			for {
-				i, err := in.describe(ctx)
-				if err != nil || (i.State != nil && i.State.Name == types.InstanceStateNameTerminated) {
-					break
-				}
-				if err := pause.Sleep(ctx, in.poll); err != nil {
-					errs = append(errs, fmt.Errorf("waiting for %s to terminate: %w", in.ID, err))
-					break
-				}
-			}
+	ids, err := in.launched(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(ids) > 0 {
+		if err := in.terminate(ctx, ids, say); err != nil {
+			errs = append(errs, &NotTerminatedError{IDs: ids, Err: err})
 		}
 	}
+	if in.securityGroup == "" && in.groupName != "" {
+		// CreateSecurityGroup went out without an answer: find the group by its name.
+		id, err := in.findGroup(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		in.securityGroup = id
+	}
 	if in.securityGroup != "" {
-		if _, err := in.api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(in.securityGroup)}); err != nil {
+		// EC2 refuses while the instance's network interface lingers (DependencyViolation).
+		err := in.retry(ctx, func(ctx context.Context) error {
+			_, err := in.api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(in.securityGroup)})
+			if strings.HasPrefix(awsaccess.APICode(err), "InvalidGroup.NotFound") {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting security group %s: %w", in.securityGroup, err))
 		} else {
 			say("deleted temporary security group " + in.securityGroup)
 		}
 	}
 	if in.keyName != "" {
-		if _, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)}); err != nil {
+		// EC2 answers success for a key pair that does not exist.
+		err := in.retry(ctx, func(ctx context.Context) error {
+			_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
+			return err
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting key pair %s: %w", in.keyName, err))
 		} else {
 			say("deleted temporary key pair " + in.keyName)
@@ -326,18 +413,161 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 	return errors.Join(errs...)
 }
 
-// TagImage sets tags on an AMI.
+// launched is the instance to terminate: the one RunInstances answered with, else those a
+// RunInstances without an answer made, found by the launch tag.
+func (in *Instance) launched(ctx context.Context) ([]string, error) {
+	if in.ID != "" {
+		return []string{in.ID}, nil
+	}
+	if in.token == "" {
+		return nil, nil
+	}
+	var ids []string
+	err := in.retry(ctx, func(ctx context.Context) error {
+		ids = nil
+		out, err := in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.token}},
+			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+		}})
+		if err != nil {
+			return err
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				ids = append(ids, aws.ToString(i.InstanceId))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w; look for it in the console", in.token, LaunchTag, in.token, err)
+	}
+	return ids, nil
+}
+
+// findGroup returns the id of the temporary security group, found by name, or "".
+func (in *Instance) findGroup(ctx context.Context) (string, error) {
+	var id string
+	err := in.retry(ctx, func(ctx context.Context) error {
+		out, err := in.api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []types.Filter{
+			{Name: aws.String("group-name"), Values: []string{in.groupName}},
+			{Name: aws.String("vpc-id"), Values: []string{in.vpc}},
+		}})
+		if err == nil && len(out.SecurityGroups) > 0 {
+			id = aws.ToString(out.SecurityGroups[0].GroupId)
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding security group %s after CreateSecurityGroup failed: %w", in.groupName, err)
+	}
+	return id, nil
+}
+
+// terminate terminates ids and waits until EC2 says they are terminated, retrying both across
+// errors (throttling, 5xx, an id EC2 does not know yet) until ctx ends.
+func (in *Instance) terminate(ctx context.Context, ids []string, say func(string)) error {
+	notFound := 0
+	err := in.retry(ctx, func(ctx context.Context) error {
+		_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+		if awsaccess.APICode(err) == "InvalidInstanceID.NotFound" {
+			if notFound++; notFound >= notFoundTries {
+				return nil // gone, or never there
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), err)
+	}
+	say("terminating " + strings.Join(ids, ", "))
+	// The security group can only go once the instance is gone. The waiter would stop at the
+	// first describe error; a cleanup keeps asking until its deadline.
+	w := ec2.NewInstanceTerminatedWaiter(boundedDescribe{in.api}, func(o *ec2.InstanceTerminatedWaiterOptions) {
+		o.MinDelay, o.MaxDelay = in.poll, 6*in.poll
+		terminated := o.Retryable
+		o.Retryable = func(ctx context.Context, di *ec2.DescribeInstancesInput, out *ec2.DescribeInstancesOutput, err error) (bool, error) {
+			if err != nil {
+				return true, nil
+			}
+			return terminated(ctx, di, out, err)
+		}
+	})
+	for {
+		left := time.Until(deadline(ctx))
+		if left <= 0 {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), context.DeadlineExceeded)
+		}
+		err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, left)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
+		}
+		// Pending or stopping (the termination did not take yet): terminate again.
+		_, _ = call(ctx, func(ctx context.Context) (*ec2.TerminateInstancesOutput, error) {
+			return in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+		})
+		if err := pause.Sleep(ctx, in.poll); err != nil {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
+		}
+	}
+}
+
+// boundedDescribe bounds each DescribeInstances of the waiter by CallTimeout.
+type boundedDescribe struct{ api EC2API }
+
+func (b boundedDescribe) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	return call(ctx, func(ctx context.Context) (*ec2.DescribeInstancesOutput, error) {
+		return b.api.DescribeInstances(ctx, in, optFns...)
+	})
+}
+
+// retry calls f, each call bounded by CallTimeout, until it succeeds or ctx ends, with
+// jittered exponential backoff from the poll interval between calls. It returns f's last
+// error when ctx ends first.
+func (in *Instance) retry(ctx context.Context, f func(context.Context) error) error {
+	backoff := awsaccess.RetryPolicy{BaseDelay: in.poll, MaxBackoff: 6 * in.poll}
+	for n := 1; ; n++ {
+		_, err := call(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+		if err == nil {
+			return nil
+		}
+		if perr := pause.Sleep(ctx, max(backoff.Backoff(n), in.poll/4)); perr != nil {
+			return fmt.Errorf("%w (still failing at the cleanup deadline after %d tries)", err, n)
+		}
+	}
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// call makes one EC2 call bounded by CallTimeout.
+func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// TagImage sets tags on an AMI; the call is bounded by CallTimeout.
 func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]string) error {
-	if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)}); err != nil {
+	if _, err := call(ctx, func(ctx context.Context) (*ec2.CreateTagsOutput, error) {
+		return api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})
+	}); err != nil {
 		return fmt.Errorf("tagging %s: %w", imageID, err)
 	}
 	return nil
 }
 
 // Deregister deregisters an AMI and deletes its EBS snapshots, so a bad image cannot reach a
-// launch template.
+// launch template. Each call is bounded by CallTimeout.
 func Deregister(ctx context.Context, api EC2API, imageID string) error {
-	out, err := api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{imageID}})
+	out, err := call(ctx, func(ctx context.Context) (*ec2.DescribeImagesOutput, error) {
+		return api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{imageID}})
+	})
 	if err != nil {
 		return fmt.Errorf("describing %s: %w", imageID, err)
 	}
@@ -349,12 +579,16 @@ func Deregister(ctx context.Context, api EC2API, imageID string) error {
 			}
 		}
 	}
-	if _, err := api.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(imageID)}); err != nil {
+	if _, err := call(ctx, func(ctx context.Context) (*ec2.DeregisterImageOutput, error) {
+		return api.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(imageID)})
+	}); err != nil {
 		return fmt.Errorf("deregistering %s: %w", imageID, err)
 	}
 	var errs []error
 	for _, sn := range snaps {
-		if _, err := api.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(sn)}); err != nil {
+		if _, err := call(ctx, func(ctx context.Context) (*ec2.DeleteSnapshotOutput, error) {
+			return api.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(sn)})
+		}); err != nil {
 			errs = append(errs, fmt.Errorf("deleting snapshot %s of %s: %w", sn, imageID, err))
 		}
 	}

@@ -1,11 +1,17 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,4 +316,188 @@ func TestTagAndDeregister(t *testing.T) {
 	if err := Deregister(ctx, f.client(region), "ami-0000000000000dead"); err == nil {
 		t.Error("deregistering an unknown image passed")
 	}
+}
+
+// assertNothingLeft fails the test when an instance is not terminated, or a key pair or a
+// temporary security group is left in the region.
+func assertNothingLeft(t *testing.T, f fakeEC2) {
+	t.Helper()
+	rs := f.state(region)
+	for _, i := range rs.Instances {
+		if i.State != "terminated" {
+			t.Errorf("instance %s left %s", i.ID, i.State)
+		}
+	}
+	if len(rs.KeyPairs) != 0 {
+		t.Errorf("key pairs left: %+v", rs.KeyPairs)
+	}
+	for _, g := range rs.SecurityGroups {
+		if g.Name != "default" {
+			t.Errorf("security group left: %+v", g)
+		}
+	}
+}
+
+// A throttled TerminateInstances (or DeleteSecurityGroup, or a DescribeInstances failing while
+// the cleanup waits) is retried with backoff until the cleanup's deadline, not given up at the
+// first answer: the instance ends terminated and the temporaries deleted.
+func TestCleanupRetriesUntilTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		op    string
+		fault awsfake.Fault
+	}{
+		{"TerminateInstances", awsfake.Fault{Throttle: 3}},
+		{"DeleteSecurityGroup", awsfake.Fault{Throttle: 3}},
+		{"DescribeInstances", awsfake.Fault{ServerError: 3}},
+		{"DeleteKeyPair", awsfake.Fault{ServerError: 2}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			f := newFake(t)
+			in, err := Launch(context.Background(), f.client(region), spec(region), discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := f.srv.CallCount(tc.op, region)
+			f.srv.SetFault(tc.op, region, tc.fault)
+			if err := Cleanup(context.Background(), in, discard); err != nil {
+				t.Fatalf("Cleanup: %v", err)
+			}
+			if n := f.srv.CallCount(tc.op, region) - before; n < tc.fault.Throttle+tc.fault.ServerError+1 {
+				t.Errorf("%s sent %d times, want a retry after each of the %d faults", tc.op, n, tc.fault.Throttle+tc.fault.ServerError)
+			}
+			assertNothingLeft(t, f)
+		})
+	}
+}
+
+// A cleanup that cannot terminate by its deadline says which instance is still running.
+func TestCleanupNamesTheInstanceItCouldNotTerminate(t *testing.T) {
+	f := newFake(t)
+	s := spec(region)
+	s.CleanupTimeout = 200 * time.Millisecond
+	in, err := Launch(context.Background(), f.client(region), s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.SetFault("TerminateInstances", region, awsfake.Fault{AccessDenied: true})
+	err = Cleanup(context.Background(), in, discard)
+	if got := NotTerminated(err); !slices.Equal(got, []string{in.ID}) || !strings.Contains(err.Error(), "UnauthorizedOperation") {
+		t.Fatalf("err %v: NotTerminated = %v, want [%s]", err, got, in.ID)
+	}
+}
+
+// lostAnswer sends a call and then loses EC2's answer, as a connection that drops after the
+// request went out does; cancel, when set, is the run's Ctrl-C arriving at that moment.
+type lostAnswer struct {
+	EC2API
+	op     string
+	cancel context.CancelFunc
+}
+
+func (l *lostAnswer) lose(ctx context.Context) error {
+	if l.cancel != nil {
+		l.cancel()
+		return ctx.Err()
+	}
+	return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+func (l *lostAnswer) CreateKeyPair(ctx context.Context, in *ec2.CreateKeyPairInput, o ...func(*ec2.Options)) (*ec2.CreateKeyPairOutput, error) {
+	out, err := l.EC2API.CreateKeyPair(ctx, in, o...)
+	if l.op == "CreateKeyPair" && err == nil {
+		return nil, l.lose(ctx)
+	}
+	return out, err
+}
+
+func (l *lostAnswer) CreateSecurityGroup(ctx context.Context, in *ec2.CreateSecurityGroupInput, o ...func(*ec2.Options)) (*ec2.CreateSecurityGroupOutput, error) {
+	out, err := l.EC2API.CreateSecurityGroup(ctx, in, o...)
+	if l.op == "CreateSecurityGroup" && err == nil {
+		return nil, l.lose(ctx)
+	}
+	return out, err
+}
+
+func (l *lostAnswer) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, o ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	out, err := l.EC2API.RunInstances(ctx, in, o...)
+	if l.op == "RunInstances" && err == nil {
+		return nil, l.lose(ctx)
+	}
+	return out, err
+}
+
+// A RunInstances, CreateKeyPair or CreateSecurityGroup whose answer is lost (the connection
+// dropped, or the run was cancelled after the call went out) leaves no running instance and
+// no temporaries: the cleanup finds them by the launch tag and by name.
+func TestLostAnswerLeavesNothing(t *testing.T) {
+	for _, op := range []string{"RunInstances", "CreateKeyPair", "CreateSecurityGroup"} {
+		for _, cancelled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s cancelled=%v", op, cancelled), func(t *testing.T) {
+				f := newFake(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				api := &lostAnswer{EC2API: f.client(region), op: op}
+				if cancelled {
+					api.cancel = cancel
+				}
+				_, err := Launch(ctx, api, spec(region), discard)
+				if err == nil {
+					t.Fatal("launch passed although an answer was lost")
+				}
+				if cancelled && !errors.Is(err, context.Canceled) {
+					t.Errorf("err %v, want the cancellation", err)
+				}
+				if op == "RunInstances" && len(f.state(region).Instances) != 1 {
+					t.Errorf("instances %+v, want the one the lost call made", f.state(region).Instances)
+				}
+				assertNothingLeft(t, f)
+			})
+		}
+	}
+}
+
+// dropFirstRun is an HTTP client that forwards every request to the fake but loses the answer
+// of the first RunInstances, as a connection reset after the request went out does.
+type dropFirstRun struct{ dropped bool }
+
+func (d *dropFirstRun) Do(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil && !d.dropped && strings.Contains(string(body), "Action=RunInstances") {
+		d.dropped = true
+		resp.Body.Close()
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return resp, err
+}
+
+// The SDK retries a RunInstances whose answer was lost; the client token makes that retry the
+// same launch instead of a second instance, and the instance carries the run's tags.
+func TestRetriedRunInstancesLaunchesOnce(t *testing.T) {
+	f := newFake(t)
+	api := ec2.NewFromConfig(aws.Config{
+		Region: region, Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKELAUNCHTEST00", "secret", ""),
+		BaseEndpoint: aws.String(f.url), RetryMaxAttempts: 3, HTTPClient: &dropFirstRun{},
+	})
+	s := spec(region)
+	s.RunID = "0f7c-run"
+	in, err := Launch(context.Background(), api, s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := f.state(region)
+	if len(rs.Instances) != 1 || rs.Instances[0].ID != in.ID {
+		t.Fatalf("instances %+v, want the one launch %s", rs.Instances, in.ID)
+	}
+	if tags := rs.Instances[0].Tags; tags[RunTag] != "0f7c-run" || tags[LaunchTag] == "" || rs.Instances[0].ClientToken != tags[LaunchTag] {
+		t.Errorf("tags %v, client token %q: want %s = the run, %s = the client token", tags, rs.Instances[0].ClientToken, RunTag, LaunchTag)
+	}
+	if err := Cleanup(context.Background(), in, discard); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, f)
 }

@@ -4,9 +4,9 @@
 package dlami
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/packer-plugin-sdk/common"
@@ -16,6 +16,8 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Config is the post-processor's configuration. See docs/post-processors/dlami.mdx.
@@ -47,7 +49,9 @@ type Config struct {
 	AssociatePublicIPAddress *bool `mapstructure:"associate_public_ip_address"`
 	// Instance profile name for the instance.
 	IAMInstanceProfile string `mapstructure:"iam_instance_profile"`
-	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs.
+	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs. EC2 takes a preference
+	// or a reservation to target, not both: leave it unset with `capacity_reservation_id` or
+	// `capacity_reservation_group_arn`.
 	CapacityReservationPreference string `mapstructure:"capacity_reservation_preference"`
 	// Capacity Reservation (ODCR or Capacity Block for ML) to launch into.
 	CapacityReservationID string `mapstructure:"capacity_reservation_id"`
@@ -58,7 +62,9 @@ type Config struct {
 	// Address to connect to: `public_ip`, `private_ip`, `public_dns` or `private_dns`.
 	// Default: the public IP, else the private one.
 	SSHInterface string `mapstructure:"ssh_interface"`
-	// How long to wait for the instance to run and answer SSH. Default 10m.
+	// How long to wait for the instance to run and answer SSH. Default 30m: a p5 or p6
+	// instance initialises many EFA devices and NVMe drives on its first boot and can take
+	// more than 10 minutes to answer SSH.
 	SSHTimeout time.Duration `mapstructure:"ssh_timeout"`
 	// How long to wait for cloud-init and apt to settle before judging. Default 15m.
 	SettleTimeout time.Duration `mapstructure:"settle_timeout"`
@@ -88,12 +94,12 @@ const (
 	OnFailureDeregister = "deregister"
 )
 
-// Defaults this package owns.
+// Defaults this package alone owns; check_timeout, report_dir and bom_file default through
+// internal/settings, which the provisioner shares.
 const (
 	defaultSSHUsername   = "ubuntu"
-	defaultSSHTimeout    = 10 * time.Minute
+	defaultSSHTimeout    = 30 * time.Minute // see SSHTimeout: P-type first boots
 	defaultSettleTimeout = 15 * time.Minute
-	defaultCheckTimeout  = 60 * time.Second
 )
 
 // BOMFileName is the local copy of the bill of materials the provisioner writes next to its
@@ -101,34 +107,14 @@ const (
 const BOMFileName = bom.LocalFileName
 
 func (c *Config) prepare() (errs []error, warnings []string) {
-	name := c.PackerBuildName
-	if name == "" {
-		name = "build"
-	}
-	if c.ReportDir == "" {
-		c.ReportDir = filepath.Join("dlami-verify", name)
-	}
-	if c.BOMFile == "" {
-		c.BOMFile = filepath.Join("dlami-reports", name, BOMFileName)
-	}
-	if c.ManifestPath == "" {
-		c.ManifestPath = bom.DefaultPath
-	}
-	if c.SSHUsername == "" {
-		c.SSHUsername = defaultSSHUsername
-	}
-	if c.SSHTimeout == 0 {
-		c.SSHTimeout = defaultSSHTimeout
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = defaultSettleTimeout
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = defaultCheckTimeout
-	}
-	if c.OnFailure == "" {
-		c.OnFailure = OnFailureTag
-	}
+	c.ReportDir = cmp.Or(c.ReportDir, settings.VerifyReportDir(c.PackerBuildName))
+	c.BOMFile = cmp.Or(c.BOMFile, settings.BOMFile(c.PackerBuildName))
+	c.ManifestPath = cmp.Or(c.ManifestPath, bom.DefaultPath)
+	c.SSHUsername = cmp.Or(c.SSHUsername, defaultSSHUsername)
+	c.SSHTimeout = cmp.Or(c.SSHTimeout, defaultSSHTimeout)
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, defaultSettleTimeout)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.OnFailure = cmp.Or(c.OnFailure, OnFailureTag)
 	accessErrs, deprecations := c.AccessConfig.Prepare()
 	errs = append(errs, accessErrs...)
 	if c.Region != "" {
@@ -146,18 +132,23 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	default:
 		errs = append(errs, fmt.Errorf("on_failure %q: use keep, tag or deregister", c.OnFailure))
 	}
-	switch c.SSHInterface {
-	case "", "public_ip", "private_ip", "public_dns", "private_dns":
-	default:
-		errs = append(errs, fmt.Errorf("ssh_interface %q: use public_ip, private_ip, public_dns or private_dns", c.SSHInterface))
+	if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.CapacityReservationPreference {
 	case "", "open", "none", "capacity-reservations-only":
 	default:
 		errs = append(errs, fmt.Errorf("capacity_reservation_preference %q: use open, none or capacity-reservations-only", c.CapacityReservationPreference))
 	}
+	// EC2's CapacityReservationSpecification takes a preference or a target, and a target is
+	// one reservation or one resource group; RunInstances refuses the rest.
 	if c.CapacityReservationID != "" && c.CapacityReservationGroupARN != "" {
 		errs = append(errs, errors.New("capacity_reservation_id and capacity_reservation_group_arn: set one"))
+	}
+	for _, target := range []struct{ name, v string }{{"capacity_reservation_id", c.CapacityReservationID}, {"capacity_reservation_group_arn", c.CapacityReservationGroupARN}} {
+		if target.v != "" && c.CapacityReservationPreference != "" {
+			errs = append(errs, fmt.Errorf("capacity_reservation_preference = %q and %s: EC2 refuses a preference together with a reservation to target; remove capacity_reservation_preference (the target alone launches into the reservation)", c.CapacityReservationPreference, target.name))
+		}
 	}
 	for _, d := range []struct {
 		name string

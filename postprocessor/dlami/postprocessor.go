@@ -6,6 +6,7 @@
 package dlami
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +28,10 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
 
@@ -41,6 +43,8 @@ type PostProcessor struct {
 	config Config
 	// ec2For returns the EC2 client of a region; replaced in tests.
 	ec2For func(ctx context.Context, region string) (launch.EC2API, error)
+	// poll and cleanupTimeout replace launch's defaults in tests.
+	poll, cleanupTimeout time.Duration
 }
 
 // ConfigSpec implements packersdk.PostProcessor.
@@ -144,13 +148,16 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	// One client per region for the whole run: verifying and on_failure use the same one, and
 	// the credentials are checked once.
 	ec2For = perRegion(ec2For)
+	run := &run{id: cmp.Or(os.Getenv("PACKER_RUN_UUID"), "dlami-"+strconv.FormatInt(time.Now().UnixNano(), 36))}
+	// Whatever happens, an instance the cleanup could not terminate is what the user reads last.
+	defer run.reportStillRunning(ui)
 	// failed: copies whose first boot was judged and found wrong; unverified: copies that
 	// could not be judged (credentials, capacity, SSH, a tool that did not run). on_failure
 	// applies to the first only: nothing is known against an image nobody could check.
 	var failed, unverified []string
 	for _, t := range targets {
 		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, typ))
-		err := p.verify(ctx, ui, ec2For, t, typ)
+		err := p.verify(ctx, ui, ec2For, run, t, typ)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -161,7 +168,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		}
 	}
-	if len(failed) == 0 && len(unverified) == 0 {
+	if len(failed) == 0 && len(unverified) == 0 && len(run.cleanupErrs) == 0 {
 		return a, true, false, nil
 	}
 	var problems []string
@@ -174,11 +181,53 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	if len(unverified) > 0 {
 		problems = append(problems, "the first boot could not be verified (on_failure was not applied): "+strings.Join(unverified, "; "))
 	}
+	if len(run.cleanupErrs) > 0 {
+		problems = append(problems, "cleaning up the verification instances failed: "+strings.Join(run.cleanupErrs, "; "))
+	}
 	// Packer destroys a build's artifact (deregisters the AMI and deletes its snapshots in
 	// every region) when a post-processor fails, unless another post-processor sequence kept
 	// it; say so, so nobody looks for the AMI afterwards or mistakes that cleanup for ours.
 	ui.Error("dlami: Packer now deregisters the AMI as it does after any failed post-processor, unless another post-processor sequence (a manifest, say) keeps it")
 	return a, true, false, fmt.Errorf("dlami: %s", strings.Join(problems, "; "))
+}
+
+// run is one PostProcess: its id (the Packer run UUID, which tags what it launches) and what
+// its cleanups could not remove.
+type run struct {
+	id          string
+	cleanupErrs []string
+	// stillRunning: region -> instances no cleanup could confirm terminated.
+	stillRunning map[string][]string
+}
+
+// cleanedUp records the outcome of one cleanup in region.
+func (r *run) cleanedUp(region string, err error) {
+	if err == nil {
+		return
+	}
+	r.cleanupErrs = append(r.cleanupErrs, fmt.Sprintf("%s: %v", region, err))
+	r.stillRunningIn(region, launch.NotTerminated(err))
+}
+
+// stillRunningIn records instances of region that no cleanup could terminate.
+func (r *run) stillRunningIn(region string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	if r.stillRunning == nil {
+		r.stillRunning = map[string][]string{}
+	}
+	r.stillRunning[region] = append(r.stillRunning[region], ids...)
+}
+
+// reportStillRunning prints, last, each instance the cleanup could not terminate and the
+// command that does.
+func (r *run) reportStillRunning(ui packersdk.Ui) {
+	for _, region := range slices.Sorted(maps.Keys(r.stillRunning)) {
+		ids := strings.Join(r.stillRunning[region], " ")
+		ui.Error(fmt.Sprintf("dlami: STILL RUNNING: %s in %s (the cleanup could not confirm it terminated; it is billed until it is): aws ec2 terminate-instances --region %s --instance-ids %s",
+			ids, region, region, ids))
+	}
 }
 
 // perRegion remembers the client f made for each region; errors are not remembered.
@@ -197,22 +246,16 @@ func perRegion(f func(context.Context, string) (launch.EC2API, error)) func(cont
 }
 
 func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, error) {
-	opts := c.Options(region)
-	cfg, err := dlamiresolve.LoadAWSConfig(ctx, opts)
+	sess, err := c.Connect(ctx, region, time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	if !c.SkipCredentialValidation {
-		if _, err := dlamiresolve.ValidateCredentials(ctx, cfg, opts, region, time.Minute); err != nil {
-			return nil, err
-		}
-	}
-	return dlamiresolve.NewEC2Client(cfg, opts, region), nil
+	return sess.EC2(region), nil
 }
 
-// verify launches one instance from t.ami, checks it, tags the AMI on success, and always
-// cleans up.
-func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), t target, typ string) (err error) {
+// verify launches one instance from t.ami, checks it, cleans up, and then tags the AMI when
+// the check passed. The cleanup's outcome goes to run.
+func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, t target, typ string) error {
 	c := &p.config
 	api, err := ec2For(ctx, t.region)
 	if err != nil {
@@ -220,30 +263,47 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	}
 	say := func(s string) { ui.Say("dlami: " + t.region + ": " + s) }
 	tags := map[string]string{"Name": "dlami-verify " + t.ami, "dlami:verify": t.ami}
-	for k, v := range c.RunTags {
-		tags[k] = v
-	}
+	maps.Copy(tags, c.RunTags)
 	spec := launch.Spec{
 		ImageID: t.ami, InstanceType: typ, SubnetID: c.SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
 		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
 		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
-		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags,
+		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags, RunID: run.id,
+		Poll: p.poll, CleanupTimeout: p.cleanupTimeout,
 	}
 	lctx, lcancel := context.WithTimeout(ctx, c.SSHTimeout)
 	in, err := launch.Launch(lctx, api, spec, say)
 	lcancel()
 	if err != nil {
+		// Launch cleaned up itself; only what it could not terminate is left to report.
+		run.stillRunningIn(t.region, launch.NotTerminated(err))
 		return err
 	}
-	// Always terminate and delete the temporaries: success, failure, timeout and Ctrl-C.
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-		defer cancel()
-		if cerr := launch.Cleanup(cctx, in, say); cerr != nil {
-			ui.Error("dlami: " + cerr.Error())
-			err = errors.Join(err, cerr)
-		}
-	}()
+	err = p.check(ctx, ui, in, t, typ, say)
+	// Always terminate and delete the temporaries, before anything else (success, failure,
+	// timeout and Ctrl-C): the instance costs money every second it runs.
+	cerr := launch.Cleanup(ctx, in, say)
+	if cerr != nil {
+		ui.Error("dlami: " + t.region + ": " + cerr.Error())
+	}
+	run.cleanedUp(t.region, cerr)
+	if err != nil {
+		return err
+	}
+	// Tagging runs even after a cancellation that came at the end, under its own deadline.
+	if err := launch.TagImage(context.WithoutCancel(ctx), api, t.ami, map[string]string{
+		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
+		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
+	}); err != nil {
+		return err
+	}
+	say(fmt.Sprintf("%s booted healthy: tagged %s = true", t.ami, amitags.Verified))
+	return nil
+}
+
+// check connects to the launched instance and judges its first boot.
+func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error {
+	c := &p.config
 	addr, err := in.Address(c.SSHInterface)
 	if err != nil {
 		return err
@@ -265,22 +325,11 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		Common: bake.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
-			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: "/tmp",
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout,
 	}
-	if err := bake.Verify(ctx, h, ui, o); err != nil {
-		return err
-	}
-	tagCtx := context.WithoutCancel(ctx)
-	if err := launch.TagImage(tagCtx, api, t.ami, map[string]string{
-		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
-		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
-	}); err != nil {
-		return err
-	}
-	say(fmt.Sprintf("%s booted healthy: tagged %s = true", t.ami, amitags.Verified))
-	return nil
+	return bake.Verify(ctx, h, ui, o)
 }
 
 // onFailure applies on_failure to every copy of the AMI.

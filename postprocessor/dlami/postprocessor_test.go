@@ -1,6 +1,7 @@
 package dlami
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -46,6 +48,8 @@ func TestConfigureErrorsNameTheSetting(t *testing.T) {
 		{"ssh_interface", map[string]interface{}{"ssh_interface": "eth0"}, `ssh_interface "eth0"`},
 		{"capacity preference", map[string]interface{}{"capacity_reservation_preference": "always"}, `capacity_reservation_preference "always"`},
 		{"two reservations", map[string]interface{}{"capacity_reservation_id": "cr-1", "capacity_reservation_group_arn": "arn:aws:resource-groups:us-east-1:1:group/x"}, "set one"},
+		{"preference and reservation", map[string]interface{}{"capacity_reservation_preference": "open", "capacity_reservation_id": "cr-1"}, `capacity_reservation_preference = "open" and capacity_reservation_id: EC2 refuses`},
+		{"preference and group", map[string]interface{}{"capacity_reservation_preference": "capacity-reservations-only", "capacity_reservation_group_arn": "arn:aws:resource-groups:us-east-1:1:group/x"}, `capacity_reservation_preference = "capacity-reservations-only" and capacity_reservation_group_arn`},
 		{"region", map[string]interface{}{"region": "us-east-1 "}, "region"},
 		{"regions", map[string]interface{}{"regions": []string{"us-east-1", "mars-1"}}, "regions[1]"},
 		{"timeout", map[string]interface{}{"ssh_timeout": "10ms"}, "ssh_timeout must be at least 1s"},
@@ -64,7 +68,7 @@ func TestConfigureErrorsNameTheSetting(t *testing.T) {
 	}
 	c := p.config
 	if c.OnFailure != OnFailureTag || c.SSHUsername != "ubuntu" || c.ReportDir != filepath.Join("dlami-verify", "golden") ||
-		c.BOMFile != filepath.Join("dlami-reports", "golden", BOMFileName) || c.NCCL {
+		c.BOMFile != filepath.Join("dlami-reports", "golden", BOMFileName) || c.NCCL || c.SSHTimeout != 30*time.Minute || c.CheckTimeout != time.Minute {
 		t.Errorf("defaults %+v", c)
 	}
 }
@@ -249,21 +253,28 @@ func TestOnFailure(t *testing.T) {
 	}
 }
 
-// When the first boot cannot be judged (here: nothing answers SSH), the build fails saying so,
-// on_failure is not applied, and the instance and temporaries are still removed.
-func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
+// launchable returns a post-processor configured with raw (plus the instance type, no
+// credential check and a temporary report_dir) against a fake holding ami, an image of the
+// account with its snapshot snap in us-east-1, as a bake leaves it.
+func launchable(t *testing.T, ami, snap string, raw map[string]interface{}) (fakeEC2, *PostProcessor) {
+	t.Helper()
 	f := newFakeEC2(t, "us-east-1")
-	const ami = "ami-0000000000000e003"
-	f.own(t, "us-east-1", ami, "snap-00000000000000e03")
-	p, err := configure(t, map[string]interface{}{
-		"instance_type": "p5.48xlarge", "on_failure": "deregister", "ssh_timeout": "1s",
-		"skip_credential_validation": true, "report_dir": t.TempDir(),
-	})
+	f.own(t, "us-east-1", ami, snap)
+	raw["instance_type"], raw["skip_credential_validation"], raw["report_dir"] = "p5.48xlarge", true, t.TempDir()
+	p, err := configure(t, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.ec2For = f.client
-	_, _, _, err = p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
+	return f, p
+}
+
+// When the first boot cannot be judged (here: nothing answers SSH), the build fails saying so,
+// on_failure is not applied, and the instance and temporaries are still removed.
+func TestUnverifiableFirstBootLeavesTheAMIAlone(t *testing.T) {
+	const ami = "ami-0000000000000e003"
+	f, p := launchable(t, ami, "snap-00000000000000e03", map[string]interface{}{"on_failure": "deregister", "ssh_timeout": "1s"})
+	_, _, _, err := p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
 	if err == nil || !strings.Contains(err.Error(), "could not be verified (on_failure was not applied)") || strings.Contains(err.Error(), "did not boot healthy") {
 		t.Fatalf("err %v", err)
 	}
@@ -299,5 +310,68 @@ func TestPerRegionClients(t *testing.T) {
 	}
 	if calls["us-east-1"] != 1 || calls["eu-west-1"] != 2 {
 		t.Errorf("clients made %v: want 1 for us-east-1, 2 for eu-west-1 (one failed)", calls)
+	}
+}
+
+// A target alone, or a preference alone, is what EC2 accepts.
+func TestCapacitySettingsEC2Accepts(t *testing.T) {
+	for _, raw := range []map[string]interface{}{
+		{"capacity_reservation_id": "cr-1"},
+		{"capacity_reservation_group_arn": "arn:aws:resource-groups:us-east-1:1:group/x"},
+		{"capacity_reservation_preference": "none"},
+	} {
+		if _, err := configure(t, raw); err != nil {
+			t.Errorf("%v refused: %v", raw, err)
+		}
+	}
+}
+
+// When the cleanup cannot terminate the instance, the last lines printed name it, its region
+// and the command that terminates it, and the build fails saying so.
+func TestStillRunningIsTheLastWord(t *testing.T) {
+	const ami = "ami-0000000000000e004"
+	f, p := launchable(t, ami, "snap-00000000000000e04", map[string]interface{}{"ssh_timeout": "1s"})
+	p.poll, p.cleanupTimeout = 10*time.Millisecond, 300*time.Millisecond
+	f.srv.SetFault("TerminateInstances", "us-east-1", awsfake.Fault{AccessDenied: true})
+	var out bytes.Buffer
+	ui := &packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: &out, ErrorWriter: &out}
+	_, _, _, err := p.PostProcess(context.Background(), ui, ebsArtifact("us-east-1:"+ami))
+	if err == nil || !strings.Contains(err.Error(), "cleaning up the verification instances failed") {
+		t.Fatalf("err %v", err)
+	}
+	rs := f.srv.State("us-east-1", false).Regions["us-east-1"]
+	if len(rs.Instances) != 1 || rs.Instances[0].State != "running" {
+		t.Fatalf("instances %+v: want the one the fault kept running", rs.Instances)
+	}
+	id := rs.Instances[0].ID
+	if rs.Instances[0].Tags["dlami:run"] == "" {
+		t.Errorf("instance tags %v: want the run named", rs.Instances[0].Tags)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "STILL RUNNING: "+id+" in us-east-1") ||
+		!strings.Contains(last, "aws ec2 terminate-instances --region us-east-1 --instance-ids "+id) {
+		t.Errorf("last line %q: want STILL RUNNING with the terminate command\n%s", last, out.String())
+	}
+}
+
+// Ctrl-C while waiting for SSH still terminates the instance and deletes the temporaries.
+func TestCancelledRunStillCleansUp(t *testing.T) {
+	const ami = "ami-0000000000000e005"
+	f, p := launchable(t, ami, "snap-00000000000000e05", map[string]interface{}{"ssh_timeout": "1m"})
+	p.poll = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	f.srv.Observe(func(c awsfake.Call) {
+		if c.Op == "RunInstances" {
+			time.AfterFunc(200*time.Millisecond, cancel)
+		}
+	})
+	_, _, _, err := p.PostProcess(ctx, packersdk.TestUi(t), ebsArtifact("us-east-1:"+ami))
+	if err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("err %v", err)
+	}
+	rs := f.srv.State("us-east-1", false).Regions["us-east-1"]
+	if len(rs.Instances) != 1 || rs.Instances[0].State != "terminated" || len(rs.KeyPairs) != 0 {
+		t.Errorf("after Ctrl-C: instances %+v, key pairs %+v", rs.Instances, rs.KeyPairs)
 	}
 }

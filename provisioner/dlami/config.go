@@ -4,11 +4,11 @@
 package dlami
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/packer-plugin-sdk/common"
@@ -18,6 +18,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Config is the provisioner's configuration. See docs/provisioners/dlami.mdx.
@@ -46,7 +47,9 @@ type Config struct {
 	Validate *bool `mapstructure:"validate"`
 	// Timeout of each check command. Defaults to 60s.
 	CheckTimeout time.Duration `mapstructure:"check_timeout"`
-	// Remote directory for uploaded scripts and files; must allow execution. Defaults to /tmp.
+	// Remote directory for uploaded scripts and files; must allow execution. An absolute
+	// path of letters, digits, `.`, `_`, `-` and `/`, without `..`: the upload hands it to the
+	// remote shell unquoted. Defaults to /tmp.
 	RemoteFolder string `mapstructure:"remote_folder"`
 	// Where the bill of materials is written inside the image. Defaults to
 	// /etc/dlami-bake/manifest.json.
@@ -68,12 +71,10 @@ type Config struct {
 	ctx interpolate.Context
 }
 
-// Defaults this package owns (the others belong to the packages that use them).
-const (
-	defaultCheckTimeout  = 60 * time.Second
-	defaultRebootTimeout = 10 * time.Minute
-	defaultRemoteFolder  = "/tmp"
-)
+// The default this package alone owns; check_timeout, remote_folder and report_dir default
+// through internal/settings, which the post-processor shares, and the others belong to the
+// packages that use them.
+const defaultRebootTimeout = 10 * time.Minute
 
 // GuardConfig adjusts the set of guarded packages.
 type GuardConfig struct {
@@ -168,14 +169,12 @@ func (n NCCLConfig) options() checks.NCCLOptions {
 	}
 }
 
-// Validate reports every bad setting of the nccl block, in order.
+// Validate reports every bad setting of the nccl block, in order, each naming the setting as
+// the template spells it.
 func (n NCCLConfig) Validate() []error {
 	var errs []error
 	if n.Timeout != 0 && n.Timeout < time.Second {
 		errs = append(errs, fmt.Errorf("nccl.timeout must be at least 1s, got %s", n.Timeout))
-	}
-	if n.CUDAVersion != "" && !checks.CUDAVersionPattern.MatchString(n.CUDAVersion) {
-		errs = append(errs, fmt.Errorf("nccl.cuda_version %q must look like \"13.2\"", n.CUDAVersion))
 	}
 	if _, err := checks.NCCLCommand(n.options()); err != nil {
 		errs = append(errs, err)
@@ -185,31 +184,17 @@ func (n NCCLConfig) Validate() []error {
 
 // prepare fills in the defaults this package owns and validates every block in a fixed order.
 func (c *Config) prepare() []error {
-	if c.ReportDir == "" {
-		name := c.PackerBuildName
-		if name == "" {
-			name = "build"
-		}
-		c.ReportDir = filepath.Join("dlami-reports", name)
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = defaultCheckTimeout
-	}
-	if c.RebootTimeout == 0 {
-		c.RebootTimeout = defaultRebootTimeout
-	}
-	if c.RemoteFolder == "" {
-		c.RemoteFolder = defaultRemoteFolder
-	}
-	if c.ManifestPath == "" {
-		c.ManifestPath = bom.DefaultPath
-	}
+	c.ReportDir = cmp.Or(c.ReportDir, settings.ReportDir(c.PackerBuildName))
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.RebootTimeout = cmp.Or(c.RebootTimeout, defaultRebootTimeout)
+	c.RemoteFolder = cmp.Or(c.RemoteFolder, settings.DefaultRemoteFolder)
+	c.ManifestPath = cmp.Or(c.ManifestPath, bom.DefaultPath)
 	var errs []error
 	if c.CheckTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("check_timeout must be at least 1s, got %s", c.CheckTimeout))
 	}
-	if !path.IsAbs(c.RemoteFolder) {
-		errs = append(errs, fmt.Errorf("remote_folder must be an absolute path, got %q", c.RemoteFolder))
+	if err := settings.CheckRemoteFolder("remote_folder", c.RemoteFolder); err != nil {
+		errs = append(errs, err)
 	}
 	if !path.IsAbs(c.ManifestPath) {
 		errs = append(errs, fmt.Errorf("manifest_path must be an absolute path, got %q", c.ManifestPath))

@@ -1,6 +1,7 @@
 package dlami
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,65 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 				t.Fatalf("want error naming %q, got %v", tt.want, err)
 			}
 		})
+	}
+}
+
+// Every problem of the nccl block names the setting as the template spells it, never a field
+// of the options package checks validates.
+func TestNCCLErrorsNameTheSetting(t *testing.T) {
+	goField := regexp.MustCompile(`CUDAVersion|Transport|Ranks|TimeoutSeconds|Args|Env`)
+	for _, tc := range []struct {
+		name string
+		nccl map[string]interface{}
+		want string
+	}{
+		{"cuda_version", map[string]interface{}{"cuda_version": "13"}, "nccl.cuda_version"},
+		{"transport", map[string]interface{}{"transport": "ib"}, "nccl.transport"},
+		{"too many ranks", map[string]interface{}{"ranks": 100000}, "nccl.ranks"},
+		{"negative ranks", map[string]interface{}{"ranks": -1}, "nccl.ranks"},
+		{"timeout over a day", map[string]interface{}{"timeout": "1000h"}, "nccl.timeout"},
+		{"timeout under a second", map[string]interface{}{"timeout": "1ms"}, "nccl.timeout"},
+		{"args", map[string]interface{}{"args": []string{"-b", "8\n"}}, "nccl.args[1]"},
+		{"env key", map[string]interface{}{"env": map[string]string{"A B": "x"}}, "nccl.env key"},
+		{"reserved env key", map[string]interface{}{"env": map[string]string{"NCCL_DEBUG": "WARN"}}, "nccl.env key"},
+		{"env value", map[string]interface{}{"env": map[string]string{"X": "a\nb"}}, `nccl.env["X"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Provisioner
+			err := p.Prepare(map[string]interface{}{"nccl": tc.nccl})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || goField.MatchString(err.Error()) {
+				t.Fatalf("err %v: want one naming %s and no Go field", err, tc.want)
+			}
+			if n := strings.Count(err.Error(), "nccl."); n != 1 {
+				t.Errorf("err %v: %d messages, want one", err, n)
+			}
+		})
+	}
+}
+
+// remote_folder reaches the remote shell unquoted: only a plain absolute path passes Prepare.
+func TestPrepareRemoteFolder(t *testing.T) {
+	for _, tc := range []struct {
+		v, want string // want: "" for accepted
+	}{
+		{"/var/tmp/dlami", ""},
+		{"/tmp/x;id>/tmp/pwned;", "use only letters, digits"},
+		{"/tmp/$(id)", "use only letters, digits"},
+		{"/tmp/with space", "use only letters, digits"},
+		{"/tmp/../etc", `must not contain ".."`},
+		{"tmp", "must be an absolute path"},
+	} {
+		var p Provisioner
+		err := p.Prepare(map[string]interface{}{"remote_folder": tc.v})
+		if tc.want == "" {
+			if err != nil || p.opt.RemoteFolder != tc.v {
+				t.Errorf("%q: %v, remote folder %q", tc.v, err, p.opt.RemoteFolder)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "remote_folder") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want one naming remote_folder and saying %q", tc.v, err, tc.want)
+		}
 	}
 }
 

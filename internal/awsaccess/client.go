@@ -1,4 +1,4 @@
-package dlamiresolve
+package awsaccess
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -21,8 +21,9 @@ import (
 	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 )
 
-// AWSOptions are the access settings, named after the amazon plugin's.
-type AWSOptions struct {
+// Options are the access settings the SDK configuration is built from, named after the
+// amazon plugin's; AccessConfig.Options makes them from the HCL block.
+type Options struct {
 	AccessKey, SecretKey, Token string
 	Profile                     string
 	SharedCredentialsFile       string
@@ -30,10 +31,10 @@ type AWSOptions struct {
 	// MFACode answers the MFA prompt of a profile whose shared config
 	// assumes a role with mfa_serial set (the amazon plugin's mfa_code).
 	MFACode string
-	// Retry is how calls are retried. SSM and EC2 calls get it through
-	// Resolver.Retry (throttles until the deadline); the STS calls of
-	// role assumption use the SDK's standard retryer with its MaxRetries
-	// and MaxBackoff.
+	// Retry is how calls are retried. The resolver's SSM and EC2 calls get
+	// it per call (NewCallRetryer: throttles until the deadline); every
+	// other call, the STS calls of role assumption included, uses the SDK's
+	// standard retryer with its MaxRetries and MaxBackoff.
 	Retry RetryPolicy
 	// SkipMetadataAPICheck keeps the credential chain off the EC2 instance
 	// metadata service.
@@ -45,7 +46,8 @@ type AWSOptions struct {
 	// Region is the default region (for STS and when none is asked for);
 	// empty uses AWS_REGION or the profile's region.
 	Region string
-	// HTTPClient replaces the SDK's HTTP client (tests).
+	// HTTPClient replaces the SDK's HTTP client (tests); nil means the SDK's
+	// client bounded by HTTPTimeout.
 	HTTPClient aws.HTTPClient
 }
 
@@ -87,11 +89,24 @@ func (ar AssumeRole) options(ao *stscreds.AssumeRoleOptions) {
 	ao.TransitiveTagKeys = append([]string(nil), ar.TransitiveTagKeys...)
 }
 
-// LoadAWSConfig builds the shared AWS configuration: default credential
+// HTTPTimeout bounds one HTTP request to AWS, from sending it to reading the whole answer.
+// The SDK's own client has no such limit: an endpoint (a proxy, a custom_endpoint_ec2, a
+// half-open connection) that accepts a request and never answers would block that call, and
+// with it a cleanup that must terminate an instance, until the process is killed. EC2, SSM and
+// STS answer the calls this plugin makes in well under a second, and even a page of 1000
+// images in a few; a minute is long enough for a slow network and short enough that the
+// retryer, not the user, gets to try again.
+const HTTPTimeout = 60 * time.Second
+
+// DefaultCallTimeout is the deadline of one AWS operation, retries included, when its caller
+// sets none (the data source's `timeout`).
+const DefaultCallTimeout = 30 * time.Second
+
+// LoadConfig builds the shared AWS configuration: default credential
 // chain, profile, shared credentials file, static keys, retries and an
 // optional assumed role. It does not call AWS unless a role is assumed, and
 // even then only when credentials are first used.
-func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
+func LoadConfig(ctx context.Context, o Options) (aws.Config, error) {
 	if (o.AccessKey == "") != (o.SecretKey == "") {
 		return aws.Config{}, errors.New("access_key and secret_key must be set together")
 	}
@@ -115,9 +130,11 @@ func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
 	if o.SkipMetadataAPICheck {
 		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
+	var httpClient aws.HTTPClient = awshttp.NewBuildableClient().WithTimeout(HTTPTimeout)
 	if o.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(o.HTTPClient))
+		httpClient = o.HTTPClient
 	}
+	opts = append(opts, config.WithHTTPClient(httpClient))
 	// These apply only to a role the profile's shared config assumes: the
 	// amazon plugin answers its MFA prompt with mfa_code, and sts_endpoint
 	// must reach that AssumeRole call too.
@@ -163,7 +180,7 @@ func LoadAWSConfig(ctx context.Context, o AWSOptions) (aws.Config, error) {
 	return cfg, nil
 }
 
-func newSTSClient(cfg aws.Config, o AWSOptions) *sts.Client {
+func newSTSClient(cfg aws.Config, o Options) *sts.Client {
 	return sts.NewFromConfig(cfg, func(so *sts.Options) {
 		if o.STSEndpoint != "" {
 			so.BaseEndpoint = aws.String(o.STSEndpoint)
@@ -194,7 +211,7 @@ type CallerIdentity struct {
 // that bad, expired or unassumable credentials fail once, up front, with a
 // message about credentials rather than as N regions of failed lookups.
 // GetCallerIdentity needs no IAM permission.
-func ValidateCredentials(ctx context.Context, cfg aws.Config, o AWSOptions, region string, timeout time.Duration) (CallerIdentity, error) {
+func ValidateCredentials(ctx context.Context, cfg aws.Config, o Options, region string, timeout time.Duration) (CallerIdentity, error) {
 	if region != "" {
 		cfg = cfg.Copy()
 		cfg.Region = region
@@ -204,12 +221,12 @@ func ValidateCredentials(ctx context.Context, cfg aws.Config, o AWSOptions, regi
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rt := newCallRetryer(o.Retry)
+	rt := NewCallRetryer(o.Retry)
 	out, err := newSTSClient(cfg, o).GetCallerIdentity(cctx, &sts.GetCallerIdentityInput{}, func(so *sts.Options) { so.Retryer = rt })
 	if err != nil {
 		err = credentialValidationError(err, cfg.Region, o, timeout)
-		if st := rt.done(); st.Retries() > 0 {
-			err = &retriedError{err: err, stats: st}
+		if st := rt.Stats(); st.Retries() > 0 {
+			err = &RetriedError{Err: err, Stats: st}
 		}
 		return CallerIdentity{}, err
 	}
@@ -222,20 +239,20 @@ func ValidateCredentials(ctx context.Context, cfg aws.Config, o AWSOptions, regi
 
 const skipValidationHint = "set skip_credential_validation = true only for AWS-compatible endpoints without STS"
 
-func credentialValidationError(err error, region string, o AWSOptions, timeout time.Duration) error {
-	if isCreds, assume := credentialsFailure(err); assume {
+func credentialValidationError(err error, region string, o Options, timeout time.Duration) error {
+	if isCreds, assume := CredentialsFailure(err); assume {
 		role := "the assume_role.role_arn"
 		if o.AssumeRole != nil {
 			role = o.AssumeRole.RoleARN
 		}
-		if deniedCodes[apiCode(err)] {
+		if IsAccessDenied(err) {
 			return &AccessDeniedError{Region: region, Action: "sts:AssumeRole", Resource: role, Err: err}
 		}
 		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): assuming role %s failed: %w", region, role, err)
 	} else if isCreds {
 		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): no usable AWS credentials: set access_key and secret_key, profile (and shared_credentials_file), or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an instance role is available: %w", region, err)
 	}
-	switch code := apiCode(err); code {
+	switch code := APICode(err); code {
 	case "InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClientException", "AuthFailure", "IncompleteSignature":
 		return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false): STS rejected them (%s): check access_key/secret_key/token, profile or the AWS_* environment: %w", region, code, err)
 	case "ExpiredToken", "ExpiredTokenException", "RequestExpired":
@@ -247,49 +264,69 @@ func credentialValidationError(err error, region string, o AWSOptions, timeout t
 	return fmt.Errorf("%s: validating AWS credentials (skip_credential_validation = false) with sts:GetCallerIdentity failed: check the credentials and sts_endpoint, or %s: %w", region, skipValidationHint, err)
 }
 
-// NewClientFactory returns a ClientFactory that makes SSM and EC2 clients
-// for any region from cfg, with the endpoint overrides of o wired into both.
-// Clients are made once per region and reused.
-func NewClientFactory(cfg aws.Config, o AWSOptions) ClientFactory {
-	var (
-		mu    sync.Mutex
-		cache = map[string]Clients{}
-	)
-	return func(region string) (Clients, error) {
-		if region == "" {
-			return Clients{}, errors.New("empty region")
+// NewSSMClient returns an SSM client for region with the endpoint override of o.
+func NewSSMClient(cfg aws.Config, o Options, region string) *ssm.Client {
+	return ssm.NewFromConfig(inRegion(cfg, region), func(so *ssm.Options) {
+		if o.SSMEndpoint != "" {
+			so.BaseEndpoint = aws.String(o.SSMEndpoint)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if c, ok := cache[region]; ok {
-			return c, nil
-		}
-		rc := cfg.Copy()
-		rc.Region = region
-		s := ssm.NewFromConfig(rc, func(so *ssm.Options) {
-			if o.SSMEndpoint != "" {
-				so.BaseEndpoint = aws.String(o.SSMEndpoint)
-			}
-		})
-		e := ec2.NewFromConfig(rc, func(eo *ec2.Options) {
-			if o.EC2Endpoint != "" {
-				eo.BaseEndpoint = aws.String(o.EC2Endpoint)
-			}
-		})
-		c := Clients{SSM: s, EC2: e}
-		cache[region] = c
-		return c, nil
-	}
+	})
 }
 
-// NewEC2Client returns a full EC2 client for region, with the endpoint override of o: the
-// post-processor launches, tags and deregisters with it.
-func NewEC2Client(cfg aws.Config, o AWSOptions, region string) *ec2.Client {
-	rc := cfg.Copy()
-	rc.Region = region
-	return ec2.NewFromConfig(rc, func(eo *ec2.Options) {
+// NewEC2Client returns a full EC2 client for region with the endpoint override of o: the
+// resolver describes images with it, the post-processor launches, tags and deregisters.
+func NewEC2Client(cfg aws.Config, o Options, region string) *ec2.Client {
+	return ec2.NewFromConfig(inRegion(cfg, region), func(eo *ec2.Options) {
 		if o.EC2Endpoint != "" {
 			eo.BaseEndpoint = aws.String(o.EC2Endpoint)
 		}
 	})
+}
+
+func inRegion(cfg aws.Config, region string) aws.Config {
+	rc := cfg.Copy()
+	if region != "" {
+		rc.Region = region
+	}
+	return rc
+}
+
+// Session is one access block turned into an SDK configuration, its credentials checked
+// unless skip_credential_validation is set. It makes the service clients.
+type Session struct {
+	Config  aws.Config
+	Options Options
+	// Identity is who the credentials belong to; empty when they were not checked.
+	Identity CallerIdentity
+}
+
+// SSM returns an SSM client for region.
+func (s *Session) SSM(region string) *ssm.Client { return NewSSMClient(s.Config, s.Options, region) }
+
+// EC2 returns an EC2 client for region.
+func (s *Session) EC2(region string) *ec2.Client { return NewEC2Client(s.Config, s.Options, region) }
+
+// Region is the session's default region: the one asked for, else the SDK's (AWS_REGION, the
+// profile's).
+func (s *Session) Region() string { return s.Config.Region }
+
+// Connect loads the configuration of the block for region (empty: the SDK's default region)
+// and, unless skip_credential_validation is set, checks the credentials there with
+// sts:GetCallerIdentity, bounded by timeout (0: DefaultCallTimeout).
+func (c *AccessConfig) Connect(ctx context.Context, region string, timeout time.Duration) (*Session, error) {
+	o := c.Options(region)
+	cfg, err := LoadConfig(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("no region: set region (or regions), or AWS_REGION / AWS_DEFAULT_REGION, or a region in the AWS profile")
+	}
+	s := &Session{Config: cfg, Options: o}
+	if !c.SkipCredentialValidation {
+		if s.Identity, err = ValidateCredentials(ctx, cfg, o, cfg.Region, timeout); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }

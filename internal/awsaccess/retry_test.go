@@ -1,4 +1,4 @@
-package dlamiresolve
+package awsaccess
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func TestRetryClassification(t *testing.T) {
 			if got := IsThrottle(tc.err); got != tc.throttle {
 				t.Errorf("IsThrottle = %v, want %v", got, tc.throttle)
 			}
-			if got := newCallRetryer(RetryPolicy{}).IsErrorRetryable(tc.err); got != tc.retryIt {
+			if got := NewCallRetryer(RetryPolicy{}).IsErrorRetryable(tc.err); got != tc.retryIt {
 				t.Errorf("IsErrorRetryable = %v, want %v", got, tc.retryIt)
 			}
 		})
@@ -111,7 +111,7 @@ func (c *fakeClock) now() time.Time { return c.t }
 // drive plays the SDK's retry loop against r: every attempt fails with
 // next(attempt), each granted backoff advances the clock. It returns the
 // error GetRetryToken stopped with.
-func drive(t *testing.T, ctx context.Context, r *callRetryer, clock *fakeClock, next func(attempt int) error) error {
+func drive(t *testing.T, ctx context.Context, r *CallRetryer, clock *fakeClock, next func(attempt int) error) error {
 	t.Helper()
 	for attempt := 1; attempt < 100_000; attempt++ {
 		if _, err := r.GetAttemptToken(ctx); err != nil {
@@ -203,7 +203,7 @@ func TestCallRetryerBudgets(t *testing.T) {
 			policy:       RetryPolicy{},
 			deadline:     time.Hour,
 			fail:         func(int) error { return apiErr("AccessDeniedException") },
-			wantStop:     func(err error) bool { return apiCode(err) == "AccessDeniedException" },
+			wantStop:     func(err error) bool { return APICode(err) == "AccessDeniedException" },
 			wantThrottle: func(n int) bool { return n == 0 },
 		},
 	}
@@ -217,9 +217,9 @@ func TestCallRetryerBudgets(t *testing.T) {
 				ctx, cancel = context.WithDeadline(ctx, start.Add(tc.deadline))
 				defer cancel()
 			}
-			r := newCallRetryer(tc.policy)
+			r := NewCallRetryer(tc.policy)
 			err := drive(t, ctx, r, clock, tc.fail)
-			st := r.done()
+			st := r.Stats()
 			if !tc.wantStop(err) {
 				t.Errorf("stopped with %v", err)
 			}

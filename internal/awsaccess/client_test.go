@@ -1,4 +1,4 @@
-package dlamiresolve
+package awsaccess
 
 import (
 	"bytes"
@@ -14,8 +14,46 @@ import (
 	"testing"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 )
+
+type env struct {
+	fake *awsfake.Server
+	url  string
+	opts Options
+}
+
+func newEnv(t testing.TB, regions ...string) *env {
+	t.Helper()
+	fake, url := awstest.Fake(t, time.Time{}, regions...)
+	return &env{fake: fake, url: url, opts: Options{
+		AccessKey: "AKIAFAKESTATIC000001", SecretKey: "fake-secret", Region: "us-east-1",
+		SSMEndpoint: url, EC2Endpoint: url, STSEndpoint: url,
+		Retry: RetryPolicy{MaxBackoff: 2 * time.Millisecond}, SkipMetadataAPICheck: true,
+	}}
+}
+
+// fastRetries keeps backoffs to a few milliseconds so that tests exercise
+// many retries quickly; the budgets are the production ones.
+func fastRetries(e *env) {
+	e.opts.Retry = RetryPolicy{BaseDelay: time.Millisecond, MaxBackoff: 4 * time.Millisecond}
+}
+
+// useCredentials loads the configuration and makes a call that needs the credentials (the
+// credential check), as the first call of any run does.
+func (e *env) useCredentials(t *testing.T, region string) {
+	t.Helper()
+	cfg, err := LoadConfig(context.Background(), e.opts)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	if _, err := ValidateCredentials(context.Background(), cfg, e.opts, region, 5*time.Second); err != nil {
+		t.Fatalf("ValidateCredentials: %v", err)
+	}
+}
 
 // stsRecorder is an HTTP client that keeps the form of every STS request
 // it sends, so a test can see each AssumeRole argument on the wire (the
@@ -68,9 +106,7 @@ func TestAssumeRoleSendsEveryArgument(t *testing.T) {
 		Tags:              map[string]string{"team": "ml-infra", "pipeline": "rebake"},
 		TransitiveTagKeys: []string{"team"},
 	}
-	if _, err := e.resolver(t).Resolve(context.Background(), r, Query{}); err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
+	e.useCredentials(t, r)
 	forms, _ := rec.action("AssumeRole")
 	if len(forms) != 1 {
 		t.Fatalf("AssumeRole requests = %d, want 1", len(forms))
@@ -127,9 +163,7 @@ func TestProfileRoleWithMFA(t *testing.T) {
 		rec := &stsRecorder{}
 		e.opts.AccessKey, e.opts.SecretKey = "", ""
 		e.opts.Profile, e.opts.MFACode, e.opts.HTTPClient = "mfa-role", "123456", rec
-		if _, err := e.resolver(t).Resolve(context.Background(), r, Query{}); err != nil {
-			t.Fatalf("Resolve: %v", err)
-		}
+		e.useCredentials(t, r)
 		forms, hosts := rec.action("AssumeRole")
 		if len(forms) != 1 {
 			t.Fatalf("AssumeRole requests = %d, want 1", len(forms))
@@ -152,7 +186,7 @@ func TestProfileRoleWithMFA(t *testing.T) {
 		e := newEnv(t, r)
 		writeProfiles(t)
 		e.opts.AccessKey, e.opts.SecretKey, e.opts.Profile = "", "", "mfa-role"
-		_, err := LoadAWSConfig(context.Background(), e.opts)
+		_, err := LoadConfig(context.Background(), e.opts)
 		if err == nil || !strings.Contains(err.Error(), "set mfa_code") {
 			t.Fatalf("err = %v, want one asking for mfa_code", err)
 		}
@@ -213,9 +247,9 @@ func TestValidateCredentials(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(e)
 			}
-			cfg, err := LoadAWSConfig(context.Background(), e.opts)
+			cfg, err := LoadConfig(context.Background(), e.opts)
 			if err != nil {
-				t.Fatalf("LoadAWSConfig: %v", err)
+				t.Fatalf("LoadConfig: %v", err)
 			}
 			id, err := ValidateCredentials(context.Background(), cfg, e.opts, r, time.Second)
 			if len(tc.wantErr) > 0 {
@@ -243,5 +277,75 @@ func TestValidateCredentials(t *testing.T) {
 				t.Errorf("GetCallerIdentity was not sent in %s", r)
 			}
 		})
+	}
+}
+
+func TestSTSEndpointFromTheEnvironment(t *testing.T) {
+	const r = "us-east-1"
+	e := newEnv(t, r)
+	t.Setenv("AWS_ENDPOINT_URL_STS", e.url)
+	e.opts.STSEndpoint = ""
+	cfg, err := LoadConfig(context.Background(), e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ValidateCredentials(context.Background(), cfg, e.opts, r, time.Second); err != nil {
+		t.Fatalf("ValidateCredentials: %v", err)
+	}
+	if e.fake.CallCount(awsfake.OpGetCallerIdentity, r) != 1 {
+		t.Errorf("calls = %+v", e.fake.Calls())
+	}
+}
+
+func TestLoadConfigRejects(t *testing.T) {
+	awstest.IsolateEnv(t)
+	for _, o := range []Options{{AccessKey: "AKIA"}, {SecretKey: "s"}, {Retry: RetryPolicy{MaxRetries: -1}}} {
+		if _, err := LoadConfig(context.Background(), o); err == nil {
+			t.Errorf("LoadConfig(%+v) succeeded", o)
+		}
+	}
+}
+
+// The SDK's own HTTP client waits forever for an endpoint that accepts a request and never
+// answers; the one LoadConfig installs gives up after HTTPTimeout, and a test client is kept.
+func TestHTTPClientIsBounded(t *testing.T) {
+	awstest.IsolateEnv(t)
+	cfg, err := LoadConfig(context.Background(), Options{Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok || bc.GetTimeout() != HTTPTimeout || HTTPTimeout <= 0 {
+		t.Fatalf("HTTP client %T with timeout %v, want a BuildableClient bounded by %s", cfg.HTTPClient, bc.GetTimeout(), HTTPTimeout)
+	}
+	rec := &stsRecorder{}
+	cfg, err = LoadConfig(context.Background(), Options{Region: "us-east-1", HTTPClient: rec})
+	if err != nil || cfg.HTTPClient != rec {
+		t.Errorf("HTTPClient option not used: %T %v", cfg.HTTPClient, err)
+	}
+}
+
+// Connect checks the credentials once, in the session's region, unless told not to, and
+// refuses to go on without a region.
+func TestConnect(t *testing.T) {
+	const r = "eu-west-1"
+	e := newEnv(t, r)
+	c := &AccessConfig{AccessKey: e.opts.AccessKey, SecretKey: e.opts.SecretKey, STSEndpoint: e.url, CustomEndpointEC2: e.url, SkipMetadataAPICheck: true}
+	s, err := c.Connect(context.Background(), r, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Region() != r || s.Identity.Account != awsfake.DefaultAccount || e.fake.CallCount(awsfake.OpGetCallerIdentity, r) != 1 {
+		t.Errorf("session %+v, calls %+v", s.Identity, e.fake.Calls())
+	}
+	if _, err := s.EC2(r).DescribeImages(context.Background(), nil); err != nil {
+		t.Errorf("the session's EC2 client does not reach custom_endpoint_ec2: %v", err)
+	}
+	c.SkipCredentialValidation = true
+	if _, err := c.Connect(context.Background(), r, time.Second); err != nil || e.fake.CallCount(awsfake.OpGetCallerIdentity, "") != 1 {
+		t.Errorf("skip_credential_validation: err %v, GetCallerIdentity sent %d times", err, e.fake.CallCount(awsfake.OpGetCallerIdentity, ""))
+	}
+	if _, err := c.Connect(context.Background(), "", time.Second); err == nil || !strings.Contains(err.Error(), "no region") {
+		t.Errorf("no region: %v", err)
 	}
 }

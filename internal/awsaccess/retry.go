@@ -1,4 +1,4 @@
-package dlamiresolve
+package awsaccess
 
 import (
 	"context"
@@ -65,7 +65,8 @@ func (p RetryPolicy) maxRetries() int {
 	return DefaultMaxRetries
 }
 
-func (p RetryPolicy) now() time.Time {
+// Time is the policy's clock now: Now, else time.Now.
+func (p RetryPolicy) Time() time.Time {
 	if p.Now != nil {
 		return p.Now()
 	}
@@ -108,7 +109,7 @@ func (p RetryPolicy) Backoff(n int) time.Duration {
 // IsThrottle reports whether err is AWS refusing a call because of the
 // request rate: one of the throttling error codes, or HTTP 429.
 func IsThrottle(err error) bool {
-	switch apiCode(err) {
+	switch APICode(err) {
 	case "ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException":
 		return true
 	}
@@ -153,12 +154,12 @@ func plural(n int, one, many string) string {
 // time left before its deadline for another backoff and attempt.
 var errThrottleDeadline = errors.New("still throttled with no time left before the call's deadline for another attempt")
 
-// callRetryer is the aws.RetryerV2 of one call. It is made per call (see
-// Resolver.retryer) because its budget is per call: MaxAttempts cannot say
+// CallRetryer is the aws.RetryerV2 of one call, which applies a RetryPolicy. It is made per
+// call (NewCallRetryer, passed in the call's options) because its budget is per call: MaxAttempts cannot say
 // "unlimited for throttles, MaxRetries+1 for the rest", so it reports no
 // limit and GetRetryToken enforces both budgets. The SDK calls it from one
 // goroutine, one attempt after the other.
-type callRetryer struct {
+type CallRetryer struct {
 	policy   RetryPolicy
 	standard *retry.Standard // classifies the retryable errors that are not throttles
 	start    time.Time
@@ -170,26 +171,27 @@ type callRetryer struct {
 	stats        RetryStats
 }
 
-func newCallRetryer(p RetryPolicy) *callRetryer {
-	return &callRetryer{policy: p, standard: retry.NewStandard(), start: p.now()}
+// NewCallRetryer returns the retryer of one call, started now.
+func NewCallRetryer(p RetryPolicy) *CallRetryer {
+	return &CallRetryer{policy: p, standard: retry.NewStandard(), start: p.Time()}
 }
 
-var _ aws.RetryerV2 = (*callRetryer)(nil)
+var _ aws.RetryerV2 = (*CallRetryer)(nil)
 
-func (r *callRetryer) IsErrorRetryable(err error) bool {
+func (r *CallRetryer) IsErrorRetryable(err error) bool {
 	return IsThrottle(err) || r.standard.IsErrorRetryable(err)
 }
 
 // MaxAttempts is 0, which the SDK reads as no limit: GetRetryToken applies
 // the two budgets.
-func (r *callRetryer) MaxAttempts() int { return 0 }
+func (r *CallRetryer) MaxAttempts() int { return 0 }
 
 // GetRetryToken grants a retry, or refuses it with the reason. Throttles
 // are retried until the deadline: a backoff that would run past the time
 // the next attempt needs is shortened to fit, and only when no time is
 // left for an attempt does the call stop.
-func (r *callRetryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
-	now := r.policy.now()
+func (r *CallRetryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
+	now := r.policy.Time()
 	if took := now.Sub(r.attemptStart); !r.attemptStart.IsZero() && took > r.slowest {
 		r.slowest = took
 	}
@@ -222,23 +224,23 @@ func (r *callRetryer) GetRetryToken(ctx context.Context, opErr error) (func(erro
 	return nopRelease, nil
 }
 
-func (r *callRetryer) RetryDelay(int, error) (time.Duration, error) { return r.pending, nil }
+func (r *CallRetryer) RetryDelay(int, error) (time.Duration, error) { return r.pending, nil }
 
-func (r *callRetryer) GetInitialToken() func(error) error { return nopRelease }
+func (r *CallRetryer) GetInitialToken() func(error) error { return nopRelease }
 
 // GetAttemptToken counts attempts; no client-side rate limit applies (the
 // SDK's retry quota is per client and would stop throttle retries early).
-func (r *callRetryer) GetAttemptToken(context.Context) (func(error) error, error) {
+func (r *CallRetryer) GetAttemptToken(context.Context) (func(error) error, error) {
 	r.stats.Attempts++
-	r.attemptStart = r.policy.now()
+	r.attemptStart = r.policy.Time()
 	return nopRelease, nil
 }
 
 func nopRelease(error) error { return nil }
 
-// done returns the call's statistics.
-func (r *callRetryer) done() RetryStats {
+// Stats returns the call's statistics so far.
+func (r *CallRetryer) Stats() RetryStats {
 	s := r.stats
-	s.Elapsed = r.policy.now().Sub(r.start)
+	s.Elapsed = r.policy.Time().Sub(r.start)
 	return s
 }
