@@ -45,6 +45,24 @@ func Tail(s string, max int) string {
 	return mark + w
 }
 
+// Prefix returns the longest prefix of s of at most max bytes that does not split a UTF-8
+// character, with no mark of the cut. It changes no byte of s (invalid UTF-8 in the kept part
+// stays), so a []byte result shares s's memory: a caller can compare a bounded key before it
+// allocates a string.
+func Prefix[T ~string | ~[]byte](s T, max int) T {
+	if len(s) <= max {
+		return s
+	}
+	end := max
+	if end < 0 {
+		end = 0
+	}
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end]
+}
+
 // prefix is the longest prefix of s of at most max bytes that ends on a character boundary.
 func prefix(s string, max int) string {
 	if max <= 0 {

@@ -25,6 +25,34 @@ func TestHead(t *testing.T) {
 	}
 }
 
+func TestPrefix(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc"},
+		{"ab€cd", 3, "ab"},
+		{"ab€cd", 4, "ab"},
+		{"ab€cd", 5, "ab€"},
+		{"€", 0, ""},
+		{"abc", -1, ""},
+		{"a\xffbc", 2, "a\xff"}, // invalid bytes are kept, not repaired
+	} {
+		if got := Prefix(c.in, c.max); got != c.want {
+			t.Errorf("Prefix(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+		if got := Prefix([]byte(c.in), c.max); string(got) != c.want {
+			t.Errorf("Prefix([]byte(%q), %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+	b := []byte("shared€memory")
+	if p := Prefix(b, 8); len(p) != 6 || &p[0] != &b[0] {
+		t.Errorf("Prefix of a []byte should share its memory: %q", p)
+	}
+}
+
 func TestHeadNote(t *testing.T) {
 	if got := HeadNote("abcdef", 4); got != "abcd\n... (2 more bytes)" {
 		t.Errorf("got %q", got)
@@ -62,6 +90,9 @@ func FuzzCuts(f *testing.F) {
 			if utf8.ValidString(s) && !utf8.ValidString(out) {
 				t.Fatalf("cut of valid UTF-8 %q at %d is invalid: %q", s, max, out)
 			}
+		}
+		if p := Prefix(s, max); len(p) > max || !strings.HasPrefix(s, p) || (utf8.ValidString(s) && !utf8.ValidString(p)) {
+			t.Fatalf("Prefix(%q, %d) = %q", s, max, p)
 		}
 		if len(s) > max && !strings.HasSuffix(Head(s, max), "...") {
 			t.Fatalf("Head did not mark the cut")

@@ -7,6 +7,8 @@ package dkms
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Entry is one line of `dkms status`.
@@ -53,7 +55,7 @@ func Parse(out string) (Status, error) {
 		}
 		e, err := parseLine(line)
 		if err != nil {
-			return Status{}, fmt.Errorf("dkms status line %d %q: %w", i+1, clip(line), err)
+			return Status{}, fmt.Errorf("dkms status line %d %q: %w", i+1, textcut.Head(line, 120), err)
 		}
 		s.Entries = append(s.Entries, e)
 	}
@@ -137,11 +139,4 @@ func parseState(s string) (string, []string, error) {
 		break
 	}
 	return state, notes, nil
-}
-
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "..."
-	}
-	return s
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"regexp"
 	"strconv"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // This file holds the one table of rules that turns the lines around the result table into
@@ -83,13 +85,13 @@ func (p *parser) ncclVersion(_ *factLine, rest []byte) {
 		return
 	}
 	if f := bytes.Fields(rest); len(f) > 0 && f[0][0] >= '0' && f[0][0] <= '9' {
-		p.res.NCCLVersion = cut(string(f[0]), 40)
+		p.res.NCCLVersion = textcut.Prefix(string(f[0]), 40)
 	}
 }
 
 func (p *parser) network(l *factLine, rest []byte) {
 	tr := &p.res.Transport
-	name := cutBytes(bytes.TrimSpace(rest), 40)
+	name := textcut.Prefix(bytes.TrimSpace(rest), 40)
 	if len(name) == 0 {
 		return
 	}
@@ -114,7 +116,7 @@ func (p *parser) provider(l *factLine, rest []byte) {
 	if len(name) == 0 {
 		return
 	}
-	name = cutBytes(name, 40)
+	name = textcut.Prefix(name, 40)
 	nics := -1
 	if k := bytes.Index(rest, []byte("(found ")); k >= 0 {
 		d := rest[k+len("(found "):]
@@ -147,7 +149,7 @@ func (p *parser) ofiInit(l *factLine, rest []byte) {
 	tr := &p.res.Transport
 	tr.OFIPlugin = true
 	if f := bytes.Fields(rest); len(f) > 0 && tr.OFIVersion == "" {
-		tr.OFIVersion = cut(string(f[0]), 40)
+		tr.OFIVersion = textcut.Prefix(string(f[0]), 40)
 	}
 	p.evidence(kindOFI, l)
 }
@@ -166,7 +168,7 @@ func (p *parser) loadedPlugin(l *factLine, rest []byte) {
 	}
 	name = bytes.TrimSpace(name)
 	if tr.NetPlugin == "" {
-		tr.NetPlugin = cut(string(name), 40)
+		tr.NetPlugin = textcut.Prefix(string(name), 40)
 	}
 	if bytes.Contains(name, []byte("Libfabric")) || bytes.Contains(name, []byte("OFI")) {
 		tr.OFIPlugin = true
@@ -177,7 +179,7 @@ func (p *parser) loadedPlugin(l *factLine, rest []byte) {
 func (p *parser) pluginEnv(l *factLine, rest []byte) {
 	tr := &p.res.Transport
 	if f := bytes.Fields(rest); len(f) > 0 && tr.NetPluginEnv == "" {
-		tr.NetPluginEnv = cut(string(f[0]), 80)
+		tr.NetPluginEnv = textcut.Prefix(string(f[0]), 80)
 		p.evidence(kindPlugin, l)
 	}
 }
@@ -212,7 +214,7 @@ func (p *parser) dataPath(l *factLine, rest []byte) {
 	if i < 0 {
 		return
 	}
-	path := cutBytes(bytes.TrimSpace(rest[i+len(bVia):]), 80)
+	path := textcut.Prefix(bytes.TrimSpace(rest[i+len(bVia):]), 80)
 	if len(path) == 0 {
 		return
 	}
@@ -248,12 +250,12 @@ func (p *parser) evidence(kind int, l *factLine) {
 		return
 	}
 	l.offered = true
-	msg := cutBytes(l.msg, MaxEvidenceLine) // kept cut, so de-duplication memory stays bounded too
+	msg := textcut.Prefix(l.msg, MaxEvidenceLine) // kept cut, so de-duplication memory stays bounded too
 	if p.kinds[kind] >= maxPerKind || contains(p.kept, msg) {
 		return
 	}
 	p.kinds[kind]++
-	line := cut(string(l.text), MaxEvidenceLine)
+	line := textcut.Prefix(string(l.text), MaxEvidenceLine)
 	if kind >= kindPath {
 		p.res.Transport.DataLines = append(p.res.Transport.DataLines, line)
 	} else {
@@ -264,7 +266,7 @@ func (p *parser) evidence(kind int, l *factLine) {
 
 func (p *parser) addError(t []byte) {
 	if len(p.res.Errors) < maxErrors {
-		p.res.Errors = append(p.res.Errors, cut(string(t), MaxEvidenceLine))
+		p.res.Errors = append(p.res.Errors, textcut.Prefix(string(t), MaxEvidenceLine))
 	}
 }
 

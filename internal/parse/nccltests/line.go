@@ -113,30 +113,6 @@ func addDistinct(list []string, s string) []string {
 	return append(list, s)
 }
 
-// cut shortens s to at most n bytes without splitting a UTF-8 sequence.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8Start(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// cutBytes is cut for a byte slice, so a caller can compare before it allocates a string.
-func cutBytes(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	for n > 0 && !utf8Start(b[n]) {
-		n--
-	}
-	return b[:n]
-}
-
-func utf8Start(c byte) bool { return c&0xC0 != 0x80 }
-
 func atoi(b []byte) int {
 	n, _ := strconv.Atoi(string(b))
 	return n

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // This file reads the rows of the result table: which column is which, and the cells.
@@ -172,7 +174,7 @@ func (p *parser) row(t []byte) bool {
 		p.res.MalformedRows++
 		return true
 	}
-	r.Line = cut(string(t), MaxEvidenceLine)
+	r.Line = textcut.Prefix(string(t), MaxEvidenceLine)
 	if p.res.OutOfBounds != nil {
 		// Rows after a trailer belong to a new run printed without a header.
 		p.reset()
@@ -300,5 +302,5 @@ func intern(b []byte) string {
 	case "all":
 		return "all"
 	}
-	return cut(string(b), 16)
+	return textcut.Prefix(string(b), 16)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // This file reads the "#" lines around the result table nccl-tests prints: the header, device
@@ -28,10 +30,10 @@ func (p *parser) hashLine(t []byte) {
 		p.res.Devices = 0
 	case bytes.HasPrefix(body, []byte("nccl-tests version ")):
 		if f := bytes.Fields(body); len(f) >= 3 {
-			p.res.TestsVersion = cut(string(f[2]), 40)
+			p.res.TestsVersion = textcut.Prefix(string(f[2]), 40)
 		}
 	case bytes.HasPrefix(body, []byte("Collective test starting:")):
-		p.res.Program = cut(string(bytes.TrimSpace(body[len("Collective test starting:"):])), 80)
+		p.res.Program = textcut.Prefix(string(bytes.TrimSpace(body[len("Collective test starting:"):])), 80)
 	case bytes.HasPrefix(body, []byte("Collective test concluded")):
 		p.res.Concluded = true
 	case bytes.HasPrefix(body, []byte("error:")):
@@ -77,7 +79,7 @@ func (p *parser) header() {
 
 func (p *parser) config(t, body []byte) {
 	p.header()
-	c := &Config{Line: cut(string(t), MaxEvidenceLine)}
+	c := &Config{Line: textcut.Prefix(string(t), MaxEvidenceLine)}
 	f := bytes.Fields(body)
 	for i := 0; i+1 < len(f); i++ {
 		k, v := string(f[i]), f[i+1]
@@ -118,7 +120,7 @@ func (p *parser) columns(body []byte) {
 	p.header()
 	cols := make([]string, 0, len(f))
 	for _, c := range f {
-		cols = append(cols, cut(string(c), 20))
+		cols = append(cols, textcut.Prefix(string(c), 20))
 	}
 	p.res.Columns = cols
 	p.lay = layoutFrom(cols)
@@ -141,7 +143,7 @@ func (p *parser) trailerOOB(t, body []byte) {
 	p.hasRows = true
 	p.res.OutOfBounds = &n
 	p.res.OutOfBoundsOK = len(f) >= 2 && string(f[1]) == "OK"
-	p.res.OutOfBoundsLine = cut(string(t), MaxEvidenceLine)
+	p.res.OutOfBoundsLine = textcut.Prefix(string(t), MaxEvidenceLine)
 	if n != 0 || !p.res.OutOfBoundsOK {
 		p.res.FailedTrailers++
 	}
@@ -160,5 +162,5 @@ func (p *parser) trailerAvg(t, body []byte) {
 	p.open()
 	p.hasRows = true
 	p.res.AvgBusBW = &v
-	p.res.AvgBusBWLine = cut(string(t), MaxEvidenceLine)
+	p.res.AvgBusBWLine = textcut.Prefix(string(t), MaxEvidenceLine)
 }

@@ -1,0 +1,321 @@
+// Package gpuhealth parses the per-GPU health fields of `nvidia-smi --query-gpu=<Query>
+// --format=csv[,noheader]`: persistence and ECC mode, uncorrected ECC errors, memory repairs
+// pending or failed, the PCIe link against its maximum, and the hardware clock slowdowns.
+//
+// Every value is typed and keeps its text: a Flag or a Count is known (true/false, a number)
+// or unknown ("[N/A]", "[Not Supported]", "[Unknown Error]"...), never a zero that reads as
+// healthy. Text that is neither is an error, and so is output that lists no GPU.
+package gpuhealth
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
+)
+
+// Query is the --query-gpu field list the probe asks for and Parse reads, in this order: the
+// one owner of it. Drivers before R535 name clocks_event_reasons "clocks_throttle_reasons"
+// (LegacyQuery); R535 and later accept both names, and both parse the same.
+const Query = "index,pci.bus_id,persistence_mode,ecc.mode.current,ecc.errors.uncorrected.volatile.total," +
+	"retired_pages.pending,remapped_rows.pending,remapped_rows.failure," +
+	"pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max," +
+	"clocks_event_reasons.hw_slowdown,clocks_event_reasons.hw_thermal_slowdown," +
+	"clocks_event_reasons.hw_power_brake_slowdown,clocks_event_reasons.sw_power_cap"
+
+// LegacyQuery is Query with the pre-R535 names of the clock reasons.
+var LegacyQuery = strings.ReplaceAll(Query, "clocks_event_reasons.", "clocks_throttle_reasons.")
+
+// Fields splits a query list ("a,b,c") into its field names.
+func Fields(query string) []string {
+	var out []string
+	for _, f := range strings.Split(query, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// State is what a Flag knows.
+type State int8
+
+const (
+	Unknown State = iota // the field is unavailable ("[N/A]", "[Not Supported]", ...) or was not queried
+	False
+	True
+)
+
+func (s State) String() string {
+	switch s {
+	case False:
+		return "false"
+	case True:
+		return "true"
+	}
+	return "unknown"
+}
+
+// Flag is a two-valued field (Enabled/Disabled, Yes/No, Active/Not Active) as nvidia-smi
+// printed it.
+type Flag struct {
+	State State
+	// Raw is the text nvidia-smi printed; "" when the query did not ask for the field.
+	Raw string
+}
+
+func (f Flag) String() string { return f.State.String() + "(" + f.Raw + ")" }
+
+// Known reports whether the flag is true or false (not Unknown).
+func (f Flag) Known() bool { return f.State != Unknown }
+
+// IsTrue reports a known true: enabled, pending, failed, active.
+func (f Flag) IsTrue() bool { return f.State == True }
+
+// IsFalse reports a known false.
+func (f Flag) IsFalse() bool { return f.State == False }
+
+// Count is a non-negative integer field.
+type Count struct {
+	Known bool
+	N     uint64
+	// Raw is the text nvidia-smi printed; "" when the query did not ask for the field.
+	Raw string
+}
+
+// GPU is one row of the query.
+type GPU struct {
+	Index int
+	// BusID is as printed ("00000000:53:00.0").
+	BusID string
+
+	Persistence Flag // persistence_mode: Enabled/Disabled
+	ECCMode     Flag // ecc.mode.current: Enabled/Disabled
+
+	// ECCUncorrectedVolatile is ecc.errors.uncorrected.volatile.total: since the driver loaded.
+	ECCUncorrectedVolatile Count
+
+	RetiredPagesPending Flag // retired_pages.pending (pre-Ampere page retirement): Yes/No
+	RemappedRowsPending Flag // remapped_rows.pending (Ampere and later): Yes/No, a reset is due
+	RemappedRowsFailure Flag // remapped_rows.failure: Yes/No, the GPU could not remap a row
+
+	// PCIe link: the current generation and width may drop while the GPU idles; the maxima are
+	// what GPU and slot allow together.
+	PCIeGenCurrent, PCIeGenMax     Count
+	PCIeWidthCurrent, PCIeWidthMax Count
+
+	HWSlowdown           Flag // clocks_event_reasons.hw_slowdown: Active/Not Active
+	HWThermalSlowdown    Flag // clocks_event_reasons.hw_thermal_slowdown
+	HWPowerBrakeSlowdown Flag // clocks_event_reasons.hw_power_brake_slowdown
+	SWPowerCap           Flag // clocks_event_reasons.sw_power_cap
+
+	// Other holds the raw values of queried fields this package does not type, by field name.
+	Other map[string]string
+}
+
+// vocabulary of each two-valued field: the text for true, the text for false.
+type vocab struct{ t, f string }
+
+var (
+	enabled = vocab{"Enabled", "Disabled"}
+	yes     = vocab{"Yes", "No"}
+	active  = vocab{"Active", "Not Active"}
+)
+
+// setter stores one cell into g.
+type setter func(g *GPU, raw string) error
+
+func flag(dst func(*GPU) *Flag, v vocab) setter {
+	return func(g *GPU, raw string) error {
+		f, err := parseFlag(raw, v)
+		*dst(g) = f
+		return err
+	}
+}
+
+func count(dst func(*GPU) *Count) setter {
+	return func(g *GPU, raw string) error {
+		c, err := parseCount(raw)
+		*dst(g) = c
+		return err
+	}
+}
+
+// columns maps each field this package types (under its current name) to its setter.
+var columns = map[string]setter{
+	"persistence_mode":                             flag(func(g *GPU) *Flag { return &g.Persistence }, enabled),
+	"ecc.mode.current":                             flag(func(g *GPU) *Flag { return &g.ECCMode }, enabled),
+	"ecc.errors.uncorrected.volatile.total":        count(func(g *GPU) *Count { return &g.ECCUncorrectedVolatile }),
+	"retired_pages.pending":                        flag(func(g *GPU) *Flag { return &g.RetiredPagesPending }, yes),
+	"remapped_rows.pending":                        flag(func(g *GPU) *Flag { return &g.RemappedRowsPending }, yes),
+	"remapped_rows.failure":                        flag(func(g *GPU) *Flag { return &g.RemappedRowsFailure }, yes),
+	"pcie.link.gen.current":                        count(func(g *GPU) *Count { return &g.PCIeGenCurrent }),
+	"pcie.link.gen.gpucurrent":                     count(func(g *GPU) *Count { return &g.PCIeGenCurrent }),
+	"pcie.link.gen.max":                            count(func(g *GPU) *Count { return &g.PCIeGenMax }),
+	"pcie.link.width.current":                      count(func(g *GPU) *Count { return &g.PCIeWidthCurrent }),
+	"pcie.link.width.max":                          count(func(g *GPU) *Count { return &g.PCIeWidthMax }),
+	"clocks_event_reasons.hw_slowdown":             flag(func(g *GPU) *Flag { return &g.HWSlowdown }, active),
+	"clocks_event_reasons.hw_thermal_slowdown":     flag(func(g *GPU) *Flag { return &g.HWThermalSlowdown }, active),
+	"clocks_event_reasons.hw_power_brake_slowdown": flag(func(g *GPU) *Flag { return &g.HWPowerBrakeSlowdown }, active),
+	"clocks_event_reasons.sw_power_cap":            flag(func(g *GPU) *Flag { return &g.SWPowerCap }, active),
+}
+
+// canonical maps a field's other names to the one columns uses.
+func canonical(field string) string {
+	field = strings.ToLower(strings.TrimSpace(field))
+	if rest, ok := strings.CutPrefix(field, "clocks_throttle_reasons."); ok {
+		return "clocks_event_reasons." + rest
+	}
+	if field == "gpu_bus_id" {
+		return "pci.bus_id"
+	}
+	return field
+}
+
+// Parse reads the output of `nvidia-smi --query-gpu=` Query (or LegacyQuery) `--format=csv`,
+// with or without the header line.
+func Parse(text string) ([]GPU, error) { return ParseFields(text, Fields(Query)) }
+
+// ParseFields reads the output of a --query-gpu whose field list was fields, in that order.
+// The list must hold "index". A header line, when present, must name the same fields.
+func ParseFields(text string, fields []string) ([]GPU, error) {
+	canon := make([]string, len(fields))
+	indexCol := -1
+	for i, f := range fields {
+		canon[i] = canonical(f)
+		if canon[i] == "index" {
+			indexCol = i
+		}
+	}
+	if indexCol < 0 {
+		return nil, errors.New("nvidia-smi --query-gpu: the field list has no \"index\"")
+	}
+	var gpus []GPU
+	seen := map[int]bool{}
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" {
+			continue
+		}
+		cells := strings.Split(line, ",")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(gpus) == 0 && len(seen) == 0 && isHeader(cells, canon) {
+			if err := checkHeader(cells, canon); err != nil {
+				return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: %w", n+1, err)
+			}
+			continue
+		}
+		if len(cells) != len(fields) {
+			return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: want %d fields (%s), got %d: %q",
+				n+1, len(fields), textcut.Head(strings.Join(fields, ","), 60), len(cells), textcut.Head(line, 160))
+		}
+		g := GPU{Index: -1}
+		for i, raw := range cells {
+			if err := g.set(canon[i], fields[i], raw); err != nil {
+				return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: %s: %w", n+1, textcut.Head(fields[i], 60), err)
+			}
+		}
+		if seen[g.Index] {
+			return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: GPU index %d listed twice", n+1, g.Index)
+		}
+		seen[g.Index] = true
+		gpus = append(gpus, g)
+	}
+	if len(gpus) == 0 {
+		return nil, errors.New("nvidia-smi --query-gpu: no GPU listed")
+	}
+	return gpus, nil
+}
+
+func (g *GPU) set(canon, field, raw string) error {
+	switch canon {
+	case "index":
+		idx, err := strconv.Atoi(raw)
+		if err != nil || idx < 0 || idx > 1<<16 {
+			return fmt.Errorf("%q is not a GPU index", textcut.Head(raw, 40))
+		}
+		g.Index = idx
+		return nil
+	case "pci.bus_id":
+		if raw == "" || unavailable(raw) {
+			return fmt.Errorf("no bus ID (%q)", textcut.Head(raw, 40))
+		}
+		g.BusID = raw
+		return nil
+	}
+	if s, ok := columns[canon]; ok {
+		return s(g, raw)
+	}
+	if g.Other == nil {
+		g.Other = map[string]string{}
+	}
+	g.Other[field] = raw
+	return nil
+}
+
+// isHeader reports whether cells are a header line: the first cell names the first field
+// (with any " [unit]" suffix).
+func isHeader(cells, canon []string) bool {
+	return len(cells) > 0 && canonical(stripUnit(cells[0])) == canon[0]
+}
+
+func checkHeader(cells, canon []string) error {
+	if len(cells) != len(canon) {
+		return fmt.Errorf("header names %d fields, the query %d", len(cells), len(canon))
+	}
+	for i, c := range cells {
+		if canonical(stripUnit(c)) != canon[i] {
+			return fmt.Errorf("header field %d is %q, the query asked for %q", i+1, textcut.Head(c, 60), canon[i])
+		}
+	}
+	return nil
+}
+
+// stripUnit drops the " [MiB]" nvidia-smi appends to a header field that has a unit.
+func stripUnit(s string) string {
+	if i := strings.Index(s, " ["); i > 0 && strings.HasSuffix(s, "]") {
+		return s[:i]
+	}
+	return s
+}
+
+// unavailable reports nvidia-smi's ways of printing a value it cannot give: "[N/A]",
+// "[Not Supported]", "[Unknown Error]", "[Insufficient Permissions]", "[GPU is lost]"... in
+// brackets (CSV) or not ("N/A").
+func unavailable(raw string) bool {
+	if len(raw) >= 2 && raw[0] == '[' && raw[len(raw)-1] == ']' {
+		return true
+	}
+	switch strings.ToLower(raw) {
+	case "n/a", "not supported", "unknown error", "insufficient permissions":
+		return true
+	}
+	return false
+}
+
+func parseFlag(raw string, v vocab) (Flag, error) {
+	switch {
+	case strings.EqualFold(raw, v.t):
+		return Flag{State: True, Raw: raw}, nil
+	case strings.EqualFold(raw, v.f):
+		return Flag{State: False, Raw: raw}, nil
+	case unavailable(raw):
+		return Flag{State: Unknown, Raw: raw}, nil
+	}
+	return Flag{Raw: raw}, fmt.Errorf("%q is neither %q nor %q", textcut.Head(raw, 40), v.t, v.f)
+}
+
+func parseCount(raw string) (Count, error) {
+	if unavailable(raw) {
+		return Count{Raw: raw}, nil
+	}
+	n, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return Count{Raw: raw}, fmt.Errorf("%q is not a count", textcut.Head(raw, 40))
+	}
+	return Count{Known: true, N: n, Raw: raw}, nil
+}

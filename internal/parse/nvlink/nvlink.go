@@ -1,0 +1,428 @@
+// Package nvlink parses what nvidia-smi says about NVLink: the per-link speed of
+// `nvidia-smi nvlink -s`, the per-link error counters of `nvidia-smi nvlink -e` (with Delta
+// between two snapshots), and the GPU fabric state in the "Fabric" sections of `nvidia-smi -q`.
+//
+// Output with no GPU in it is an error, so a driver message never reads as a healthy fabric.
+package nvlink
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
+)
+
+// GPU names a GPU as the nvlink subcommands head its block:
+// "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)".
+type GPU struct {
+	Index int
+	Name  string
+	UUID  string // "" when the header has none
+	// Notes are the block's lines that are neither a link nor blank: an NVML message ("Unable
+	// to retrieve NVLink information as all links are inActive") or an elision ("[...]").
+	Notes []string
+}
+
+// Link is one line of `nvidia-smi nvlink -s`.
+type Link struct {
+	Index int
+	// Active is false for "<inactive>" and for a speed of 0.
+	Active bool
+	// GBps is the per-direction speed in GB/s (26.562 on H100, 53.125 on B200); 0 when inactive.
+	GBps float64
+	Raw  string // the text after "Link N:"
+}
+
+// Status is one GPU of `nvidia-smi nvlink -s`.
+type Status struct {
+	GPU
+	Links []Link
+}
+
+// ActiveLinks counts the links that are up.
+func (s Status) ActiveLinks() int {
+	n := 0
+	for _, l := range s.Links {
+		if l.Active {
+			n++
+		}
+	}
+	return n
+}
+
+var (
+	gpuHeader = regexp.MustCompile(`^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?$`)
+	linkLine  = regexp.MustCompile(`^Link (\d+):\s*(.*)$`)
+	speed     = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?) GB/s$`)
+)
+
+// block is one "GPU N:" block's header and its non-blank lines, trimmed.
+type block struct {
+	gpu   GPU
+	lines []numbered
+}
+
+type numbered struct {
+	n    int
+	text string
+}
+
+// blocks splits text into GPU blocks. Text before the first GPU header is ignored unless no
+// header follows, when the first such line is the error.
+func blocks(tool, text string) ([]block, error) {
+	var out []block
+	first := ""
+	seen := map[int]bool{}
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" {
+			continue
+		}
+		if m := gpuHeader.FindStringSubmatch(line); m != nil {
+			idx, err := strconv.Atoi(m[1])
+			if err != nil || idx > 1<<16 {
+				return nil, fmt.Errorf("%s: line %d: GPU index %q", tool, n+1, textcut.Head(m[1], 20))
+			}
+			if seen[idx] {
+				return nil, fmt.Errorf("%s: line %d: GPU %d listed twice", tool, n+1, idx)
+			}
+			seen[idx] = true
+			out = append(out, block{gpu: GPU{Index: idx, Name: strings.TrimSpace(m[2]), UUID: m[3]}})
+			continue
+		}
+		if len(out) == 0 {
+			if first == "" {
+				first = line
+			}
+			continue
+		}
+		b := &out[len(out)-1]
+		b.lines = append(b.lines, numbered{n + 1, line})
+	}
+	if len(out) == 0 {
+		if first == "" {
+			return nil, fmt.Errorf("%s: empty output", tool)
+		}
+		return nil, fmt.Errorf("%s: no GPU listed: %q", tool, textcut.Head(first, 160))
+	}
+	return out, nil
+}
+
+// ParseStatus reads `nvidia-smi nvlink -s` (--status).
+func ParseStatus(text string) ([]Status, error) {
+	const tool = "nvidia-smi nvlink -s"
+	bs, err := blocks(tool, text)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(bs))
+	for _, b := range bs {
+		s := Status{GPU: b.gpu}
+		seen := map[int]bool{}
+		for _, l := range b.lines {
+			m := linkLine.FindStringSubmatch(l.text)
+			if m == nil {
+				s.Notes = append(s.Notes, textcut.Head(l.text, 200))
+				continue
+			}
+			link, err := parseLinkIndex(m[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: line %d: %w", tool, l.n, err)
+			}
+			if seen[link] {
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d listed twice", tool, l.n, s.Index, link)
+			}
+			seen[link] = true
+			lk := Link{Index: link, Raw: m[2]}
+			switch v := strings.TrimSpace(m[2]); {
+			case strings.EqualFold(v, "<inactive>"):
+			case speed.MatchString(v):
+				lk.GBps, _ = strconv.ParseFloat(speed.FindStringSubmatch(v)[1], 64)
+				lk.Active = lk.GBps > 0
+			default:
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d: %q is neither a speed nor <inactive>", tool, l.n, s.Index, link, textcut.Head(v, 60))
+			}
+			s.Links = append(s.Links, lk)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseLinkIndex(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n > 1024 {
+		return 0, fmt.Errorf("link index %q", textcut.Head(s, 20))
+	}
+	return n, nil
+}
+
+// LinkCounters is one link's counters of `nvidia-smi nvlink -e`.
+type LinkCounters struct {
+	Index int
+	// Counts are the integer counters by the name nvidia-smi prints: "Replay Errors",
+	// "Recovery Errors", "CRC Errors" before Blackwell; "Malformed packet Errors", "Rx Errors",
+	// "Link recovery failed events", "Symbol Errors", "FEC Errors - 0"... on Blackwell drivers.
+	Counts map[string]uint64
+	// Other are the values that are not counts, by name: "Effective BER: 15e-255", "N/A".
+	Other map[string]string
+}
+
+// Counters is one GPU of `nvidia-smi nvlink -e`.
+type Counters struct {
+	GPU
+	Links []LinkCounters
+}
+
+// ParseErrors reads `nvidia-smi nvlink -e` (--errorcounters): lines "Link N: <name>: <value>"
+// under each GPU header, whatever the counter names.
+func ParseErrors(text string) ([]Counters, error) {
+	const tool = "nvidia-smi nvlink -e"
+	bs, err := blocks(tool, text)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Counters, 0, len(bs))
+	for _, b := range bs {
+		c := Counters{GPU: b.gpu}
+		byLink := map[int]int{}
+		for _, l := range b.lines {
+			m := linkLine.FindStringSubmatch(l.text)
+			if m == nil {
+				c.Notes = append(c.Notes, textcut.Head(l.text, 200))
+				continue
+			}
+			link, err := parseLinkIndex(m[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s: line %d: %w", tool, l.n, err)
+			}
+			i := strings.LastIndex(m[2], ":")
+			if i <= 0 {
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d: want \"<counter>: <value>\", got %q", tool, l.n, c.Index, link, textcut.Head(m[2], 80))
+			}
+			name, val := strings.TrimSpace(m[2][:i]), strings.TrimSpace(m[2][i+1:])
+			if name == "" || val == "" {
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d: empty counter name or value: %q", tool, l.n, c.Index, link, textcut.Head(m[2], 80))
+			}
+			k, ok := byLink[link]
+			if !ok {
+				k = len(c.Links)
+				byLink[link] = k
+				c.Links = append(c.Links, LinkCounters{Index: link, Counts: map[string]uint64{}, Other: map[string]string{}})
+			}
+			lc := &c.Links[k]
+			if _, dup := lc.Counts[name]; dup {
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d: %q listed twice", tool, l.n, c.Index, link, textcut.Head(name, 60))
+			}
+			if _, dup := lc.Other[name]; dup {
+				return nil, fmt.Errorf("%s: line %d: GPU %d link %d: %q listed twice", tool, l.n, c.Index, link, textcut.Head(name, 60))
+			}
+			if n, err := strconv.ParseUint(val, 10, 64); err == nil {
+				lc.Counts[name] = n
+			} else {
+				lc.Other[name] = textcut.Head(val, 60)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Change is a counter that grew between two snapshots.
+type Change struct {
+	GPU, Link     int
+	Counter       string
+	Before, After uint64
+}
+
+// Increase is After - Before.
+func (c Change) Increase() uint64 { return c.After - c.Before }
+
+func (c Change) String() string {
+	return fmt.Sprintf("GPU %d link %d %s +%d (%d -> %d)", c.GPU, c.Link, c.Counter, c.Increase(), c.Before, c.After)
+}
+
+// Delta returns the counters that grew from before to after, in after's GPU and link order
+// and by counter name. It fails when
+// the two do not describe the same GPUs, links and counters (a GPU gone, a UUID changed, a
+// counter missing) or a counter went down (reset between the snapshots): a difference it
+// cannot compute is never reported as no change.
+func Delta(before, after []Counters) ([]Change, error) {
+	if len(before) != len(after) {
+		return nil, fmt.Errorf("nvlink delta: %d GPUs before, %d after", len(before), len(after))
+	}
+	prev := map[int]Counters{}
+	for _, g := range before {
+		prev[g.Index] = g
+	}
+	var out []Change
+	for _, a := range after {
+		b, ok := prev[a.Index]
+		if !ok {
+			return nil, fmt.Errorf("nvlink delta: GPU %d was not in the first snapshot", a.Index)
+		}
+		if b.UUID != a.UUID {
+			return nil, fmt.Errorf("nvlink delta: GPU %d was %q, is %q", a.Index, textcut.Head(b.UUID, 60), textcut.Head(a.UUID, 60))
+		}
+		if len(b.Links) != len(a.Links) {
+			return nil, fmt.Errorf("nvlink delta: GPU %d had %d links, has %d", a.Index, len(b.Links), len(a.Links))
+		}
+		links := map[int]LinkCounters{}
+		for _, l := range b.Links {
+			links[l.Index] = l
+		}
+		for _, al := range a.Links {
+			bl, ok := links[al.Index]
+			if !ok {
+				return nil, fmt.Errorf("nvlink delta: GPU %d link %d was not in the first snapshot", a.Index, al.Index)
+			}
+			if len(bl.Counts) != len(al.Counts) {
+				return nil, fmt.Errorf("nvlink delta: GPU %d link %d had %d counters, has %d", a.Index, al.Index, len(bl.Counts), len(al.Counts))
+			}
+			for _, name := range slices.Sorted(maps.Keys(al.Counts)) {
+				bv, ok := bl.Counts[name]
+				av := al.Counts[name]
+				switch {
+				case !ok:
+					return nil, fmt.Errorf("nvlink delta: GPU %d link %d: %q was not in the first snapshot", a.Index, al.Index, textcut.Head(name, 60))
+				case av < bv:
+					return nil, fmt.Errorf("nvlink delta: GPU %d link %d: %q went from %d to %d (reset?)", a.Index, al.Index, textcut.Head(name, 60), bv, av)
+				case av > bv:
+					out = append(out, Change{GPU: a.Index, Link: al.Index, Counter: name, Before: bv, After: av})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Fabric is one GPU's "Fabric" section of `nvidia-smi -q` (R535 and later): whether the
+// fabric manager has registered the GPU with the NVSwitch fabric.
+type Fabric struct {
+	// BusID is the GPU block's header ("00000000:53:00.0").
+	BusID string
+	// State is "Completed" once registered ("Not Started", "In Progress"; "N/A" without NVSwitch).
+	State string
+	// Status is the registration's result: "Success" or an NVML error name; "N/A" before completion.
+	Status string
+	// CliqueID and ClusterUUID are printed by R550 and later; "" when absent.
+	CliqueID, ClusterUUID string
+	// Health holds the "Health" subsection (R550+): "Bandwidth" and, on later drivers, route and
+	// recovery flags; nil when absent.
+	Health map[string]string
+	// GUID is the GPU block's "GPU Fabric GUID" (R570+ on NVSwitch systems); "" when absent.
+	GUID string
+}
+
+// Registered reports State "Completed" with Status "Success".
+func (f Fabric) Registered() bool { return f.State == "Completed" && f.Status == "Success" }
+
+var qGPUHeader = regexp.MustCompile(`^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$`)
+
+// ParseFabric reads the Fabric section of every GPU block of `nvidia-smi -q`. A GPU block
+// without one (a driver before R535), one without State or Status, or text with no GPU block
+// is an error.
+func ParseFabric(text string) ([]Fabric, error) {
+	const tool = "nvidia-smi -q"
+	var out []Fabric
+	var cur *Fabric
+	inGPU, inFabric, inHealth := false, false, false
+	hasFabric := false
+	first := ""
+	finish := func() error {
+		if !inGPU {
+			return nil
+		}
+		if !hasFabric {
+			return fmt.Errorf("%s: GPU %s has no Fabric section (driver older than R535?)", tool, cur.BusID)
+		}
+		if cur.State == "" || cur.Status == "" {
+			return fmt.Errorf("%s: GPU %s: Fabric section without State or Status", tool, cur.BusID)
+		}
+		return nil
+	}
+	for _, raw := range strings.Split(text, "\n") {
+		raw = strings.TrimRight(raw, "\r")
+		line := strings.TrimSpace(raw)
+		if line == "" {
+			continue
+		}
+		if first == "" {
+			first = line
+		}
+		indent := len(raw) - len(strings.TrimLeft(raw, " \t"))
+		if indent == 0 {
+			if m := qGPUHeader.FindStringSubmatch(line); m != nil {
+				if err := finish(); err != nil {
+					return nil, err
+				}
+				out = append(out, Fabric{BusID: m[1]})
+				cur = &out[len(out)-1]
+				inGPU, inFabric, inHealth, hasFabric = true, false, false, false
+				continue
+			}
+			if inGPU {
+				if err := finish(); err != nil {
+					return nil, err
+				}
+				inGPU = false
+			}
+			continue
+		}
+		if !inGPU {
+			continue
+		}
+		key, val, hasColon := strings.Cut(line, ":")
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch {
+		case indent <= 4:
+			inFabric, inHealth = false, false
+			if !hasColon && key == "Fabric" {
+				if hasFabric {
+					return nil, fmt.Errorf("%s: GPU %s has two Fabric sections", tool, cur.BusID)
+				}
+				inFabric, hasFabric = true, true
+			} else if hasColon && key == "GPU Fabric GUID" {
+				cur.GUID = textcut.Head(val, 60)
+			}
+		case inFabric && indent <= 8:
+			inHealth = false
+			if !hasColon {
+				inHealth = key == "Health"
+				if inHealth && cur.Health == nil {
+					cur.Health = map[string]string{}
+				}
+				continue
+			}
+			switch key {
+			case "State":
+				cur.State = textcut.Head(val, 60)
+			case "Status":
+				cur.Status = textcut.Head(val, 60)
+			case "CliqueId":
+				cur.CliqueID = textcut.Head(val, 60)
+			case "ClusterUUID":
+				cur.ClusterUUID = textcut.Head(val, 60)
+			}
+		case inHealth && hasColon:
+			if len(cur.Health) < 32 {
+				cur.Health[textcut.Head(key, 60)] = textcut.Head(val, 60)
+			}
+		}
+	}
+	if err := finish(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		if first == "" {
+			return nil, errors.New(tool + ": empty output")
+		}
+		return nil, fmt.Errorf("%s: no GPU block: %q", tool, textcut.Head(first, 160))
+	}
+	return out, nil
+}

@@ -1,0 +1,252 @@
+package nvlink
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+)
+
+func TestParseStatusTestdata(t *testing.T) {
+	for _, tt := range []struct {
+		file          string
+		gpus, links   int
+		active        int
+		gbps          float64
+		name, uuid0   string
+		inactiveLinks []int
+	}{
+		{"status-2xH100-PCIe-nvlink-bridge-inactive-links.txt", 2, 18, 12, 26.562, "NVIDIA H100 PCIe", "GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9", []int{4, 5, 10, 11, 16, 17}},
+		{"status-8xA100-SXM4-80GB-gpud.txt", 8, 12, 12, 25, "NVIDIA A100-SXM4-80GB", "GPU-5269b708-678a-b1a8-60f0-c90406537486", nil},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			st, err := ParseStatus(fixture.Read(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st) != tt.gpus || st[0].UUID != tt.uuid0 {
+				t.Fatalf("got %d GPUs, first UUID %q", len(st), st[0].UUID)
+			}
+			for i, g := range st {
+				if g.Index != i || g.Name != tt.name || len(g.Links) != tt.links || g.ActiveLinks() != tt.active || len(g.Notes) != 0 {
+					t.Errorf("GPU %d = %s: %d links, %d active, notes %q", i, g.Name, len(g.Links), g.ActiveLinks(), g.Notes)
+				}
+				var inactive []int
+				for j, l := range g.Links {
+					if l.Index != j {
+						t.Errorf("GPU %d link %d has index %d", i, j, l.Index)
+					}
+					if !l.Active {
+						inactive = append(inactive, l.Index)
+						if l.Raw != "<inactive>" || l.GBps != 0 {
+							t.Errorf("GPU %d inactive link %+v", i, l)
+						}
+					} else if l.GBps != tt.gbps {
+						t.Errorf("GPU %d link %d speed %v", i, l.Index, l.GBps)
+					}
+				}
+				if !reflect.DeepEqual(inactive, tt.inactiveLinks) {
+					t.Errorf("GPU %d inactive links %v, want %v", i, inactive, tt.inactiveLinks)
+				}
+			}
+		})
+	}
+}
+
+func TestParseStatusVariants(t *testing.T) {
+	st, err := ParseStatus("GPU 0: NVIDIA H100 80GB HBM3\n\t Link 0: 26.562 GB/s\n\t Link 1: 0 GB/s\n\t [...]\nGPU 1: NVIDIA H100 80GB HBM3\n\t NVML: Unable to retrieve NVLink information as all links are inActive\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].UUID != "" || st[0].ActiveLinks() != 1 || st[0].Links[1].Active || !reflect.DeepEqual(st[0].Notes, []string{"[...]"}) {
+		t.Errorf("GPU 0 = %+v", st[0])
+	}
+	if len(st[1].Links) != 0 || len(st[1].Notes) != 1 || !strings.Contains(st[1].Notes[0], "inActive") {
+		t.Errorf("GPU 1 = %+v", st[1])
+	}
+}
+
+func TestParseErrorsTestdata(t *testing.T) {
+	c, err := ParseErrors(fixture.Read(t, "errors-H100-80GB-HBM3-replay-recovery-crc-elided.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c) != 1 || c[0].Name != "NVIDIA H100 80GB HBM3" || len(c[0].Links) != 3 || !reflect.DeepEqual(c[0].Notes, []string{"[...]"}) {
+		t.Fatalf("got %+v", c)
+	}
+	want := map[string]uint64{"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}
+	for i, l := range c[0].Links {
+		if l.Index != []int{0, 1, 17}[i] || !reflect.DeepEqual(l.Counts, want) || len(l.Other) != 0 {
+			t.Errorf("link %d = %+v", i, l)
+		}
+	}
+
+	b, err := ParseErrors(fixture.Read(t, "derived-errors-B300-595.91.07-blackwell-counter-names.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 1 || len(b[0].Links) != 2 {
+		t.Fatalf("got %+v", b)
+	}
+	l := b[0].Links[1]
+	if l.Counts["Link recovery failed events"] != 0 || l.Counts["FEC Errors - 0"] != 36140749276 || l.Counts["Raw Errors Lane 0"] != 82 || l.Counts["Symbol Errors"] != 0 {
+		t.Errorf("B300 link 1 counts = %v", l.Counts)
+	}
+	if _, ok := l.Counts["Malformed packet Errors"]; !ok || l.Other["Effective BER"] != "15e-255" || len(l.Other) != 2 || len(l.Counts) != 16+16+5 {
+		t.Errorf("B300 link 1 = %d counts %v, other %v", len(l.Counts), l.Counts, l.Other)
+	}
+}
+
+func TestDelta(t *testing.T) {
+	before, err := ParseErrors(fixture.Read(t, "derived-errors-H100-18-links-before.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := ParseErrors(fixture.Read(t, "derived-errors-H100-18-links-after-link5-crc-replay.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before[0].Links) != 18 {
+		t.Fatalf("%d links", len(before[0].Links))
+	}
+	d, err := Delta(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Change{{GPU: 0, Link: 5, Counter: "CRC Errors", Before: 0, After: 12}, {GPU: 0, Link: 5, Counter: "Replay Errors", Before: 0, After: 3}}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Delta = %v", d)
+	}
+	if d[0].String() != "GPU 0 link 5 CRC Errors +12 (0 -> 12)" {
+		t.Errorf("String = %q", d[0])
+	}
+	if d, err := Delta(before, before); err != nil || len(d) != 0 {
+		t.Errorf("Delta(x, x) = %v, %v", d, err)
+	}
+	// A counter that went down, a missing link, another GPU: all errors, never "no change".
+	if _, err := Delta(after, before); err == nil || !strings.Contains(err.Error(), "reset") {
+		t.Errorf("backwards: %v", err)
+	}
+	short, _ := ParseErrors("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-abcdefab-cdef-abdc-abcd-abababababab)\n Link 0: CRC Errors: 0\n")
+	if _, err := Delta(before, short); err == nil || !strings.Contains(err.Error(), "links") {
+		t.Errorf("fewer links: %v", err)
+	}
+	other, _ := ParseErrors(strings.Replace(fixture.Read(t, "derived-errors-H100-18-links-before.txt"), "abababababab", "cdcdcdcdcdcd", 1))
+	if _, err := Delta(before, other); err == nil || !strings.Contains(err.Error(), "was") {
+		t.Errorf("other GPU: %v", err)
+	}
+	renamed, _ := ParseErrors(strings.Replace(fixture.Read(t, "derived-errors-H100-18-links-before.txt"), "Link 3: CRC Errors", "Link 3: CRC Flit Errors", 1))
+	if _, err := Delta(before, renamed); err == nil || !strings.Contains(err.Error(), "CRC Flit Errors") {
+		t.Errorf("renamed counter: %v", err)
+	}
+	if _, err := Delta(before, nil); err == nil {
+		t.Error("Delta(x, nil) succeeded")
+	}
+}
+
+func TestParseFabricTestdata(t *testing.T) {
+	for _, tt := range []struct {
+		file       string
+		busIDs     []string
+		registered []bool
+		clique     string
+	}{
+		{"query-8xH100-535.183.01-fabric-completed-no-clique.txt",
+			[]string{"00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0", "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0"},
+			[]bool{true, true, true, true, true, true, true, true}, ""},
+		{"derived-query-8xH100-535.183.01-fabric-in-progress-and-failed.txt",
+			[]string{"00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0", "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0"},
+			[]bool{true, true, false, true, true, false, true, true}, ""},
+		{"query-1xH100-560.35.03-fabric-clique-health.txt", []string{"00000000:DB:00.0"}, []bool{true}, "0"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			fs, err := ParseFabric(fixture.Read(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bus []string
+			var reg []bool
+			for _, f := range fs {
+				bus = append(bus, f.BusID)
+				reg = append(reg, f.Registered())
+				if f.CliqueID != tt.clique {
+					t.Errorf("%s CliqueID %q", f.BusID, f.CliqueID)
+				}
+			}
+			if !reflect.DeepEqual(bus, tt.busIDs) || !reflect.DeepEqual(reg, tt.registered) {
+				t.Errorf("bus IDs %v registered %v", bus, reg)
+			}
+		})
+	}
+	fs, _ := ParseFabric(fixture.Read(t, "query-1xH100-560.35.03-fabric-clique-health.txt"))
+	if f := fs[0]; f.ClusterUUID != "00000000-0000-0000-0000-000000000000" || !reflect.DeepEqual(f.Health, map[string]string{"Bandwidth": "N/A"}) {
+		t.Errorf("560 fabric = %+v", f)
+	}
+	fs, _ = ParseFabric(fixture.Read(t, "derived-query-8xH100-535.183.01-fabric-in-progress-and-failed.txt"))
+	if fs[2].State != "In Progress" || fs[2].Status != "N/A" || fs[5].Status != "NVML_ERROR_INSUFFICIENT_RESOURCES" || fs[0].Health != nil {
+		t.Errorf("derived = %+v / %+v", fs[2], fs[5])
+	}
+}
+
+func TestParseErrorsAll(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		parse func(string) error
+		in    string
+		want  string
+	}{
+		{"status empty", status, "", "empty"},
+		{"status driver", status, "Failed to initialize NVML: Driver/library version mismatch\n", "version mismatch"},
+		{"status bad speed", status, "GPU 0: NVIDIA H100 80GB HBM3\n Link 0: fast\n", "neither a speed"},
+		{"status dup link", status, "GPU 0: X\n Link 0: 25 GB/s\n Link 0: 25 GB/s\n", "twice"},
+		{"status dup gpu", status, "GPU 0: X\n Link 0: 25 GB/s\nGPU 0: X\n", "twice"},
+		{"status huge link", status, "GPU 0: X\n Link 99999999999999999999: 25 GB/s\n", "link index"},
+		{"errors none", errs, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "no GPU"},
+		{"errors no value", errs, "GPU 0: X\n Link 0: Replay Errors\n", "<counter>: <value>"},
+		{"errors empty value", errs, "GPU 0: X\n Link 0: Replay Errors:\n", "empty"},
+		{"errors dup", errs, "GPU 0: X\n Link 0: CRC Errors: 1\n Link 0: CRC Errors: 2\n", "twice"},
+		{"fabric empty", fabric, "", "empty"},
+		{"fabric none", fabric, "No devices were found\n", "no GPU block"},
+		{"fabric old driver", fabric, "GPU 00000000:53:00.0\n    Product Name : NVIDIA H100 80GB HBM3\n    Processes : None\n", "no Fabric section"},
+		{"fabric no state", fabric, "GPU 00000000:53:00.0\n    Fabric\n        CliqueId : 0\n", "without State"},
+		{"fabric two", fabric, "GPU 00000000:53:00.0\n    Fabric\n        State : Completed\n        Status : Success\n    Fabric\n", "two Fabric"},
+		{"fabric second gpu old", fabric, "GPU 00000000:53:00.0\n    Fabric\n        State : Completed\n        Status : Success\nGPU 00000000:64:00.0\n    Processes : None\n", "00000000:64:00.0"},
+	} {
+		err := tt.parse(tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func status(s string) error { _, err := ParseStatus(s); return err }
+func errs(s string) error   { _, err := ParseErrors(s); return err }
+func fabric(s string) error { _, err := ParseFabric(s); return err }
+
+func FuzzParse(f *testing.F) {
+	fixture.SeedFuzz(f, ".txt")
+	f.Fuzz(func(t *testing.T, s string) {
+		if st, err := ParseStatus(s); err == nil && len(st) == 0 {
+			t.Fatal("status: no error, no GPU")
+		}
+		if c, err := ParseErrors(s); err == nil {
+			if len(c) == 0 {
+				t.Fatal("errors: no error, no GPU")
+			}
+			if _, err := Delta(c, c); err != nil {
+				t.Fatalf("Delta(x, x): %v", err)
+			}
+		}
+		if fs, err := ParseFabric(s); err == nil {
+			for _, fb := range fs {
+				if fb.State == "" || fb.Status == "" {
+					t.Fatalf("fabric without state: %+v", fb)
+				}
+			}
+			if len(fs) == 0 {
+				t.Fatal("fabric: no error, no GPU")
+			}
+		}
+	})
+}
