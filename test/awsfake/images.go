@@ -776,6 +776,17 @@ func parseAttribute(form url.Values, idParam, prefix, malformedCode, perm string
 			return in, inputError("InvalidAMIAttributeItemValue", "Invalid attribute item value \"%s\" for userId item type.", u)
 		}
 	}
+	for _, g := range groups {
+		switch g {
+		case "all":
+		case "":
+			// An empty UserGroup.N is no group at all; EC2 refuses it rather than
+			// reading it as "all" or as nothing.
+			return in, inputError("InvalidParameterValue", "Value () for parameter userGroup is invalid. Valid values: all")
+		default:
+			return in, inputError("InvalidAMIAttributeItemValue", "Invalid attribute item value \"%s\" for group item type.", g)
+		}
+	}
 	switch form.Get("OperationType") {
 	case "add":
 		in.AddUsers, in.AddGroups = append(in.AddUsers, users...), append(in.AddGroups, groups...)
