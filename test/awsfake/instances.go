@@ -72,6 +72,7 @@ type instanceRec struct {
 	machineMu     *sync.Mutex
 	seq           uint64 // launch order
 	reservationID string
+	meter         meter // the time it ran (usage.go)
 }
 
 var instanceFilters = map[string]bool{
@@ -555,6 +556,7 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 			return
 		}
 		r.State = StateRunning
+		r.meter.start(s.now())
 	case StateStopping:
 		if err != nil {
 			// The host did not stop; say so instead of pretending.
@@ -564,6 +566,7 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 			return
 		}
 		r.State = StateStopped
+		r.meter.stop(s.now())
 		r.StateReasonCode = "Client.UserInitiatedShutdown"
 		r.StateReasonMessage = "Client.UserInitiatedShutdown: User initiated shutdown"
 		r.StateTransitionReason = fmt.Sprintf("User initiated (%s)", now)
@@ -643,6 +646,7 @@ func (s *Server) terminateInstances(region string, ids []string) response {
 // the pool and its delete-on-termination volumes go away. Runs under s.mu.
 func (s *Server) finishTerminate(rd *regionData, r *instanceRec) {
 	r.State = StateTerminated
+	r.meter.stop(s.now())
 	s.releaseAddress(r.Address)
 	r.Address = ""
 	for _, v := range r.Volumes {
