@@ -808,6 +808,23 @@ func parseAttribute(form url.Values, idParam, prefix, malformedCode, perm string
 	return in, nil
 }
 
+// changeUsers applies the change's added and removed accounts to the users
+// holding a permission (an image's launch, a snapshot's create-volume).
+func (in AttributeInput) changeUsers(users []string) []string {
+	for _, u := range in.AddUsers {
+		if !contains(users, u) {
+			users = append(users, u)
+		}
+	}
+	var kept []string
+	for _, u := range users {
+		if !contains(in.RemoveUsers, u) {
+			kept = append(kept, u)
+		}
+	}
+	return kept
+}
+
 // ParseModifyImageAttribute decodes ModifyImageAttribute.
 func ParseModifyImageAttribute(form url.Values) (AttributeInput, error) {
 	return parseAttribute(form, "ImageId", "ami", "InvalidAMIID.Malformed", "LaunchPermission")
@@ -821,18 +838,7 @@ func (s *Server) modifyImageAttribute(region string, in AttributeInput) response
 	if !ok {
 		return errResp
 	}
-	for _, u := range in.AddUsers {
-		if !contains(img.LaunchUsers, u) {
-			img.LaunchUsers = append(img.LaunchUsers, u)
-		}
-	}
-	var kept []string
-	for _, u := range img.LaunchUsers {
-		if !contains(in.RemoveUsers, u) {
-			kept = append(kept, u)
-		}
-	}
-	img.LaunchUsers = kept
+	img.LaunchUsers = in.changeUsers(img.LaunchUsers)
 	if len(in.AddGroups) > 0 {
 		img.Public = true
 	}
