@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 )
@@ -43,6 +42,9 @@ type RegionState struct {
 type StateDump struct {
 	Account string                 `json:"account"`
 	Regions map[string]RegionState `json:"regions"`
+	// The instance time metered in the regions above (instance_seconds,
+	// gpu_instance_seconds).
+	InstanceUsage
 }
 
 // State returns a copy of the fake's contents, for one region or all (""),
@@ -50,19 +52,14 @@ type StateDump struct {
 func (s *Server) State(region string, ownOnly bool) StateDump {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := StateDump{Account: s.account, Regions: map[string]RegionState{}}
+	out := StateDump{Account: s.account, Regions: map[string]RegionState{}, InstanceUsage: s.usage(region)}
 	for name, rd := range s.regions {
 		if region != "" && name != region {
 			continue
 		}
 		rs := RegionState{Vpc: rd.vpc, Subnet: rd.subnet, Instances: []Instance{}, Images: []Image{}, KeyPairs: []KeyPair{},
 			SecurityGroups: []SecurityGroup{}, Snapshots: []Snapshot{}, Volumes: []Volume{}}
-		recs := make([]*instanceRec, 0, len(rd.instances))
-		for _, r := range rd.instances {
-			recs = append(recs, r)
-		}
-		sort.Slice(recs, func(a, b int) bool { return recs[a].seq < recs[b].seq })
-		for _, r := range recs {
+		for _, r := range instancesInLaunchOrder(rd) {
 			c := r.Instance
 			c.SecurityGroupIDs = append([]string(nil), r.SecurityGroupIDs...)
 			c.Volumes = append([]InstanceVolume(nil), r.Volumes...)

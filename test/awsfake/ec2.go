@@ -20,12 +20,19 @@ const (
 type ec2Proto struct{}
 
 func ec2Error(status int, code, msg string) response {
+	return xmlError(status, `<?xml version="1.0" encoding="UTF-8"?>`+"\n<Response><Errors><Error>", code, msg,
+		"</Error></Errors><RequestID>"+requestID()+"</RequestID></Response>")
+}
+
+// xmlError renders a query-API error: open, the escaped Code and Message,
+// then closing (EC2 and STS wrap them differently).
+func xmlError(status int, open, code, msg, closing string) response {
 	var b strings.Builder
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<Response><Errors><Error><Code>")
+	b.WriteString(open + "<Code>")
 	_ = xml.EscapeText(&b, []byte(code))
 	b.WriteString("</Code><Message>")
 	_ = xml.EscapeText(&b, []byte(msg))
-	b.WriteString("</Message></Error></Errors><RequestID>" + requestID() + "</RequestID></Response>")
+	b.WriteString("</Message>" + closing)
 	return response{status: status, contentType: xmlType, body: b.String()}
 }
 

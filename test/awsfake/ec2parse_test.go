@@ -198,6 +198,10 @@ func TestEC2ParsersReject(t *testing.T) {
 		{"ModifyImageAttribute", "ImageId=ami-0a&LaunchPermission.Add.1.Group=friends", "InvalidAMIAttributeItemValue"},
 		{"ModifyImageAttribute", "ImageId=ami-0a", "MissingParameter"},
 		{"ModifyImageAttribute", "ImageId=ami-0a&OperationType=share&UserId.1=111122223333", "InvalidParameterValue"},
+		// Issue 20: FuzzParseModifyImageAttribute found an empty UserGroup.N accepted.
+		{"ModifyImageAttribute", "ImageId=ami-0a&OperationType=add&UserGroup.1=", "InvalidParameterValue"},
+		{"ModifyImageAttribute", "ImageId=ami-0a&OperationType=remove&UserGroup.1=all&UserGroup.2=", "InvalidParameterValue"},
+		{"ModifyImageAttribute", "ImageId=ami-0a&OperationType=add&UserGroup.1=friends", "InvalidAMIAttributeItemValue"},
 		{"ModifySnapshotAttribute", "SnapshotId=snap-0a&CreateVolumePermission.Add.1.UserId=111122223333", ""},
 		{"ModifySnapshotAttribute", "SnapshotId=snap-0a&Description.Value=x", "InvalidParameterValue"},
 		{"DescribeSnapshots", "Owner.1=self&SnapshotId.1=snap-0a", ""},

@@ -776,6 +776,17 @@ func parseAttribute(form url.Values, idParam, prefix, malformedCode, perm string
 			return in, inputError("InvalidAMIAttributeItemValue", "Invalid attribute item value \"%s\" for userId item type.", u)
 		}
 	}
+	for _, g := range groups {
+		switch g {
+		case "all":
+		case "":
+			// An empty UserGroup.N is no group at all; EC2 refuses it rather than
+			// reading it as "all" or as nothing.
+			return in, inputError("InvalidParameterValue", "Value () for parameter userGroup is invalid. Valid values: all")
+		default:
+			return in, inputError("InvalidAMIAttributeItemValue", "Invalid attribute item value \"%s\" for group item type.", g)
+		}
+	}
 	switch form.Get("OperationType") {
 	case "add":
 		in.AddUsers, in.AddGroups = append(in.AddUsers, users...), append(in.AddGroups, groups...)
@@ -797,6 +808,23 @@ func parseAttribute(form url.Values, idParam, prefix, malformedCode, perm string
 	return in, nil
 }
 
+// changeUsers applies the change's added and removed accounts to the users
+// holding a permission (an image's launch, a snapshot's create-volume).
+func (in AttributeInput) changeUsers(users []string) []string {
+	for _, u := range in.AddUsers {
+		if !contains(users, u) {
+			users = append(users, u)
+		}
+	}
+	var kept []string
+	for _, u := range users {
+		if !contains(in.RemoveUsers, u) {
+			kept = append(kept, u)
+		}
+	}
+	return kept
+}
+
 // ParseModifyImageAttribute decodes ModifyImageAttribute.
 func ParseModifyImageAttribute(form url.Values) (AttributeInput, error) {
 	return parseAttribute(form, "ImageId", "ami", "InvalidAMIID.Malformed", "LaunchPermission")
@@ -810,18 +838,7 @@ func (s *Server) modifyImageAttribute(region string, in AttributeInput) response
 	if !ok {
 		return errResp
 	}
-	for _, u := range in.AddUsers {
-		if !contains(img.LaunchUsers, u) {
-			img.LaunchUsers = append(img.LaunchUsers, u)
-		}
-	}
-	var kept []string
-	for _, u := range img.LaunchUsers {
-		if !contains(in.RemoveUsers, u) {
-			kept = append(kept, u)
-		}
-	}
-	img.LaunchUsers = kept
+	img.LaunchUsers = in.changeUsers(img.LaunchUsers)
 	if len(in.AddGroups) > 0 {
 		img.Public = true
 	}

@@ -72,6 +72,7 @@ type instanceRec struct {
 	machineMu     *sync.Mutex
 	seq           uint64 // launch order
 	reservationID string
+	meter         meter // the time it ran (usage.go)
 }
 
 var instanceFilters = map[string]bool{
@@ -541,7 +542,7 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 	}
 	err := r.settle.work.err
 	r.settle = settle{}
-	now := s.now().UTC().Format("2006-01-02 15:04:05 GMT")
+	now := transitionTime(s.now())
 	switch r.State {
 	case StatePending:
 		if err != nil {
@@ -555,6 +556,7 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 			return
 		}
 		r.State = StateRunning
+		r.meter.start(s.now())
 	case StateStopping:
 		if err != nil {
 			// The host did not stop; say so instead of pretending.
@@ -564,6 +566,7 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 			return
 		}
 		r.State = StateStopped
+		r.meter.stop(s.now())
 		r.StateReasonCode = "Client.UserInitiatedShutdown"
 		r.StateReasonMessage = "Client.UserInitiatedShutdown: User initiated shutdown"
 		r.StateTransitionReason = fmt.Sprintf("User initiated (%s)", now)
@@ -576,73 +579,81 @@ func (s *Server) observeInstance(rd *regionData, r *instanceRec) {
 }
 
 func (s *Server) stopInstances(region string, ids []string) response {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rd := s.region(region)
-	found, missing := instancesByID(rd, ids)
-	if len(missing) > 0 {
-		return notFoundInstances(missing)
-	}
-	for _, r := range found {
+	return s.changeStates(region, ids, OpStopInstances, func(r *instanceRec) (response, bool) {
 		switch r.State {
 		case StateRunning, StateStopping, StateStopped:
-		default:
-			return badRequest("IncorrectInstanceState", "The instance '%s' is not in a state from which it can be stopped.", r.ID)
+			return response{}, true
 		}
-	}
-	out := xmlStateChanges{XMLName: xml.Name{Local: "StopInstancesResponse"}, ec2Meta: meta()}
-	for _, r := range found {
-		prev := r.State
+		return badRequest("IncorrectInstanceState", "The instance '%s' is not in a state from which it can be stopped.", r.ID), false
+	}, func(r *instanceRec) {
 		if r.State == StateRunning {
 			r.State = StateStopping
 			r.StateReasonCode, r.StateReasonMessage = "", ""
-			if s.machines == nil {
-				r.settle = settle{work: doneWork()}
-			} else {
-				m, w, id := s.machines, &work{}, r.ID
-				r.settle = settle{work: w}
-				s.background(r.machineMu, w, func(ctx context.Context) error { return m.Stop(ctx, id) }, nil)
-			}
+			s.beginTransition(r, Machines.Stop)
 		}
-		out.Instances = append(out.Instances, xmlStateChange{InstanceID: r.ID, CurrentState: instanceState(r.State), PreviousState: instanceState(prev)})
-	}
-	return xmlOK(out)
+	})
 }
 
 func (s *Server) terminateInstances(region string, ids []string) response {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rd := s.region(region)
-	found, missing := instancesByID(rd, ids)
-	if len(missing) > 0 {
-		return notFoundInstances(missing)
-	}
-	out := xmlStateChanges{XMLName: xml.Name{Local: "TerminateInstancesResponse"}, ec2Meta: meta()}
-	for _, r := range found {
-		prev := r.State
+	return s.changeStates(region, ids, OpTerminateInstances, nil, func(r *instanceRec) {
 		if r.State != StateTerminated && r.State != StateShuttingDown {
 			r.State = StateShuttingDown
 			r.Stuck = false
 			r.StateReasonCode = "Client.UserInitiatedShutdown"
 			r.StateReasonMessage = "Client.UserInitiatedShutdown: User initiated shutdown"
-			r.StateTransitionReason = fmt.Sprintf("User initiated (%s)", s.now().UTC().Format("2006-01-02 15:04:05 GMT"))
-			if s.machines == nil {
-				r.settle = settle{work: doneWork()}
-			} else {
-				m, w, id := s.machines, &work{}, r.ID
-				r.settle = settle{work: w}
-				s.background(r.machineMu, w, func(ctx context.Context) error { return m.Terminate(ctx, id) }, nil)
+			r.StateTransitionReason = fmt.Sprintf("User initiated (%s)", transitionTime(s.now()))
+			s.beginTransition(r, Machines.Terminate)
+		}
+	})
+}
+
+// changeStates answers StopInstances and TerminateInstances: every id must
+// exist and pass check (nil: any state) before change moves each instance;
+// the answer lists each one's previous and current state.
+func (s *Server) changeStates(region string, ids []string, op string, check func(*instanceRec) (response, bool), change func(*instanceRec)) response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found, missing := instancesByID(s.region(region), ids)
+	if len(missing) > 0 {
+		return notFoundInstances(missing)
+	}
+	if check != nil {
+		for _, r := range found {
+			if errResp, ok := check(r); !ok {
+				return errResp
 			}
 		}
+	}
+	out := xmlStateChanges{XMLName: xml.Name{Local: op + "Response"}, ec2Meta: meta()}
+	for _, r := range found {
+		prev := r.State
+		change(r)
 		out.Instances = append(out.Instances, xmlStateChange{InstanceID: r.ID, CurrentState: instanceState(r.State), PreviousState: instanceState(prev)})
 	}
 	return xmlOK(out)
 }
 
+// beginTransition starts the machine call behind a stopping or shutting-down
+// instance, in the background; without machines the work is done at once.
+// Runs under s.mu.
+func (s *Server) beginTransition(r *instanceRec, call func(m Machines, ctx context.Context, instanceID string) error) {
+	if s.machines == nil {
+		r.settle = settle{work: doneWork()}
+		return
+	}
+	m, w, id := s.machines, &work{}, r.ID
+	r.settle = settle{work: w}
+	s.background(r.machineMu, w, func(ctx context.Context) error { return call(m, ctx, id) }, nil)
+}
+
+// transitionTime formats t as EC2 does in StateTransitionReason.
+func transitionTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 GMT") }
+
 // finishTerminate moves an instance to terminated: its address goes back to
 // the pool and its delete-on-termination volumes go away. Runs under s.mu.
 func (s *Server) finishTerminate(rd *regionData, r *instanceRec) {
 	r.State = StateTerminated
+	r.meter.stop(s.now())
 	s.releaseAddress(r.Address)
 	r.Address = ""
 	for _, v := range r.Volumes {

@@ -53,16 +53,24 @@ func ParseCreateSecurityGroup(form url.Values) (SecurityGroupInput, error) {
 
 // ParseDeleteSecurityGroup decodes DeleteSecurityGroup (GroupId or GroupName).
 func ParseDeleteSecurityGroup(form url.Values) (SecurityGroupInput, error) {
-	in := SecurityGroupInput{GroupID: form.Get("GroupId"), GroupName: form.Get("GroupName")}
-	if in.GroupID == "" && in.GroupName == "" {
-		return in, inputError("MissingParameter", "The request must contain the parameter GroupId or GroupName")
+	var in SecurityGroupInput
+	var err error
+	in.GroupID, in.GroupName, err = parseGroupRef(form)
+	return in, err
+}
+
+// parseGroupRef reads the group a call names by GroupId or GroupName.
+func parseGroupRef(form url.Values) (id, name string, err error) {
+	id, name = form.Get("GroupId"), form.Get("GroupName")
+	if id == "" && name == "" {
+		return id, name, inputError("MissingParameter", "The request must contain the parameter GroupId or GroupName")
 	}
-	if in.GroupID != "" {
-		if err := checkID(in.GroupID, "sg", "InvalidGroupId.Malformed"); err != nil {
-			return in, err
+	if id != "" {
+		if err := checkID(id, "sg", "InvalidGroupId.Malformed"); err != nil {
+			return id, name, err
 		}
 	}
-	return in, nil
+	return id, name, nil
 }
 
 // Permission is one ingress rule: a protocol, a port range and where from.
@@ -90,14 +98,10 @@ func parsePort(form url.Values, name string) (int, error) {
 // ParseAuthorizeIngress decodes AuthorizeSecurityGroupIngress, in both its
 // IpPermissions.N form and the legacy top-level CidrIp/FromPort form.
 func ParseAuthorizeIngress(form url.Values) (AuthorizeIngressInput, error) {
-	in := AuthorizeIngressInput{GroupID: form.Get("GroupId"), GroupName: form.Get("GroupName")}
-	if in.GroupID == "" && in.GroupName == "" {
-		return in, inputError("MissingParameter", "The request must contain the parameter GroupId or GroupName")
-	}
-	if in.GroupID != "" {
-		if err := checkID(in.GroupID, "sg", "InvalidGroupId.Malformed"); err != nil {
-			return in, err
-		}
+	var in AuthorizeIngressInput
+	var err error
+	if in.GroupID, in.GroupName, err = parseGroupRef(form); err != nil {
+		return in, err
 	}
 	read := func(prefix string, cidrs []string, groups []string) (Permission, error) {
 		p := Permission{Protocol: form.Get(prefix + "IpProtocol"), CIDRs: cidrs, GroupIDs: groups}

@@ -146,18 +146,7 @@ func (s *Server) modifySnapshotAttribute(region string, in AttributeInput) respo
 	if sn == nil {
 		return badRequest("InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", in.ResourceID)
 	}
-	for _, u := range in.AddUsers {
-		if !contains(sn.CreateVolumeUsers, u) {
-			sn.CreateVolumeUsers = append(sn.CreateVolumeUsers, u)
-		}
-	}
-	var kept []string
-	for _, u := range sn.CreateVolumeUsers {
-		if !contains(in.RemoveUsers, u) {
-			kept = append(kept, u)
-		}
-	}
-	sn.CreateVolumeUsers = kept
+	sn.CreateVolumeUsers = in.changeUsers(sn.CreateVolumeUsers)
 	return returnTrue(OpModifySnapshotAttribute)
 }
 

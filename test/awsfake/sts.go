@@ -13,13 +13,8 @@ import (
 type stsProto struct{}
 
 func stsError(status int, code, msg string) response {
-	var b strings.Builder
-	b.WriteString(`<ErrorResponse xmlns="` + stsNamespace + `"><Error><Type>Sender</Type><Code>`)
-	_ = xml.EscapeText(&b, []byte(code))
-	b.WriteString("</Code><Message>")
-	_ = xml.EscapeText(&b, []byte(msg))
-	b.WriteString("</Message></Error><RequestId>" + requestID() + "</RequestId></ErrorResponse>")
-	return response{status: status, contentType: xmlType, body: b.String()}
+	return xmlError(status, `<ErrorResponse xmlns="`+stsNamespace+`"><Error><Type>Sender</Type>`, code, msg,
+		"</Error><RequestId>"+requestID()+"</RequestId></ErrorResponse>")
 }
 
 func (stsProto) throttle() response {

@@ -1,0 +1,111 @@
+package awsfake
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+)
+
+// testClock is a clock a test moves by hand.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Instances are metered by type from running until stopped or terminated;
+// a running one up to now. Pending time does not count.
+func TestInstanceSecondsByType(t *testing.T) {
+	e := newEC2Env(t, nil)
+	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e.fake.SetNow(clock.Now)
+	e.fake.SetTransitionPolls(0)
+	c := e.client("us-east-1")
+	gpu := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "p5.48xlarge"}).InstanceId)
+	cpu := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "t3.micro"}).InstanceId)
+
+	clock.Advance(30 * time.Second) // pending: not metered
+	if got := polls(t, c, gpu, 1)[0] + "/" + polls(t, c, cpu, 1)[0]; got != "running/running" {
+		t.Fatalf("states %s, want both running", got)
+	}
+	clock.Advance(100 * time.Second)
+	if _, err := c.StopInstances(context.Background(), &ec2.StopInstancesInput{InstanceIds: []string{cpu}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(20 * time.Second) // stopping still counts
+	if got := polls(t, c, cpu, 1)[0]; got != "stopped" {
+		t.Fatalf("t3.micro %s, want stopped", got)
+	}
+	clock.Advance(50 * time.Second) // stopped: no longer metered
+	if _, err := c.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: []string{gpu}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	if got := polls(t, c, gpu, 1)[0]; got != "terminated" {
+		t.Fatalf("p5.48xlarge %s, want terminated", got)
+	}
+	clock.Advance(time.Hour) // both done: the figures stay
+
+	want := map[string]float64{"p5.48xlarge": 100 + 20 + 50 + 10, "t3.micro": 100 + 20}
+	u := e.fake.Usage("")
+	if len(u.InstanceSeconds) != len(want) || u.GPUInstanceSeconds != want["p5.48xlarge"] {
+		t.Errorf("usage %+v, want %v with %v GPU seconds", u, want, want["p5.48xlarge"])
+	}
+	for typ, secs := range want {
+		if math.Abs(u.InstanceSeconds[typ]-secs) > 1e-9 {
+			t.Errorf("%s: %v s, want %v", typ, u.InstanceSeconds[typ], secs)
+		}
+	}
+
+	// A running instance counts up to now, and the state API reports it all.
+	running := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "g6e.xlarge"}).InstanceId)
+	polls(t, c, running, 1)
+	clock.Advance(42 * time.Second)
+	resp, err := http.Get(e.url + "/_fake/state?region=us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		InstanceSeconds    map[string]float64 `json:"instance_seconds"`
+		GPUInstanceSeconds float64            `json:"gpu_instance_seconds"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.InstanceSeconds["g6e.xlarge"] != 42 || st.InstanceSeconds["t3.micro"] != 120 || st.GPUInstanceSeconds != 180+42 {
+		t.Errorf("GET /_fake/state: %+v, want g6e.xlarge 42 s, t3.micro 120 s, 222 GPU seconds", st)
+	}
+	if other := e.fake.Usage("us-west-2"); len(other.InstanceSeconds) != 0 || other.GPUInstanceSeconds != 0 {
+		t.Errorf("us-west-2 usage %+v, want none", other)
+	}
+}
+
+func TestIsGPUInstanceType(t *testing.T) {
+	for typ, want := range map[string]bool{
+		"p5.48xlarge": true, "p6-b200.48xlarge": true, "p4d.24xlarge": true, "g6e.xlarge": true, "gr6.4xlarge": true,
+		"G5.XLARGE": true, "t3.micro": false, "m7i.large": false, "c6gn.16xlarge": false, "inf2.xlarge": false, "": false,
+	} {
+		if got := IsGPUInstanceType(typ); got != want {
+			t.Errorf("IsGPUInstanceType(%q) = %v, want %v", typ, got, want)
+		}
+	}
+}
