@@ -262,7 +262,7 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		RunUUID: b.opt.RunUUID, InstanceType: b.rep.InstanceType,
 		Kernel: b.lastSnapshot.RunningKernel, NextBootKernel: b.lastSnapshot.NextBootKernel,
 		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
-		GuardPolicy: &b.opt.Policy,
+		GuardPolicy: &b.opt.Policy, Expect: &b.opt.Expect,
 	}
 	data, err := doc.Encode()
 	if err != nil {

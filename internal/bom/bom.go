@@ -47,6 +47,9 @@ type BOM struct {
 	// GuardPolicy is the guard's include/exclude the bake used: the first boot and every node
 	// are judged with it, so a package the bake excluded never fails them. Schema 2 lacked it.
 	GuardPolicy *guard.Policy `json:"guard_policy,omitempty"`
+	// Expect is the expect block the bake judged the host with: a node booted from the image
+	// is judged with the same expectations.
+	Expect *checks.Expectations `json:"expect,omitempty"`
 }
 
 // Package is one guarded package's state.

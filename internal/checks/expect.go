@@ -17,45 +17,45 @@ package checks
 // the type has none, from the host's PCI inventory.
 type Expectations struct {
 	// Running kernel, exact (`uname -r`); also what the next boot must run.
-	Kernel string `mapstructure:"kernel"`
+	Kernel string `mapstructure:"kernel" json:"kernel,omitempty"`
 	// NVIDIA driver version or constraint (the kernel module's, which nvidia-smi must agree with).
-	NvidiaDriver string `mapstructure:"nvidia_driver"`
+	NvidiaDriver string `mapstructure:"nvidia_driver" json:"nvidia_driver,omitempty"`
 	// EFA kernel driver version or constraint (`modinfo -F version efa`).
-	EFADriver string `mapstructure:"efa_driver"`
+	EFADriver string `mapstructure:"efa_driver" json:"efa_driver,omitempty"`
 	// EFA installer version or constraint (/opt/amazon/efa_installed_packages).
-	EFAInstaller string `mapstructure:"efa_installer"`
+	EFAInstaller string `mapstructure:"efa_installer" json:"efa_installer,omitempty"`
 	// libfabric version or constraint.
-	Libfabric string `mapstructure:"libfabric"`
+	Libfabric string `mapstructure:"libfabric" json:"libfabric,omitempty"`
 	// aws-ofi-nccl version or constraint.
-	AWSOFINCCL string `mapstructure:"aws_ofi_nccl"`
+	AWSOFINCCL string `mapstructure:"aws_ofi_nccl" json:"aws_ofi_nccl,omitempty"`
 	// GDRCopy (gdrdrv module) version or constraint.
-	GDRCopy string `mapstructure:"gdrcopy"`
+	GDRCopy string `mapstructure:"gdrcopy" json:"gdrcopy,omitempty"`
 	// Lustre client version or constraint; setting it also requires the client.
-	Lustre string `mapstructure:"lustre"`
+	Lustre string `mapstructure:"lustre" json:"lustre,omitempty"`
 	// Number of GPUs. Defaults to the profile's, else the NVIDIA GPUs on the PCI bus. -1 turns
 	// the count off (the PCI bus is still compared with nvidia-smi).
-	GPUCount int `mapstructure:"gpu_count"`
+	GPUCount int `mapstructure:"gpu_count" json:"gpu_count,omitempty"`
 	// GPU model, matched as a whole word of the nvidia-smi name, case-insensitively ("B200"
 	// matches "NVIDIA B200", not "NVIDIA GB200").
-	GPUModel string `mapstructure:"gpu_model"`
+	GPUModel string `mapstructure:"gpu_model" json:"gpu_model,omitempty"`
 	// Number of EFA devices. Defaults to the profile's, else the EFA functions on the PCI bus.
 	// -1 turns the count off.
-	EFACount int `mapstructure:"efa_count"`
+	EFACount int `mapstructure:"efa_count" json:"efa_count,omitempty"`
 	// Whether Fabric Manager must be active. Defaults to the profile's answer, else whether
 	// the PCI bus shows an NVSwitch fabric.
-	FabricManager *bool `mapstructure:"fabric_manager"`
+	FabricManager *bool `mapstructure:"fabric_manager" json:"fabric_manager,omitempty"`
 	// Whether local NVMe must be mounted at nvme_path. Defaults to the profile's answer; an
 	// instance type without a profile needs this setting for the check to judge.
-	NVMe *bool `mapstructure:"nvme"`
+	NVMe *bool `mapstructure:"nvme" json:"nvme,omitempty"`
 	// Where local NVMe is mounted. Defaults to /opt/dlami/nvme.
-	NVMePath string `mapstructure:"nvme_path"`
+	NVMePath string `mapstructure:"nvme_path" json:"nvme_path,omitempty"`
 	// Whether the Lustre client must be installed (FSx for Lustre).
-	LustreExpected *bool `mapstructure:"lustre_expected"`
+	LustreExpected *bool `mapstructure:"lustre_expected" json:"lustre_expected,omitempty"`
 	// Lowest acceptable 1-node all-reduce busbw in GB/s at the largest message size. Defaults
 	// to the profile's floor; without one the figure is reported with a warning.
-	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
+	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps" json:"busbw_floor_gbps,omitempty"`
 	// Xid numbers that do not fail the xid check (they are still reported).
-	IgnoreXids []int `mapstructure:"ignore_xids"`
+	IgnoreXids []int `mapstructure:"ignore_xids" json:"ignore_xids,omitempty"`
 }
 
 // DefaultNVMePath is where the DLAMI mounts the local NVMe instance store.

@@ -10,23 +10,23 @@ import (
 // FlatExpectations is an auto-generated flat version of Expectations.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatExpectations struct {
-	Kernel         *string  `mapstructure:"kernel" cty:"kernel" hcl:"kernel"`
-	NvidiaDriver   *string  `mapstructure:"nvidia_driver" cty:"nvidia_driver" hcl:"nvidia_driver"`
-	EFADriver      *string  `mapstructure:"efa_driver" cty:"efa_driver" hcl:"efa_driver"`
-	EFAInstaller   *string  `mapstructure:"efa_installer" cty:"efa_installer" hcl:"efa_installer"`
-	Libfabric      *string  `mapstructure:"libfabric" cty:"libfabric" hcl:"libfabric"`
-	AWSOFINCCL     *string  `mapstructure:"aws_ofi_nccl" cty:"aws_ofi_nccl" hcl:"aws_ofi_nccl"`
-	GDRCopy        *string  `mapstructure:"gdrcopy" cty:"gdrcopy" hcl:"gdrcopy"`
-	Lustre         *string  `mapstructure:"lustre" cty:"lustre" hcl:"lustre"`
-	GPUCount       *int     `mapstructure:"gpu_count" cty:"gpu_count" hcl:"gpu_count"`
-	GPUModel       *string  `mapstructure:"gpu_model" cty:"gpu_model" hcl:"gpu_model"`
-	EFACount       *int     `mapstructure:"efa_count" cty:"efa_count" hcl:"efa_count"`
-	FabricManager  *bool    `mapstructure:"fabric_manager" cty:"fabric_manager" hcl:"fabric_manager"`
-	NVMe           *bool    `mapstructure:"nvme" cty:"nvme" hcl:"nvme"`
-	NVMePath       *string  `mapstructure:"nvme_path" cty:"nvme_path" hcl:"nvme_path"`
-	LustreExpected *bool    `mapstructure:"lustre_expected" cty:"lustre_expected" hcl:"lustre_expected"`
-	BusBWFloorGBps *float64 `mapstructure:"busbw_floor_gbps" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
-	IgnoreXids     []int    `mapstructure:"ignore_xids" cty:"ignore_xids" hcl:"ignore_xids"`
+	Kernel         *string  `mapstructure:"kernel" json:"kernel,omitempty" cty:"kernel" hcl:"kernel"`
+	NvidiaDriver   *string  `mapstructure:"nvidia_driver" json:"nvidia_driver,omitempty" cty:"nvidia_driver" hcl:"nvidia_driver"`
+	EFADriver      *string  `mapstructure:"efa_driver" json:"efa_driver,omitempty" cty:"efa_driver" hcl:"efa_driver"`
+	EFAInstaller   *string  `mapstructure:"efa_installer" json:"efa_installer,omitempty" cty:"efa_installer" hcl:"efa_installer"`
+	Libfabric      *string  `mapstructure:"libfabric" json:"libfabric,omitempty" cty:"libfabric" hcl:"libfabric"`
+	AWSOFINCCL     *string  `mapstructure:"aws_ofi_nccl" json:"aws_ofi_nccl,omitempty" cty:"aws_ofi_nccl" hcl:"aws_ofi_nccl"`
+	GDRCopy        *string  `mapstructure:"gdrcopy" json:"gdrcopy,omitempty" cty:"gdrcopy" hcl:"gdrcopy"`
+	Lustre         *string  `mapstructure:"lustre" json:"lustre,omitempty" cty:"lustre" hcl:"lustre"`
+	GPUCount       *int     `mapstructure:"gpu_count" json:"gpu_count,omitempty" cty:"gpu_count" hcl:"gpu_count"`
+	GPUModel       *string  `mapstructure:"gpu_model" json:"gpu_model,omitempty" cty:"gpu_model" hcl:"gpu_model"`
+	EFACount       *int     `mapstructure:"efa_count" json:"efa_count,omitempty" cty:"efa_count" hcl:"efa_count"`
+	FabricManager  *bool    `mapstructure:"fabric_manager" json:"fabric_manager,omitempty" cty:"fabric_manager" hcl:"fabric_manager"`
+	NVMe           *bool    `mapstructure:"nvme" json:"nvme,omitempty" cty:"nvme" hcl:"nvme"`
+	NVMePath       *string  `mapstructure:"nvme_path" json:"nvme_path,omitempty" cty:"nvme_path" hcl:"nvme_path"`
+	LustreExpected *bool    `mapstructure:"lustre_expected" json:"lustre_expected,omitempty" cty:"lustre_expected" hcl:"lustre_expected"`
+	BusBWFloorGBps *float64 `mapstructure:"busbw_floor_gbps" json:"busbw_floor_gbps,omitempty" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
+	IgnoreXids     []int    `mapstructure:"ignore_xids" json:"ignore_xids,omitempty" cty:"ignore_xids" hcl:"ignore_xids"`
 }
 
 // FlatMapstructure returns a new FlatExpectations.
