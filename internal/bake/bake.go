@@ -43,6 +43,9 @@ type Common struct {
 	Expect       checks.Expectations
 	SkipNCCL     bool
 	NCCL         checks.NCCLOptions
+	// LoadSampleEvery is how often the GPUs' health is sampled while the NCCL test runs; 0
+	// means DefaultLoadSampleEvery.
+	LoadSampleEvery time.Duration
 	// KillTimeout bounds stopping a running job when the run is cancelled.
 	KillTimeout time.Duration
 	// Now is the clock; nil means time.Now.
@@ -72,6 +75,9 @@ const (
 	DefaultEFARetries    = 2
 	DefaultEFARetryDelay = 5 * time.Second
 	DefaultKillTimeout   = 5 * time.Second
+	// DefaultLoadSampleEvery keeps a p5's 8-GPU query (well under a second) a small share of
+	// the NCCL test's time while giving a 1-3 minute test a dozen readings under load.
+	DefaultLoadSampleEvery = 5 * time.Second
 )
 
 // Bake holds the state of one run.
@@ -230,6 +236,9 @@ func newBake(h host.Host, ui UI, opt Options) *Bake {
 	}
 	if opt.EFARetryDelay == 0 {
 		opt.EFARetries, opt.EFARetryDelay = DefaultEFARetries, DefaultEFARetryDelay
+	}
+	if opt.LoadSampleEvery == 0 {
+		opt.LoadSampleEvery = DefaultLoadSampleEvery
 	}
 	if opt.KillTimeout == 0 {
 		opt.KillTimeout = DefaultKillTimeout

@@ -47,6 +47,8 @@ func options(t *testing.T, layers ...layer.Spec) Options {
 			RemoteFolder: "/tmp",
 			Expect:       checks.Expectations{NVMePath: "/opt/dlami/nvme"},
 			NCCL:         checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
+			// The fake NCCL test runs 20 ms.
+			LoadSampleEvery: time.Millisecond,
 		},
 		RunUUID:       runUUID,
 		Validate:      true,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
@@ -33,6 +34,8 @@ type fakeHost struct {
 	hostOut map[string]fakeSection
 	bootID  string
 	boots   int
+	// underLoad is true while the NCCL test runs.
+	underLoad bool
 	// dmesgAdd is appended to the kernel log when the NCCL test runs.
 	dmesgAdd string
 	ncclOut  string
@@ -198,6 +201,10 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 			s = fakeSection{out: h.bootID}
 		case c.Name == "host.settle":
 			s = h.settle
+		case c.Name == "host.gpu_health" && h.underLoad:
+			// Under load the GPUs run their PCIe links at the maximum generation; idle, at gen 1.
+			s = h.hostOut[c.Name]
+			s.out = strings.ReplaceAll(s.out, ", 1, 5, 16, 16,", ", 5, 5, 16, 16,")
 		case c.Name == "host.dmesg":
 			s = h.hostOut[c.Name]
 			s.out += h.dmesgSoFar()
@@ -252,10 +259,14 @@ func (h *fakeHost) Run(ctx context.Context, j host.Job) (int, error) {
 			h.files["/dmesg-extra"] = []byte(h.dmesgAdd)
 		}
 		hook, out, code := h.ncclHook, h.ncclOut, h.ncclCode
+		h.underLoad = true
 		h.mu.Unlock()
+		defer func() { h.mu.Lock(); h.underLoad = false; h.mu.Unlock() }()
 		if hook != nil {
 			return hook(ctx, j)
 		}
+		// Long enough for the sampler (every millisecond in these tests) to read the GPUs.
+		time.Sleep(20 * time.Millisecond)
 		io.WriteString(w, out)
 		return code, nil
 	}

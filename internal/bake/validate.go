@@ -17,6 +17,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
@@ -106,18 +107,33 @@ func (b *Bake) xidBeforeLayers(cur result.Check, h facts.Host, t checks.Target) 
 // ncclTest runs the 1-node NCCL test when the GPUs can run it, and judges the kernel log it
 // left behind.
 func (b *Bake) ncclTest(ctx context.Context) error {
+	why := ""
 	switch {
 	case b.opt.SkipNCCL:
-		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
-		return nil
+		why = "nccl.skip = true"
 	case !gpuOK(b.ordered()):
-		b.record(skipped("the GPU checks failed", result.NCCLIDs...)...)
+		why = "the GPU checks failed"
+	}
+	if why != "" {
+		b.record(skipped(why, result.NCCLIDs...)...)
+		b.judgeLoad(facts.Load{Why: why})
 		return nil
 	}
 	mark := facts.Mark{Position: b.facts.KernelLog.Value.End(), During: "during the NCCL test"}
-	if err := b.runNCCL(ctx, b.target); err != nil {
+	sampler := b.startSampler(ctx)
+	err := b.runNCCL(ctx, b.target)
+	load := sampler.stop()
+	if err != nil {
 		return err
 	}
+	load.NVLinkBefore = b.facts.Health.NVLinkErrors
+	if load.NVLinkAfter, err = probe.NVLinkErrors(ctx, b.host, b.probeOptions()); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		load.NVLinkAfter = facts.Unread[[]nvlink.Counters](err.Error(), "")
+	}
+	b.judgeLoad(load)
 	return b.xidSince(ctx, mark)
 }
 

@@ -41,6 +41,9 @@ type Expectations struct {
 	// Number of EFA devices. Defaults to the profile's, else the EFA functions on the PCI bus.
 	// -1 turns the count off.
 	EFACount int `mapstructure:"efa_count" json:"efa_count,omitempty"`
+	// Active NVLink links per GPU. Defaults to the profile's (18 on H100, H200 and B200 SXM; 12
+	// on A100 SXM); without one, only inactive links are judged.
+	NVLinks int `mapstructure:"nvlinks" json:"nvlinks,omitempty"`
 	// Whether Fabric Manager must be active. Defaults to the profile's answer, else whether
 	// the PCI bus shows an NVSwitch fabric.
 	FabricManager *bool `mapstructure:"fabric_manager" json:"fabric_manager,omitempty"`

@@ -24,6 +24,8 @@ var HostSuite = []HostCheck{
 	{result.GPU, "gpu", judgeGPU},
 	{result.NvidiaDriver, "gpu", judgeNvidiaDriver},
 	{result.Persistence, "gpu", judgePersistence},
+	{result.GPUMemory, "gpu", judgeGPUMemory},
+	{result.NVLink, "gpu", judgeNVLink},
 	{result.FabricManager, "gpu", judgeFabricManager},
 	{result.EFADriver, "efa", judgeEFADriver},
 	{result.EFAInstaller, "efa", judgeEFAInstaller},

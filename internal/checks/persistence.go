@@ -16,22 +16,22 @@ import (
 func judgePersistence(h facts.Host, _ Target) result.Check {
 	id := result.Persistence
 	const expected = "nvidia-persistenced active, or persistence mode on every GPU"
-	ev := func() string { return evidence(h.Persistenced.Evidence, h.PersistenceMode.Evidence) }
+	ev := func() string { return evidence(h.Persistenced.Evidence, h.Health.GPUs.Evidence) }
 	if h.Persistenced.OK() && h.Persistenced.Value == "active" {
 		return check(id, result.Pass, BasisRule, expected, "nvidia-persistenced active", "", "")
 	}
 	daemon := cmp.Or(h.Persistenced.Value, "unknown")
-	if !h.PersistenceMode.OK() {
+	if !h.Health.GPUs.OK() {
 		return check(id, result.Fail, BasisRule, expected, "nvidia-persistenced "+daemon+", persistence mode unreadable",
-			"nvidia-persistenced is not active and the GPUs' persistence mode could not be read: "+h.PersistenceMode.Problem, ev())
+			"nvidia-persistenced is not active and the GPUs' persistence mode could not be read: "+h.Health.GPUs.Problem, ev())
 	}
 	var off []string
-	for _, g := range h.PersistenceMode.Value {
-		if !g.Enabled {
+	for _, g := range h.Health.GPUs.Value {
+		if !g.Persistence.IsTrue() {
 			off = append(off, fmt.Sprint(g.Index))
 		}
 	}
-	n := len(h.PersistenceMode.Value)
+	n := len(h.Health.GPUs.Value)
 	switch {
 	case n == 0:
 		return check(id, result.Fail, BasisRule, expected, "nvidia-persistenced "+daemon+", no GPU listed",

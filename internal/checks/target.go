@@ -33,7 +33,7 @@ func (e Expectations) Validate() []error {
 	for _, n := range []struct {
 		setting string
 		v       int
-	}{{"gpu_count", e.GPUCount}, {"efa_count", e.EFACount}} {
+	}{{"gpu_count", e.GPUCount}, {"efa_count", e.EFACount}, {"nvlinks", e.NVLinks}} {
 		if n.v < -1 {
 			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
 		}

@@ -55,10 +55,9 @@ type Host struct {
 	EFAModule     Fact[string]
 	GDRDrvModule  Fact[string]
 	LustreModule  Fact[string]
-	// Persistenced is nvidia-persistenced's unit state word; PersistenceMode is each GPU's
-	// persistence mode as nvidia-smi reports it.
-	Persistenced    Fact[string]
-	PersistenceMode Fact[[]GPUPersistence]
+	// Persistenced is nvidia-persistenced's unit state word (each GPU's persistence mode is
+	// in Health.GPUs).
+	Persistenced Fact[string]
 	// Loaded is the set of loaded kernel modules (lsmod).
 	Loaded Fact[lsmod.Set]
 	// FabricManager is nvidia-fabricmanager's unit state word ("active", "failed", ...).
@@ -81,6 +80,8 @@ type Host struct {
 	Lfs Fact[string]
 	// KernelLog is this boot's kernel log.
 	KernelLog Fact[KernelLog]
+	// Health is what the GPUs and the fabric report of their health.
+	Health Health
 }
 
 // Instance is the instance type and where it was read: "product_name", "imds", or "" when
@@ -88,12 +89,6 @@ type Host struct {
 type Instance struct {
 	Type   string
 	Source string
-}
-
-// GPUPersistence is one GPU's persistence mode.
-type GPUPersistence struct {
-	Index   int
-	Enabled bool
 }
 
 // RDMADevices are the RDMA devices under /sys/class/infiniband: EFA's ("rdmapNsM", "efa_N" on

@@ -30,6 +30,13 @@ var (
 	// Uname and DpkgQuery are coreutils' and dpkg's.
 	Uname     = tool("uname", "/usr/bin/uname", "/bin/uname")
 	DpkgQuery = tool("dpkg-query", "/usr/bin/dpkg-query")
+	// Rdma is iproute2's.
+	Rdma = tool("rdma", "/usr/bin/rdma", "/usr/sbin/rdma", "/sbin/rdma")
+	// Dcgmi and NvHostengine are DCGM's (datacenter-gpu-manager-4 on the DLAMI).
+	Dcgmi        = tool("dcgmi", "/usr/bin/dcgmi")
+	NvHostengine = tool("nv-hostengine", "/usr/bin/nv-hostengine")
+	// FiPingpong is fabtests', in the EFA installer's prefix.
+	FiPingpong = tool("fi_pingpong", "/opt/amazon/efa/bin/fi_pingpong", "/usr/bin/fi_pingpong")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

@@ -70,11 +70,14 @@ func TestEFAAbsentWhereNoneIsExpected(t *testing.T) {
 		set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
 		set(s, sectionLfs, "lfs: not found (looked in /usr/bin/lfs, /usr/sbin/lfs, PATH)", 127)
 		set(s, sectionModinfoLustre, "modinfo: ERROR: Module lustre not found.", 1)
+		set(s, sectionGPUHealth, "0, 00000000:00:1E.0, Enabled, Enabled, 0, [N/A], No, No, 1, 4, 16, 16, Not Active, Not Active, Not Active, Not Active", 0)
+		set(s, sectionNVLinkStatus, "", 0)
+		set(s, sectionNVLinkErrors, "", 0)
 	}
 	no := false
 	checks := evaluate(t, g5, func(e *judge.Expectations) { *e = judge.Expectations{NVMe: &no} })
 	want := map[string]result.Status{
-		result.GPU: result.Pass, result.NvidiaDriver: result.Pass, result.Persistence: result.Pass, result.FabricManager: result.Skip,
+		result.GPU: result.Pass, result.NvidiaDriver: result.Pass, result.Persistence: result.Pass, result.GPUMemory: result.Pass, result.NVLink: result.Skip, result.FabricManager: result.Skip,
 		result.EFADriver: result.Pass, result.EFAInstaller: result.Pass, result.EFADevices: result.Skip,
 		result.GDRCopy: result.Pass, result.Memlock: result.Pass, result.NVMe: result.Pass,
 		result.Lustre: result.Skip, result.Xid: result.Pass,

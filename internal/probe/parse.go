@@ -10,10 +10,13 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -35,7 +38,6 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		Loaded:           parseWith(sections, sectionLsmod, lsmod.Parse),
 		FabricManager:    parseUnitState(sections, sectionFabricManager),
 		Persistenced:     parseUnitState(sections, sectionPersistenced),
-		PersistenceMode:  parseWith(sections, sectionPersistMode, parsePersistenceMode),
 		EFAInstaller:     parseWith(sections, sectionEFAPackages, efapkgs.Parse),
 		LibfabricRuntime: parseWith(sections, sectionFiInfoVersion, func(out string) (string, error) { v, err := fiinfo.ParseVersion(out); return v.Libfabric, err }),
 		RDMA:             parseRDMA(sections),
@@ -45,6 +47,13 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		NVMe:             parseMount(sections),
 		Lfs:              parseWith(sections, sectionLfs, parseLfs),
 		KernelLog:        parseKernelLog(sections),
+		Health: facts.Health{
+			GPUs:         parseWith(sections, sectionGPUHealth, gpuhealth.Parse),
+			NVLink:       parseWith(sections, sectionNVLinkStatus, nvlink.ParseStatus),
+			NVLinkErrors: parseWith(sections, sectionNVLinkErrors, nvlink.ParseErrors),
+			Fabric:       parseWith(sections, sectionNvsmiQuery, nvlink.ParseFabric),
+			RDMAStats:    parseWith(sections, sectionRDMAStats, rdmastat.Parse),
+		},
 	}
 	h.GPUs = parseWith(sections, sectionNvidiaSMI, func(out string) ([]nvsmi.GPU, error) {
 		gpus, err := nvsmi.Parse(out)
@@ -268,19 +277,4 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 		boot = strings.TrimSpace(b.Output)
 	}
 	return facts.Read(facts.KernelLog{Text: ansiEscape.ReplaceAllString(s.Output, ""), BootID: boot}, ev)
-}
-
-// parsePersistenceMode reads "<index>, Enabled|Disabled" lines.
-func parsePersistenceMode(out string) ([]facts.GPUPersistence, error) {
-	var gpus []facts.GPUPersistence
-	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		idx, mode, ok := strings.Cut(line, ",")
-		n, err := strconv.Atoi(strings.TrimSpace(idx))
-		mode = strings.TrimSpace(mode)
-		if !ok || err != nil || (mode != "Enabled" && mode != "Disabled") {
-			return nil, fmt.Errorf("nvidia-smi persistence_mode line %d unreadable: %q", i+1, textcut.Head(line, 80))
-		}
-		gpus = append(gpus, facts.GPUPersistence{Index: n, Enabled: mode == "Enabled"})
-	}
-	return gpus, nil
 }

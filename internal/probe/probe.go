@@ -49,7 +49,11 @@ const (
 	sectionNvidiaSMI     = "host.nvidia_smi"
 	sectionFabricManager = "host.fabricmanager"
 	sectionPersistenced  = "host.persistenced"
-	sectionPersistMode   = "host.persistence_mode"
+	sectionGPUHealth     = "host.gpu_health"
+	sectionNVLinkStatus  = "host.nvlink_status"
+	sectionNVLinkErrors  = "host.nvlink_errors"
+	sectionNvsmiQuery    = "host.nvidia_smi_q"
+	sectionRDMAStats     = "host.rdma_statistic"
 	sectionModinfoEFA    = "host.modinfo_efa_version"
 	sectionModinfoNvidia = "host.modinfo_nvidia_version"
 	sectionNvidiaLicense = "host.modinfo_nvidia_license"
@@ -111,7 +115,11 @@ func hostCommands(o Options) []bundle.Command {
 		tool(sectionNvidiaSMI, hosttools.NvidiaSMI, `"$1" --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`),
 		tool(sectionFabricManager, hosttools.Systemctl, `"$1" is-active nvidia-fabricmanager`),
 		tool(sectionPersistenced, hosttools.Systemctl, `"$1" is-active nvidia-persistenced`),
-		tool(sectionPersistMode, hosttools.NvidiaSMI, `"$1" --query-gpu=index,persistence_mode --format=csv,noheader`),
+		gpuHealthCommand(t),
+		tool(sectionNVLinkStatus, hosttools.NvidiaSMI, `"$1" nvlink -s`),
+		nvlinkErrorsCommand(t),
+		tool(sectionNvsmiQuery, hosttools.NvidiaSMI, `"$1" -q`),
+		rdmaStatsCommand(t),
 		tool(sectionModinfoEFA, hosttools.Modinfo, `"$1" -F version efa`),
 		tool(sectionModinfoNvidia, hosttools.Modinfo, `"$1" -F version nvidia`),
 		tool(sectionNvidiaLicense, hosttools.Modinfo, `"$1" -F license nvidia`),

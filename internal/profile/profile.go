@@ -26,6 +26,9 @@ type Profile struct {
 	MaxEFA int
 	// NVSwitch means the GPUs sit on NVSwitches that Fabric Manager drives.
 	NVSwitch bool
+	// NVLinks is how many NVLink links each GPU has up; 0 means "not judged by count" (no
+	// NVLink, or no sourced figure).
+	NVLinks int
 	// NVMe means the type has local NVMe instance store, which the DLAMI mounts at
 	// /opt/dlami/nvme.
 	NVMe bool
@@ -49,6 +52,10 @@ const (
 	srcAwsome   = "awsome-distributed-training gpu-cluster-healthcheck instance-profiles.conf (GPUs, EFA devices, NVLink)"
 	srcPCluster = "aws-parallelcluster-cookbook Fabric Manager detection (NVSwitch 10de:1af1 on P4, 10de:22a3 on P5, ConnectX-7 bridges on P6)"
 	srcHostDoc  = "host-layer.md: P6-B200.48xlarge 8 x NVIDIA B200, 8 EFA, 1-node all-reduce 1 GiB busbw 711 GB/s (a reference, not a guarantee)"
+	// srcNVLink: NVIDIA's data sheets give each GPU's NVLink bandwidth and generation: A100 SXM
+	// 600 GB/s over 12 NVLink 3 links, H100/H200 SXM 900 GB/s over 18 NVLink 4 links, B200/B300
+	// 1.8 TB/s over 18 NVLink 5 links; awsome's gpu-cluster-healthcheck counts the same per type.
+	srcNVLink   = "NVIDIA A100/H100/H200/B200 data sheets (12, 18, 18, 18 NVLink links per GPU)"
 	noteGEFA    = "EFA optional on G types: the count is taken from the PCI inventory"
 	noteBusBWNA = "busbw not judged: no NVLink/NVSwitch; no trusted 1-node PCIe all-reduce reference"
 )
@@ -69,27 +76,27 @@ var profiles = build()
 
 func build() []Profile {
 	ps := []Profile{
-		{InstanceType: "p4d.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-40GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
-			Source: srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~78% of 230.8 GB/s (NVIDIA/nccl#527)"},
-		{InstanceType: "p4de.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-80GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVMe: true, BusBWFloorGBps: 180,
-			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p4d (same HGX A100 NVLink 3 board)"},
+		{InstanceType: "p4d.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-40GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVLinks: 12, NVMe: true, BusBWFloorGBps: 180,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~78% of 230.8 GB/s (NVIDIA/nccl#527)"},
+		{InstanceType: "p4de.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-80GB", GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVLinks: 12, NVMe: true, BusBWFloorGBps: 180,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p4d (same HGX A100 NVLink 3 board)"},
 		// p5.4xlarge: one H100, no NVSwitch; one EFA interface at most, optional.
 		{InstanceType: "p5.4xlarge", Arch: "x86_64", GPUModel: "H100", GPUCount: 1, EFACount: 0, MaxEFA: 1, NVSwitch: false, NVMe: true,
 			Note: "EFA optional (at most 1): the count is taken from the PCI inventory; single GPU: busbw not judged", Source: srcKIT},
-		{InstanceType: "p5.48xlarge", Arch: "x86_64", GPUModel: "H100", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-			Source: srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~79% of 441.8 GB/s (awsome aws-batch nccl-tests README)"},
-		{InstanceType: "p5e.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p5 (~81% of Azure NHC H200 431 GB/s at 16 GiB), unmeasured here"},
+		{InstanceType: "p5.48xlarge", Arch: "x86_64", GPUModel: "H100", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~79% of 441.8 GB/s (awsome aws-batch nccl-tests README)"},
+		{InstanceType: "p5e.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p5 (~81% of Azure NHC H200 431 GB/s at 16 GiB), unmeasured here"},
 		// p5en EFA devices can come up late after boot (anchors.md B.7): a first count may be low.
-		{InstanceType: "p5en.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVMe: true, BusBWFloorGBps: 350,
-			Source: srcKIT + "; " + srcAwsome + "; busbw floor as p5e, unmeasured here"},
-		{InstanceType: "p6-b200.48xlarge", Arch: "x86_64", GPUModel: "B200", GPUCount: 8, EFACount: 8, MaxEFA: 8, NVSwitch: true, NVMe: true, BusBWFloorGBps: 600,
-			Source: srcHostDoc + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor 600 = ~84% of the 711 GB/s reference"},
+		{InstanceType: "p5en.48xlarge", Arch: "x86_64", GPUModel: "H200", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 350,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p5e, unmeasured here"},
+		{InstanceType: "p6-b200.48xlarge", Arch: "x86_64", GPUModel: "B200", GPUCount: 8, EFACount: 8, MaxEFA: 8, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 600,
+			Source: srcNVLink + "; " + srcHostDoc + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor 600 = ~84% of the 711 GB/s reference"},
 		// p6-b300: 17 network cards, card 0 ENA-only (aws-parallelcluster#7143), so 16 EFA;
 		// nvidia-smi names the GPU "NVIDIA B300 SXM6 AC" (vllm-project/vllm#30441).
-		{InstanceType: "p6-b300.48xlarge", Arch: "x86_64", GPUModel: "B300", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVMe: true,
+		{InstanceType: "p6-b300.48xlarge", Arch: "x86_64", GPUModel: "B300", GPUCount: 8, EFACount: 16, MaxEFA: 16, NVSwitch: true, NVLinks: 18, NVMe: true,
 			Note: "no public 1-node busbw figure: set expect.busbw_floor_gbps", Untested: true,
-			Source: srcKIT + "; aws-parallelcluster#7143 (17 network cards, card 0 ENA-only); " + srcPCluster + " (PR 3101 enables Fabric Manager on B300)"},
+			Source: srcNVLink + "; " + srcKIT + "; aws-parallelcluster#7143 (17 network cards, card 0 ENA-only); " + srcPCluster + " (PR 3101 enables Fabric Manager on B300)"},
 		// p6e-gb200.36xlarge: one Grace-Blackwell compute tray of an UltraServer. Its NVLink
 		// switches sit in separate trays: no Fabric Manager on the instance, nvidia-imex instead
 		// (AWS PCS user guide; aws-parallelcluster-cookbook PR 3098). The EFA maximum (16 in

@@ -34,6 +34,8 @@ const (
 	GPU             = "gpu"
 	NvidiaDriver    = "nvidia-driver"
 	Persistence     = "persistence"
+	GPUMemory       = "gpu-memory"
+	NVLink          = "nvlink"
 	FabricManager   = "fabricmanager"
 	EFADriver       = "efa-driver"
 	EFAInstaller    = "efa-installer"
@@ -46,6 +48,12 @@ const (
 	NCCLCorrectness = "nccl-correctness"
 	NCCLBusBW       = "nccl-busbw"
 	NCCLTransport   = "nccl-transport"
+	// Judged under load, and the deeper tests that follow the NCCL test.
+	PCIeLink      = "pcie-link"
+	GPUClocks     = "gpu-clocks"
+	DCGM          = "dcgm"
+	EFATraffic    = "efa-traffic"
+	GPUDirectRDMA = "gpudirect-rdma"
 	// The first boot of an instance launched from the baked AMI (post-processor).
 	FirstBootKernel   = "first-boot-kernel"
 	FirstBootPackages = "first-boot-packages"
@@ -63,10 +71,13 @@ const (
 // The check IDs in report order, by the part of the bake that judges them.
 var (
 	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
-	HostIDs  = []string{GPU, NvidiaDriver, Persistence, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
+	HostIDs  = []string{GPU, NvidiaDriver, Persistence, GPUMemory, NVLink, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
 	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
+	// FunctionIDs are judged while or after the host works: the NCCL test's load, DCGM's
+	// diagnostics, bytes across every EFA device, GPUDirect RDMA.
+	FunctionIDs = []string{PCIeLink, GPUClocks, DCGM, EFATraffic, GPUDirectRDMA}
 	// IDs is every check of a bake, in report order.
-	IDs = append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...)
+	IDs = append(append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...), FunctionIDs...)
 	// FirstBootIDs are the checks of a first boot, before the host suite and the NCCL test.
 	FirstBootIDs = []string{FirstBootKernel, FirstBootPackages}
 )
