@@ -43,6 +43,9 @@ type Common struct {
 	Expect       checks.Expectations
 	SkipNCCL     bool
 	NCCL         checks.NCCLOptions
+	// Function configures the tests that prove the hardware works (DCGM, EFA traffic,
+	// GPUDirect RDMA).
+	Function checks.FunctionOptions
 	// LoadSampleEvery is how often the GPUs' health is sampled while the NCCL test runs; 0
 	// means DefaultLoadSampleEvery.
 	LoadSampleEvery time.Duration
@@ -189,7 +192,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.finalGuard, b.judged("validation"), b.writeBOM)
+	return p.then(b.hostSuite, b.ncclTest, b.dcgmTest, b.efaTraffic, b.gdrTest, b.finalGuard, b.judged("validation"), b.writeBOM)
 }
 
 // then adds steps to the end of p.

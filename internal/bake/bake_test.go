@@ -49,6 +49,8 @@ func options(t *testing.T, layers ...layer.Spec) Options {
 			NCCL:         checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
 			// The fake NCCL test runs 20 ms.
 			LoadSampleEvery: time.Millisecond,
+			// The function tests have their own tests (function_test.go).
+			Function: checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}},
 		},
 		RunUUID:       runUUID,
 		Validate:      true,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,8 @@ type fakeHost struct {
 	hostOut map[string]fakeSection
 	bootID  string
 	boots   int
+	// jobs answer the other jobs by script name ("efa-traffic.sh", "gdr.sh", "dcgm.sh").
+	jobs map[string]func(ctx context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error)
 	// underLoad is true while the NCCL test runs.
 	underLoad bool
 	// dmesgAdd is appended to the kernel log when the NCCL test runs.
@@ -269,6 +272,10 @@ func (h *fakeHost) Run(ctx context.Context, j host.Job) (int, error) {
 		time.Sleep(20 * time.Millisecond)
 		io.WriteString(w, out)
 		return code, nil
+	}
+	if hook, ok := h.jobs[path.Base(j.Script)]; ok {
+		h.mu.Unlock()
+		return hook(ctx, h, j, w)
 	}
 	h.mu.Unlock()
 	h.t.Errorf("fake host: unexpected job %+v", j)

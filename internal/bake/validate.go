@@ -4,18 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
@@ -194,47 +189,29 @@ func (b *Bake) runNCCL(ctx context.Context, t checks.Target) error {
 		b.ui.Error("dlami: warning: " + w)
 	}
 	b.ui.Say(fmt.Sprintf("dlami: running the 1-node NCCL all-reduce test (transport policy %s: %s)", x.Transport, x.TransportBasis))
-	b.checkpoint("the NCCL test")
-	timeout := time.Duration(o.TimeoutSeconds) * time.Second
-	if timeout == 0 {
-		timeout = checks.NCCLDefaultTimeout
-	}
-	nctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
-	defer cancel()
-	// Uploaded rather than sent on the command line: Packer's SSH communicator logs command
-	// lines at debug level, and nccl.env values may be secret.
-	scriptPath := b.workDir + "/nccl.sh"
-	if err := b.host.Upload(ctx, scriptPath, strings.NewReader(script)); err != nil {
-		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Error, Expected: "the NCCL test runs to completion", Actual: "upload failed", Message: err.Error()})
-		return ctx.Err()
-	}
-	out := newTailWriter(ncclOutputMax)
-	progress := newRowPrinter(b.ui)
-	job := host.Job{Name: "the NCCL test", Script: scriptPath, PIDFile: path.Join(b.workDir, "nccl.pid"), Output: io.MultiWriter(out, progress)}
-	start := b.now()
-	code, runErr := b.host.Run(nctx, job)
-	progress.Flush()
-	took := b.now().Sub(start)
-	if ctx.Err() != nil {
-		b.stopLater = append(b.stopLater, job)
+	run, err := b.runJob(ctx, job{name: "the NCCL test", file: "nccl", script: script, timeout: ncclTimeout(o), rows: true})
+	switch {
+	case ctx.Err() != nil:
 		b.record(skipped("the bake was cancelled during the NCCL test; all_reduce_perf is stopped on the host", result.NCCLIDs...)...)
 		return ctx.Err()
-	}
-	timedOut := bundle.TimedOut(code) || nctx.Err() != nil
-	if nctx.Err() != nil {
-		b.kill(ctx, job)
-	}
-	if runErr != nil && !timedOut {
-		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Error, Expected: "the NCCL test runs to completion", Actual: runErr.Error(), Evidence: out.String()})
+	case err != nil:
+		b.record(result.Check{ID: result.NCCLCorrectness, Status: result.Error, Expected: "the NCCL test runs to completion", Actual: "could not run", Message: err.Error(), Evidence: run.output})
 		return nil
 	}
-	cs, figures := checks.JudgeNCCL(out.String(), code, timedOut, x, o)
+	cs, figures := checks.JudgeNCCL(run.output, run.code, run.timedOut, x, o)
 	for i := range cs {
-		cs[i].DurationMS = took.Milliseconds()
+		cs[i].DurationMS = run.took.Milliseconds()
 	}
 	b.record(cs...)
 	b.update(func(r *report.Report) { r.NCCL = &figures })
 	return nil
+}
+
+func ncclTimeout(o checks.NCCLOptions) time.Duration {
+	if o.TimeoutSeconds == 0 {
+		return checks.NCCLDefaultTimeout
+	}
+	return time.Duration(o.TimeoutSeconds) * time.Second
 }
 
 // ncclOutputMax bounds the NCCL output kept for judging: the table and trailer are at the end,

@@ -42,12 +42,12 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 // with the bill of materials, then the same host suite and NCCL test as a bake's. It has no
 // guard of its own and writes no bill of materials.
 func (b *Bake) firstBootPlan(o VerifyOptions) plan {
-	ids := append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...)
+	ids := append(append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...), result.FunctionIDs...)
 	return plan{
 		checkIDs: ids,
 		steps: []func(context.Context) error{
 			b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
-			b.hostSuite, b.ncclTest, b.judged("validation"),
+			b.hostSuite, b.ncclTest, b.dcgmTest, b.efaTraffic, b.gdrTest, b.judged("validation"),
 		},
 		verdict: func(err error) error {
 			var v *verdictError

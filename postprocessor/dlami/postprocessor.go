@@ -28,6 +28,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -326,6 +327,7 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
 			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
+			Function: verifyFunction(c.NCCL),
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout,
 	}
@@ -395,4 +397,14 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 			return nil, err
 		}
 	}
+}
+
+// verifyFunction is what the first boot runs of the tests that prove the hardware works: with
+// nccl = true, what a bake runs by default (DCGM level 2, EFA traffic, GPUDirect RDMA); without
+// it, none of them, so a verification stays a first-boot check that costs no GPU minutes.
+func verifyFunction(full bool) checks.FunctionOptions {
+	if full {
+		return checks.FunctionOptions{DCGMLevel: checks.DefaultDCGMLevel}
+	}
+	return checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}}
 }

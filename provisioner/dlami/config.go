@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -67,6 +67,15 @@ type Config struct {
 	Expect checks.Expectations `mapstructure:"expect"`
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
+	// DCGM diagnostics level: `dcgmi diag -r <level>` after the NCCL test. 0 turns them off;
+	// 1 is quick, 2 (the default) the production gate of AWS's GPU cluster health check, 3
+	// long. With a level above 0 and DCGM missing, the dcgm check fails.
+	DCGMLevel *int `mapstructure:"dcgm_level"`
+	// The EFA traffic test: an RDM ping-pong across every EFA device.
+	EFATraffic EFATrafficConfig `mapstructure:"efa_traffic"`
+	// The GPUDirect RDMA test: an all-reduce with NVLink and shared memory off, over the EFA
+	// devices.
+	GPUDirectRDMA GPUDirectRDMAConfig `mapstructure:"gpudirect_rdma"`
 
 	ctx interpolate.Context
 }
@@ -139,6 +148,68 @@ type LayerFile struct {
 	Destination string `mapstructure:"destination" required:"true"`
 	// Octal mode, default "0644".
 	Mode string `mapstructure:"mode"`
+}
+
+// EFATrafficConfig controls the EFA traffic test: for every EFA device, an RDM fi_pingpong
+// between a server and a client on that device with FI_EFA_ENABLE_SHM_TRANSFER=0, so the bytes
+// cross the device instead of libfabric's shared-memory path.
+type EFATrafficConfig struct {
+	// Skip the test.
+	Skip bool `mapstructure:"skip"`
+	// Lowest acceptable bandwidth per device, in MB/s (fi_pingpong's MB/sec at 64 KiB). Without
+	// it the figures are reported with a warning.
+	MinBandwidthMBps float64 `mapstructure:"min_bandwidth_mbps"`
+	// Bound of one device's ping-pong. Defaults to 60s.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Devices tested at once. Defaults to 8 (32 devices on p5 take four rounds).
+	Concurrency int `mapstructure:"concurrency"`
+}
+
+// GPUDirectRDMAConfig controls the GPUDirect RDMA test on EFA hosts.
+type GPUDirectRDMAConfig struct {
+	// Skip the test.
+	Skip bool `mapstructure:"skip"`
+	// Lowest acceptable bus bandwidth of the forced-network all-reduce, in GB/s. Without it the
+	// figure is reported with a warning.
+	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
+}
+
+// function builds the function tests' options; an unset dcgm_level takes checks' default.
+func (c *Config) function() checks.FunctionOptions {
+	level := checks.DefaultDCGMLevel
+	if c.DCGMLevel != nil {
+		level = *c.DCGMLevel
+	}
+	return checks.FunctionOptions{
+		DCGMLevel: level,
+		EFATraffic: checks.EFATrafficOptions{Skip: c.EFATraffic.Skip, MinBandwidthMBps: c.EFATraffic.MinBandwidthMBps,
+			TimeoutSeconds: int(c.EFATraffic.Timeout / time.Second), Concurrency: c.EFATraffic.Concurrency},
+		GDR: checks.GDROptions{Skip: c.GPUDirectRDMA.Skip, BusBWFloorGBps: c.GPUDirectRDMA.BusBWFloorGBps},
+	}
+}
+
+// validateFunction names every bad setting of the function tests.
+func (c *Config) validateFunction() []error {
+	var errs []error
+	if c.DCGMLevel != nil {
+		if err := checks.ValidateDCGMLevel(*c.DCGMLevel); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e := c.EFATraffic
+	if e.MinBandwidthMBps < 0 {
+		errs = append(errs, fmt.Errorf("efa_traffic.min_bandwidth_mbps = %g: must not be negative", e.MinBandwidthMBps))
+	}
+	if e.Timeout != 0 && e.Timeout < time.Second {
+		errs = append(errs, fmt.Errorf("efa_traffic.timeout must be at least 1s, got %s", e.Timeout))
+	}
+	if e.Concurrency < 0 || e.Concurrency > 64 {
+		errs = append(errs, fmt.Errorf("efa_traffic.concurrency = %d: use 1 to 64, or leave it unset for %d", e.Concurrency, checks.DefaultEFATrafficConcurrency))
+	}
+	if c.GPUDirectRDMA.BusBWFloorGBps < 0 {
+		errs = append(errs, fmt.Errorf("gpudirect_rdma.busbw_floor_gbps = %g: must not be negative", c.GPUDirectRDMA.BusBWFloorGBps))
+	}
+	return errs
 }
 
 // NCCLConfig controls the 1-node NCCL test.
@@ -216,5 +287,6 @@ func (c *Config) prepare() []error {
 	}
 	errs = append(errs, c.Expect.Validate()...)
 	errs = append(errs, c.NCCL.Validate()...)
+	errs = append(errs, c.validateFunction()...)
 	return errs
 }

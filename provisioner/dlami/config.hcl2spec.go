@@ -33,6 +33,9 @@ type FlatConfig struct {
 	Layers              []FlatLayer              `mapstructure:"layer" cty:"layer" hcl:"layer"`
 	Expect              *checks.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
 	NCCL                *FlatNCCLConfig          `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel           *int                     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -69,6 +72,63 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"layer":                      &hcldec.BlockListSpec{TypeName: "layer", Nested: hcldec.ObjectSpec((*FlatLayer)(nil).HCL2Spec())},
 		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*checks.FlatExpectations)(nil).HCL2Spec())},
 		"nccl":                       &hcldec.BlockSpec{TypeName: "nccl", Nested: hcldec.ObjectSpec((*FlatNCCLConfig)(nil).HCL2Spec())},
+		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
+		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
+		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
+	}
+	return s
+}
+
+// FlatEFATrafficConfig is an auto-generated flat version of EFATrafficConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatEFATrafficConfig struct {
+	Skip             *bool    `mapstructure:"skip" cty:"skip" hcl:"skip"`
+	MinBandwidthMBps *float64 `mapstructure:"min_bandwidth_mbps" cty:"min_bandwidth_mbps" hcl:"min_bandwidth_mbps"`
+	Timeout          *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	Concurrency      *int     `mapstructure:"concurrency" cty:"concurrency" hcl:"concurrency"`
+}
+
+// FlatMapstructure returns a new FlatEFATrafficConfig.
+// FlatEFATrafficConfig is an auto-generated flat version of EFATrafficConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*EFATrafficConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatEFATrafficConfig)
+}
+
+// HCL2Spec returns the hcl spec of a EFATrafficConfig.
+// This spec is used by HCL to read the fields of EFATrafficConfig.
+// The decoded values from this spec will then be applied to a FlatEFATrafficConfig.
+func (*FlatEFATrafficConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"skip":               &hcldec.AttrSpec{Name: "skip", Type: cty.Bool, Required: false},
+		"min_bandwidth_mbps": &hcldec.AttrSpec{Name: "min_bandwidth_mbps", Type: cty.Number, Required: false},
+		"timeout":            &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
+		"concurrency":        &hcldec.AttrSpec{Name: "concurrency", Type: cty.Number, Required: false},
+	}
+	return s
+}
+
+// FlatGPUDirectRDMAConfig is an auto-generated flat version of GPUDirectRDMAConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatGPUDirectRDMAConfig struct {
+	Skip           *bool    `mapstructure:"skip" cty:"skip" hcl:"skip"`
+	BusBWFloorGBps *float64 `mapstructure:"busbw_floor_gbps" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
+}
+
+// FlatMapstructure returns a new FlatGPUDirectRDMAConfig.
+// FlatGPUDirectRDMAConfig is an auto-generated flat version of GPUDirectRDMAConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*GPUDirectRDMAConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatGPUDirectRDMAConfig)
+}
+
+// HCL2Spec returns the hcl spec of a GPUDirectRDMAConfig.
+// This spec is used by HCL to read the fields of GPUDirectRDMAConfig.
+// The decoded values from this spec will then be applied to a FlatGPUDirectRDMAConfig.
+func (*FlatGPUDirectRDMAConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"skip":             &hcldec.AttrSpec{Name: "skip", Type: cty.Bool, Required: false},
+		"busbw_floor_gbps": &hcldec.AttrSpec{Name: "busbw_floor_gbps", Type: cty.Number, Required: false},
 	}
 	return s
 }

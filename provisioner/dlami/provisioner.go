@@ -64,6 +64,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			Expect:        c.Expect,
 			SkipNCCL:      c.NCCL.Skip,
 			NCCL:          c.NCCL.options(),
+			Function:      c.function(),
 		},
 		KeepGoing:     c.KeepGoing,
 		HoldUnheld:    c.HoldUnheld,

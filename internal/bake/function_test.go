@@ -1,0 +1,89 @@
+package bake
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+)
+
+var p6Devices = []string{"rdmap82s0", "rdmap83s0", "rdmap99s0", "rdmap100s0", "rdmap118s0", "rdmap119s0", "rdmap135s0", "rdmap136s0"}
+
+func readTestdata(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// functionHost answers the DCGM, EFA traffic and GPUDirect RDMA jobs as a healthy p6-b200
+// does; failing names a device whose ping-pong errors.
+func functionHost(t *testing.T, failing string) *fakeHost {
+	h := newFakeHost(t)
+	table := readTestdata(t, "../parse/pingpong/testdata/efa_test-aws-cdi-sdk-install-guide.txt")
+	dcgm := readTestdata(t, "../parse/dcgmdiag/testdata/derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json")
+	gdr := strings.ReplaceAll(readTestdata(t, "../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt"), "via P2P/CUMEM/read", "via NET/Libfabric/0/GDRDMA")
+	h.jobs = map[string]func(context.Context, *fakeHost, host.Job, io.Writer) (int, error){
+		"dcgm.sh": func(_ context.Context, _ *fakeHost, _ host.Job, w io.Writer) (int, error) {
+			io.WriteString(w, dcgm+"\n@@DLAMI-DCGM EXIT 0\n@@DLAMI-DCGM STDERR\n")
+			return 0, nil
+		},
+		"efa-traffic.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+			if !strings.Contains(string(h.files[j.Script]), "FI_EFA_ENABLE_SHM_TRANSFER=0") {
+				t.Errorf("the traffic script leaves shared-memory transfer on")
+			}
+			for _, d := range p6Devices {
+				out, rc := table, 0
+				if d == failing {
+					out, rc = "fi_av_insert(): common/shared.c:1063, ret=-22 (Invalid argument)", 1
+				}
+				fmt.Fprintf(w, "@@DLAMI-EFA BEGIN %s\n%s\n@@DLAMI-EFA END %s %d %d\n", d, out, d, rc, rc)
+			}
+			return 0, nil
+		},
+		"gdr.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+			if !strings.Contains(string(h.files[j.Script]), "NCCL_P2P_DISABLE=1") {
+				t.Errorf("the GPUDirect RDMA run leaves NVLink on")
+			}
+			io.WriteString(w, gdr)
+			return 0, nil
+		},
+	}
+	return h
+}
+
+func TestFunctionTestsRunAfterNCCL(t *testing.T) {
+	opt := options(t)
+	opt.Function = checks.FunctionOptions{DCGMLevel: 2, EFATraffic: checks.EFATrafficOptions{MinBandwidthMBps: 1000}, GDR: checks.GDROptions{BusBWFloorGBps: 100}}
+	if err := Run(context.Background(), functionHost(t, ""), &recordingUI{}, opt); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+	r := readReport(t, opt.ReportDir)
+	for _, id := range []string{"dcgm", "efa-traffic", "gpudirect-rdma", "pcie-link", "gpu-clocks", "gpu-memory", "nvlink"} {
+		if s := status(r, id); s != "pass" {
+			t.Errorf("%s: %s: %s", id, s, check(r, id).Message)
+		}
+	}
+
+	opt = options(t)
+	opt.Function = checks.FunctionOptions{DCGMLevel: 2, EFATraffic: checks.EFATrafficOptions{MinBandwidthMBps: 1000}, GDR: checks.GDROptions{BusBWFloorGBps: 100}}
+	broken := functionHost(t, "rdmap99s0")
+	if err := Run(context.Background(), broken, &recordingUI{}, opt); err == nil {
+		t.Fatal("a device that cannot carry traffic passed")
+	}
+	r = readReport(t, opt.ReportDir)
+	if !slices.Equal(r.FailedChecks, []string{"efa-traffic"}) || !strings.Contains(check(r, "efa-traffic").Message, "rdmap99s0") {
+		t.Errorf("one device errors: %v %q", r.FailedChecks, check(r, "efa-traffic").Message)
+	}
+	if _, ok := broken.files[opt.ManifestPath]; ok {
+		t.Error("a bill of materials was written for an image whose EFA device failed")
+	}
+}

@@ -1,0 +1,189 @@
+package checks
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+)
+
+func readFixture(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The real fabtests table of aws-cdi-sdk's install guide, as the client prints it.
+const pingTable = "../parse/pingpong/testdata/efa_test-aws-cdi-sdk-install-guide.txt"
+
+// efaOutput renders the traffic script's output for devices; broken[d] replaces a device's
+// client output and exit status.
+func efaOutput(t *testing.T, devices []string, broken map[string]struct {
+	out string
+	rc  int
+}) string {
+	table := readFixture(t, pingTable)
+	var b strings.Builder
+	for _, d := range devices {
+		out, rc, src := table, 0, 0
+		if x, ok := broken[d]; ok {
+			out, rc, src = x.out, x.rc, x.rc
+		}
+		fmt.Fprintf(&b, "%s BEGIN %s\n%s\n%s END %s %d %d\n", efaMarker, d, out, efaMarker, d, rc, src)
+	}
+	return b.String()
+}
+
+func stats(t *testing.T, drops int) facts.Fact[[]rdmastat.Link] {
+	text := fmt.Sprintf("link rdmap0s31/1 tx_bytes 10 rx_bytes 10 rx_drops %d retrans_timeout_events 0\n", drops)
+	l, err := rdmastat.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return facts.Read(l, text)
+}
+
+func TestEFATraffic(t *testing.T) {
+	devs := []string{"rdmap0s31", "rdmap16s27", "rdmap32s27", "rdmap48s27", "rdmap64s27", "rdmap80s27", "rdmap96s27", "rdmap112s27"}
+	judge := func(out string, o EFATrafficOptions, before, after facts.Fact[[]rdmastat.Link]) result.Check {
+		t.Helper()
+		pp, err := ParseEFATraffic(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return JudgeEFATraffic(facts.EFATraffic{Devices: pp, StatsBefore: before, StatsAfter: after}, devs, o)
+	}
+	floor := EFATrafficOptions{MinBandwidthMBps: 1000}
+	tests := []struct {
+		name    string
+		out     string
+		o       EFATrafficOptions
+		after   int
+		status  result.Status
+		mention string
+	}{
+		{"every device carries traffic", efaOutput(t, devs, nil), floor, 0, result.Pass, ""},
+		{"no floor: figures reported, warned", efaOutput(t, devs, nil), EFATrafficOptions{}, 0, result.Warn, "efa_traffic.min_bandwidth_mbps"},
+		{"below the floor", efaOutput(t, devs, nil), EFATrafficOptions{MinBandwidthMBps: 5000}, 0, result.Fail, "rdmap0s31: 2359 MB/s, below"},
+		{"one device errors", efaOutput(t, devs, map[string]struct {
+			out string
+			rc  int
+		}{"rdmap48s27": {"fi_av_insert(): common/shared.c:1063, ret=-22 (Invalid argument)", 1}}), floor, 0, result.Fail, "rdmap48s27: the ping-pong failed"},
+		{"one device hangs", efaOutput(t, devs, map[string]struct {
+			out string
+			rc  int
+		}{"rdmap96s27": {"", 124}}), floor, 0, result.Fail, "rdmap96s27: the ping-pong hung"},
+		{"one device missing from the output", efaOutput(t, devs[:7], nil), floor, 0, result.Fail, "rdmap112s27: no result"},
+		{"rx_drops grew", efaOutput(t, devs, nil), floor, 3, result.Warn, "rx_drops"},
+	}
+	for _, tt := range tests {
+		c := judge(tt.out, tt.o, stats(t, 0), stats(t, tt.after))
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+	}
+	if _, err := ParseEFATraffic(efaMarker + " ERROR fi_pingpong is not installed"); err == nil {
+		t.Error("a missing fi_pingpong parsed")
+	}
+	if _, err := EFATrafficCommand([]string{"rdmap0s31; reboot"}, EFATrafficOptions{}); err == nil {
+		t.Error("a device name with shell in it reached the script")
+	}
+	s, err := EFATrafficCommand(devs, EFATrafficOptions{Concurrency: 4})
+	if err != nil || strings.Count(s, "\nwait\n") != 2 || !strings.Contains(s, "FI_EFA_ENABLE_SHM_TRANSFER=0") {
+		t.Errorf("script: %v\n%s", err, s)
+	}
+	if got := EFATrafficBudgetSeconds(32, EFATrafficOptions{}); got != 4*(DefaultEFATrafficTimeoutSeconds+5)+30 {
+		t.Errorf("32 devices in groups of 8: budget %d s", got)
+	}
+}
+
+func TestJudgeDCGM(t *testing.T) {
+	fixture := func(name string) string { return readFixture(t, "../parse/dcgmdiag/testdata/"+name) }
+	tests := []struct {
+		name    string
+		out     string
+		timeout bool
+		status  result.Status
+		mention string
+	}{
+		{"all pass", fixture("derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json"), false, result.Pass, ""},
+		{"a failed test", fixture("dcgm4.2.3-r1-GB10-software-fail-persistence.json"), false, result.Fail, "software"},
+		{"all skipped: could not run", fixture("derived-dcgm3.3.1-r3-T400-all-skip-issue139.json"), false, result.Error, "could not run"},
+		{"runtime error: could not run", fixture("derived-dcgm4-runtime-error-paused.json"), false, result.Error, "could not run"},
+		{"host engine down: could not run", fixture("derived-text-hostengine-not-running.txt"), false, result.Error, "could not run"},
+		{"dcgmi missing", dcgmMarker + " ERROR dcgmi is not installed at /usr/bin/dcgmi\n", false, result.Fail, "dcgm_level = 0"},
+		{"timed out", "", true, result.Error, "did not finish"},
+	}
+	for _, tt := range tests {
+		c := JudgeDCGM(ParseDCGMRun(tt.out, 2), 2, tt.timeout)
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+	}
+	if c := JudgeDCGM(facts.Fact[facts.DCGM]{}, 0, false); c.Status != result.Skip {
+		t.Errorf("level 0: %s", c.Status)
+	}
+	if err := ValidateDCGMLevel(4); err == nil || !strings.Contains(err.Error(), "dcgm_level") {
+		t.Errorf("level 4: %v", err)
+	}
+	s, err := DCGMCommand(2)
+	if err != nil || !strings.Contains(s, `"$dcgmi" diag -r 2 -j`) || !strings.Contains(s, "--term") {
+		t.Errorf("script: %v\n%s", err, s)
+	}
+}
+
+func TestJudgeGPUDirectRDMA(t *testing.T) {
+	ok := readFixture(t, ncclFixtures+"/synthetic-p6b200-1node-ok.txt")
+	viaNet := strings.ReplaceAll(ok, "via P2P/CUMEM/read", "via NET/Libfabric/0/GDRDMA")
+	staged := strings.ReplaceAll(ok, "via P2P/CUMEM/read", "via NET/Libfabric/0")
+	in, err := efapkgs.Parse(readFixture(t, "../parse/efapkgs/testdata/efa_installed_packages-1.50.0-mixed-synth.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := func(names ...string) facts.Fact[lsmod.Set] {
+		text := "Module                  Size  Used by\n"
+		for _, n := range names {
+			text += n + "  16384  0\n"
+		}
+		s, err := lsmod.Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return facts.Read(s, text)
+	}
+	rec := facts.Read(in, "")
+	floor := GDROptions{BusBWFloorGBps: 100}
+	tests := []struct {
+		name    string
+		out     string
+		o       GDROptions
+		loaded  facts.Fact[lsmod.Set]
+		status  result.Status
+		mention string
+	}{
+		{"GDRDMA over the network", viaNet, floor, mods("efa_nv_peermem", "efa"), result.Pass, ""},
+		{"no floor", viaNet, GDROptions{}, mods("efa_nv_peermem"), result.Warn, "gpudirect_rdma.busbw_floor_gbps"},
+		{"staged through host memory", staged, floor, mods("efa_nv_peermem"), result.Fail, "without GDRDMA"},
+		{"NVLink used: no network", ok, floor, mods("efa_nv_peermem"), result.Fail, "no channel went over the network"},
+		{"peer-memory module missing", viaNet, floor, mods("efa"), result.Fail, "efa_nv_peermem module is not loaded"},
+		{"below floor", viaNet, GDROptions{BusBWFloorGBps: 5000}, mods("efa_nv_peermem"), result.Fail, "below gpudirect_rdma.busbw_floor_gbps"},
+	}
+	for _, tt := range tests {
+		c := JudgeGPUDirectRDMA(tt.out, 0, false, tt.o, rec, tt.loaded)
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+	}
+	if o := GDROptionsFor(NCCLOptions{Env: map[string]string{"FI_LOG_LEVEL": "warn"}}); o.Env["NCCL_P2P_DISABLE"] != "1" || o.Env["FI_LOG_LEVEL"] != "warn" || o.Transport != TransportEFA {
+		t.Errorf("GDR options: %+v", o)
+	}
+}
