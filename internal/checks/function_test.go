@@ -187,3 +187,33 @@ func TestJudgeGPUDirectRDMA(t *testing.T) {
 		t.Errorf("GDR options: %+v", o)
 	}
 }
+
+func FuzzParseEFATraffic(f *testing.F) {
+	f.Add(efaMarker + " BEGIN rdmap0s31\nbytes #sent #ack total time MB/sec usec/xfer Mxfers/sec\n64k 10 =10 1.2m 0.00s 717.02 91.40 0.01\n" + efaMarker + " END rdmap0s31 0 0\n")
+	f.Add(efaMarker + " BEGIN rdmap0s31\n")
+	f.Add(efaMarker + " ERROR x")
+	f.Fuzz(func(t *testing.T, s string) {
+		pp, err := ParseEFATraffic(s)
+		if err != nil {
+			return
+		}
+		for _, p := range pp {
+			// A device read as working carried at least one table.
+			if p.OK() && len(p.Value.Client) == 0 {
+				t.Fatalf("a device without a table read as working: %+v", p)
+			}
+		}
+	})
+}
+
+func FuzzParseDCGMRun(f *testing.F) {
+	f.Add(`{"DCGM Diagnostic": {"test_categories": []}}`)
+	f.Add(dcgmMarker + " ERROR dcgmi is not installed\n")
+	f.Add(dcgmMarker + " STARTED nv-hostengine\n{}\n" + dcgmMarker + " STDERR\nboom\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		c := JudgeDCGM(ParseDCGMRun(s, 2), 2, false)
+		if c.Status == result.Pass && !strings.Contains(s, "Pass") && !strings.Contains(s, "pass") {
+			t.Fatalf("a run without a passed result judged pass: %q", s)
+		}
+	})
+}
