@@ -53,6 +53,9 @@ type Common struct {
 	KillTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Secrets are values that must never appear in a report (layer environment values,
+	// nccl.env values, repository passwords): the reports are redacted.
+	Secrets []string
 }
 
 // Options is one provisioner's resolved configuration.
@@ -314,7 +317,7 @@ func (b *Bake) writeUnfinished(why string) {
 	r.Checks = append(r.Checks, b.notRun(r.Checks, why)...)
 	r.FinishedAt = b.now().UTC()
 	r.Result, r.Error = report.ResultCancelled, why
-	_, _ = report.Write(b.opt.ReportDir, r)
+	_, _ = report.Write(b.opt.ReportDir, r, b.opt.Secrets...)
 }
 
 // notRun are the checks this run's plan reports that cs lacks, skipped with why.
@@ -417,12 +420,16 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	b.mu.Lock()
 	n, err := report.Normalize(b.rep)
 	b.mu.Unlock()
+	if err == nil {
+		// The table in the UI shows what the reports say: redacted too.
+		n, err = report.Redact(n, b.opt.Secrets)
+	}
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	// The reports first: on Ctrl-C Packer cancels and then kills the plugin within moments,
 	// and a report must be on disk by then. The UI and the stopping of remote jobs come after.
-	paths, werr := report.Write(b.opt.ReportDir, n)
+	paths, werr := report.Write(b.opt.ReportDir, n, b.opt.Secrets...)
 	for _, j := range b.stopLater {
 		b.kill(ctx, j)
 	}

@@ -157,10 +157,17 @@ func Build(s Spec, dir string) Plan {
 		}
 	}
 	if len(s.AptRepositories) > 0 {
-		list := strings.Join(s.AptRepositories, "\n") + "\n"
-		remote := add("sources.list", "", []byte(list))
+		lines, auth := splitCredentials(s.AptRepositories)
+		remote := add("sources.list", "", []byte(strings.Join(lines, "\n")+"\n"))
 		w("step %s", q("apt repositories"))
 		w("install -m 0644 %s %s", q(remote), q("/etc/apt/sources.list.d/dlami-"+s.Name+".list"))
+		if len(auth) > 0 {
+			// apt reads credentials from auth.conf.d (apt_auth.conf(5)); root-only, so a
+			// repository token is never world-readable in the image.
+			remote := add("auth.conf", "", []byte(strings.Join(auth, "\n")+"\n"))
+			w("install -d -m 0755 /etc/apt/auth.conf.d")
+			w("install -m 0600 -o root -g root %s %s", q(remote), q("/etc/apt/auth.conf.d/dlami-"+s.Name+".conf"))
+		}
 	}
 	if len(s.AptPackages) > 0 {
 		w("step 'apt-get update'")
@@ -195,4 +202,36 @@ func Build(s Spec, dir string) Plan {
 	w("step done")
 	p.ScriptPath = add("layer.sh", "", []byte(b.String()))
 	return p
+}
+
+// repoCredentials matches a URL with credentials in a sources.list line:
+// "https://user:token@host/path".
+var repoCredentials = regexp.MustCompile(`\b([a-z][a-z0-9+.-]*)://([^/@\s:]+):([^/@\s]+)@([^/\s]+)(/\S*)?`)
+
+// splitCredentials moves the credentials out of sources.list lines into apt_auth.conf(5)
+// entries ("machine host/path login user password token").
+func splitCredentials(repos []string) (lines, auth []string) {
+	for _, r := range repos {
+		lines = append(lines, repoCredentials.ReplaceAllStringFunc(r, func(u string) string {
+			m := repoCredentials.FindStringSubmatch(u)
+			auth = append(auth, fmt.Sprintf("machine %s%s login %s password %s", m[4], m[5], m[2], m[3]))
+			return m[1] + "://" + m[4] + m[5]
+		}))
+	}
+	return lines, auth
+}
+
+// Secrets are the values of a layer that must never reach a log or a report: its environment
+// values and the passwords of its repositories.
+func (s Spec) Secrets() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
+		out = append(out, s.Environment[k])
+	}
+	for _, r := range s.AptRepositories {
+		for _, m := range repoCredentials.FindAllStringSubmatch(r, -1) {
+			out = append(out, m[3])
+		}
+	}
+	return out
 }

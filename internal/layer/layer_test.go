@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -122,5 +123,36 @@ func TestBuildAptStepsAreQuotedAndWaitForLock(t *testing.T) {
 	}
 	if err := exec.Command("sh", "-n", "-c", script).Run(); err != nil {
 		t.Errorf("script does not parse: %v", err)
+	}
+}
+
+// A repository line with credentials is installed without them; the credentials go to an apt
+// auth file readable by root only, and are secrets the reports redact.
+func TestRepositoryCredentialsStayRootOnly(t *testing.T) {
+	s := Spec{Name: "private", AptRepositories: []string{"deb [signed-by=/etc/apt/keyrings/k.gpg] https://ci:tok3n-xyz@repo.example.com/apt stable main"},
+		Environment: map[string]string{"API_KEY": "k-123456"}}
+	p := Build(s, "/tmp/d")
+	var list, auth, script string
+	for _, u := range p.Uploads {
+		switch {
+		case strings.HasSuffix(u.Remote, "/sources.list"):
+			list = string(u.Content)
+		case strings.HasSuffix(u.Remote, "/auth.conf"):
+			auth = string(u.Content)
+		case strings.HasSuffix(u.Remote, "/layer.sh"):
+			script = string(u.Content)
+		}
+	}
+	if strings.Contains(list, "tok3n-xyz") || !strings.Contains(list, "https://repo.example.com/apt stable main") {
+		t.Errorf("sources.list: %q", list)
+	}
+	if auth != "machine repo.example.com/apt login ci password tok3n-xyz\n" {
+		t.Errorf("auth.conf: %q", auth)
+	}
+	if !strings.Contains(script, "install -m 0600 -o root -g root") || !strings.Contains(script, "/etc/apt/auth.conf.d/dlami-private.conf") {
+		t.Errorf("script does not install the auth file root-only:\n%s", script)
+	}
+	if got := s.Secrets(); !slices.Contains(got, "tok3n-xyz") || !slices.Contains(got, "k-123456") {
+		t.Errorf("Secrets() = %q", got)
 	}
 }

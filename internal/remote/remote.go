@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
@@ -318,11 +319,23 @@ func (s SSH) Hold(ctx context.Context, pkgs []string) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
+	return s.short(ctx, "apt-mark hold", ScriptCommand(holdScript("sudo -n /usr/bin/apt-mark", pkgs, 3)))
+}
+
+// holdScript puts pkgs on hold with aptMark, waiting as the layers do (layer.AptLockTimeoutSeconds)
+// while cloud-init or unattended-upgrades hold the dpkg lock at first boot, instead of failing
+// at once.
+func holdScript(aptMark string, pkgs []string, retryEvery int) string {
 	args := make([]string, len(pkgs))
 	for i, p := range pkgs {
 		args[i] = bundle.Quote(p)
 	}
-	return s.short(ctx, "apt-mark hold", "sudo -n /usr/bin/apt-mark hold -- "+strings.Join(args, " "))
+	return fmt.Sprintf(`end=$(( $(date +%%s) + %d ))
+while :; do
+  out=$(%s -o DPkg::Lock::Timeout=%d hold -- %s 2>&1) && { printf '%%s\n' "$out"; exit 0; }
+  case $out in *lock*) if [ "$(date +%%s)" -lt "$end" ]; then sleep %d; continue; fi ;; esac
+  printf '%%s\n' "$out"; exit 1
+done`, layer.AptLockTimeoutSeconds, aptMark, layer.AptLockTimeoutSeconds, strings.Join(args, " "), retryEvery)
 }
 
 // BootID implements host.Power.

@@ -2,6 +2,9 @@ package remote
 
 import (
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,5 +36,35 @@ func TestScriptCommandQuotes(t *testing.T) {
 	want := `/bin/sh -c 'echo '\''a b'\'''`
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+// hold_unheld waits for a dpkg lock held by cloud-init or unattended-upgrades, as the layers
+// do: an apt-mark that fails on the lock twice is run again until it succeeds; any other
+// failure is reported at once.
+func TestHoldWaitsForTheDpkgLock(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "apt-mark")
+	script := `#!/bin/sh
+n=$(cat "$0.count" 2>/dev/null || echo 0); n=$((n+1)); echo $n >"$0.count"
+case "$*" in *DPkg::Lock::Timeout=*) ;; *) echo "no lock timeout"; exit 100 ;; esac
+if [ "$FAIL" = other ]; then echo "E: Unable to locate package nope"; exit 100; fi
+if [ $n -le 2 ]; then echo "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 42 (unattended-upgr)"; exit 100; fi
+echo "$* set on hold."
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("/bin/sh", "-c", holdScript(fake, []string{"linux-aws", "nvidia-open"}, 0)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "set on hold") {
+		t.Fatalf("held after the lock was released: %v: %s", err, out)
+	}
+	if n, _ := os.ReadFile(fake + ".count"); strings.TrimSpace(string(n)) != "3" {
+		t.Errorf("apt-mark ran %s times, want 3", n)
+	}
+	cmd := exec.Command("/bin/sh", "-c", holdScript(fake, []string{"nope"}, 0))
+	cmd.Env = append(os.Environ(), "FAIL=other")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Unable to locate") {
+		t.Errorf("a failure that is not the lock: %v: %s", err, out)
 	}
 }

@@ -114,12 +114,16 @@ func Normalize(r Report) (Report, error) {
 }
 
 // Write writes the JSON, JUnit and Markdown reports into dir (created if need be) and
-// returns their paths. All three are rendered before anything is written, and each file is
-// written to a temporary file and renamed into place, so a failing bake never leaves a
-// half-written report behind.
-func Write(dir string, r Report) ([]string, error) {
+// returns their paths, with secrets redacted (Redact). The three are written as a set: all are
+// rendered and written to synced temporary files first, then renamed into place with the JSON
+// report, the verdict of record, last; a crash before that last rename leaves the previous
+// JSON verdict, never half a file, and every report of a set carries the same finished_at.
+func Write(dir string, r Report, secrets ...string) ([]string, error) {
 	n, err := Normalize(r)
 	if err != nil {
+		return nil, err
+	}
+	if n, err = Redact(n, secrets); err != nil {
 		return nil, err
 	}
 	js, err := JSON(n)
@@ -134,18 +138,66 @@ func Write(dir string, r Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
-	var paths []string
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		data []byte
-	}{{JSONFile, js}, {JUnitFile, ju}, {MarkdownFile, []byte(md)}} {
-		p := filepath.Join(dir, f.name)
-		if err := WriteAtomic(p, f.data); err != nil {
+	}{{MarkdownFile, []byte(md)}, {JUnitFile, ju}, {JSONFile, js}}
+	temps := make([]string, len(files))
+	defer func() {
+		for _, t := range temps {
+			if t != "" {
+				_ = os.Remove(t)
+			}
+		}
+	}()
+	for i, f := range files {
+		if temps[i], err = writeTemp(filepath.Join(dir, f.name), f.data); err != nil {
 			return nil, err
 		}
-		paths = append(paths, p)
 	}
-	return paths, nil
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = filepath.Join(dir, f.name)
+		if err := os.Rename(temps[i], paths[i]); err != nil {
+			return nil, fmt.Errorf("report: writing %s: %w", paths[i], err)
+		}
+		temps[i] = ""
+	}
+	syncDir(dir)
+	// JSON first in the answer, as callers print it.
+	return []string{paths[2], paths[1], paths[0]}, nil
+}
+
+// writeTemp writes data to a synced temporary file beside path, for a rename into place.
+func writeTemp(path string, data []byte) (string, error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes the renames durable; a directory that cannot be synced costs only that.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
 }
 
 // JSON renders the normalized report as indented JSON.
@@ -161,34 +213,17 @@ func JSON(r Report) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WriteAtomic writes data to path through a temporary file renamed into place, so a reader
-// never sees half a file.
-func WriteAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+// WriteAtomic writes data to path through a synced temporary file renamed into place, so a
+// reader never sees half a file.
+func WriteAtomic(path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
 	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("report: writing %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	// No fsync: the rename is what keeps a reader from half a file, and on Ctrl-C the report
-	// must be on disk within the moments Packer leaves the plugin.
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("report: writing %s: %w", path, err)
-	}
+	syncDir(filepath.Dir(path))
 	return nil
 }

@@ -323,3 +323,39 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// Secrets never reach a report: layer output, evidence, messages, the error and the manifest
+// are redacted in all three files, and a set leaves no temporary file behind.
+func TestWriteRedactsSecrets(t *testing.T) {
+	const secret = "s3cr3t-token-value"
+	r := Report{Result: "fail", Error: "layer failed: curl -H 'Authorization: " + secret + "'",
+		Checks: []result.Check{
+			{ID: "layer:private", Status: result.Fail, Evidence: "fetching https://user:" + secret + "@repo.example/\nE: 401", Message: "exit 1"},
+			{ID: "nccl-correctness", Status: result.Pass, Actual: "ok", Basis: "rule", Expected: "x", Message: "env " + secret},
+		},
+		Manifest: map[string]string{"note": secret}}
+	dir := t.TempDir()
+	paths, err := Write(dir, r, secret, "ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) || !strings.Contains(string(b), "sensitive") {
+			t.Errorf("%s: secret not redacted:\n%s", p, b)
+		}
+		if strings.Contains(string(b), "<sensitive>b") {
+			t.Errorf("%s: a two-letter value was treated as a secret", p)
+		}
+	}
+	if b, _ := os.ReadFile(paths[0]); !strings.Contains(string(b), "https://user:"+Redacted+"@repo.example/") {
+		t.Errorf("JSON evidence: %s", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("%d files in the report folder, want the three reports", len(entries))
+	}
+}

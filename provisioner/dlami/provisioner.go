@@ -6,8 +6,10 @@ package dlami
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -52,6 +54,9 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	for i, l := range c.Layers {
 		layers[i] = l.spec()
 	}
+	secrets := c.secrets(layers)
+	// Packer's filter keeps them out of its logs and UI; the reports are redacted by the bake.
+	packersdk.LogSecretFilter.Set(secrets...)
 	p.opt = bake.Options{
 		Common: bake.Common{
 			BuildName:     c.PackerBuildName,
@@ -65,6 +70,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			SkipNCCL:      c.NCCL.Skip,
 			NCCL:          c.NCCL.options(),
 			Function:      c.function(),
+			Secrets:       secrets,
 		},
 		KeepGoing:     c.KeepGoing,
 		HoldUnheld:    c.HoldUnheld,
@@ -114,4 +120,17 @@ func runUUID(generated map[string]interface{}) string {
 		return v
 	}
 	return os.Getenv("PACKER_RUN_UUID")
+}
+
+// secrets are the values no log or report may show: every layer's environment values and
+// repository passwords, and the nccl.env values.
+func (c *Config) secrets(layers []layer.Spec) []string {
+	var out []string
+	for _, l := range layers {
+		out = append(out, l.Secrets()...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.NCCL.Env)) {
+		out = append(out, c.NCCL.Env[k])
+	}
+	return out
 }
