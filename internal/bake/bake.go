@@ -195,7 +195,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.dcgmTest, b.efaTraffic, b.gdrTest, b.finalGuard, b.judged("validation"), b.writeBOM)
+	return p.then(b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.finalGuard, b.judged("validation"), b.writeBOM)
 }
 
 // then adds steps to the end of p.

@@ -38,7 +38,7 @@ type reportJSON struct {
 	Manifest map[string]string `json:"manifest"`
 }
 
-func options(t *testing.T, layers ...layer.Spec) Options {
+func options(t testing.TB, layers ...layer.Spec) Options {
 	return Options{
 		Common: Common{
 			BuildName:    "unit",

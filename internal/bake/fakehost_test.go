@@ -27,7 +27,7 @@ import (
 // bake's decisions.
 type fakeHost struct {
 	mu      sync.Mutex
-	t       *testing.T
+	t       testing.TB
 	running string
 	images  []string
 	pkgs    map[string]fakePkg
@@ -70,7 +70,7 @@ type fakeSection struct {
 
 var _ host.Host = (*fakeHost)(nil)
 
-func newFakeHost(t *testing.T) *fakeHost {
+func newFakeHost(t testing.TB) *fakeHost {
 	h := &fakeHost{
 		t:       t,
 		running: "7.0.0-1014-aws",
@@ -104,7 +104,7 @@ func (h *fakeHost) newBoot() {
 }
 
 // loadSections reads "=== name exit=N" separated section outputs.
-func loadSections(t *testing.T, path string) map[string]fakeSection {
+func loadSections(t testing.TB, path string) map[string]fakeSection {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

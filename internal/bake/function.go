@@ -2,10 +2,12 @@ package bake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
@@ -72,6 +74,22 @@ func (b *Bake) runJob(ctx context.Context, j job) (jobRun, error) {
 		return run, fmt.Errorf("%s: %w", j.name, err)
 	}
 	return run, nil
+}
+
+// alongside runs steps that share no hardware at the same time (DCGM's diagnostics load the
+// GPUs and NVLink, the EFA traffic test the EFA devices), so the deeper checks do not make
+// the host suite the long pole of a bake. The first error, in step order, is the step's.
+func (b *Bake) alongside(steps ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		errs := make([]error, len(steps))
+		var wg sync.WaitGroup
+		for i, s := range steps {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = s(ctx) }()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
 }
 
 // dcgmTest runs DCGM's diagnostics at dcgm_level.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
@@ -15,7 +16,7 @@ import (
 
 var p6Devices = []string{"rdmap82s0", "rdmap83s0", "rdmap99s0", "rdmap100s0", "rdmap118s0", "rdmap119s0", "rdmap135s0", "rdmap136s0"}
 
-func readTestdata(t *testing.T, path string) string {
+func readTestdata(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -26,7 +27,7 @@ func readTestdata(t *testing.T, path string) string {
 
 // functionHost answers the DCGM, EFA traffic and GPUDirect RDMA jobs as a healthy p6-b200
 // does; failing names a device whose ping-pong errors.
-func functionHost(t *testing.T, failing string) *fakeHost {
+func functionHost(t testing.TB, failing string) *fakeHost {
 	h := newFakeHost(t)
 	table := readTestdata(t, "../parse/pingpong/testdata/efa_test-aws-cdi-sdk-install-guide.txt")
 	dcgm := readTestdata(t, "../parse/dcgmdiag/testdata/derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json")
@@ -85,5 +86,62 @@ func TestFunctionTestsRunAfterNCCL(t *testing.T) {
 	}
 	if _, ok := broken.files[opt.ManifestPath]; ok {
 		t.Error("a bill of materials was written for an image whose EFA device failed")
+	}
+}
+
+// Real durations of the stages, scaled 1 s → 1 ms, with where each figure comes from:
+//   - NCCL: the 1-node all_reduce_perf -b 8 -e 1G -n 50 takes about a minute on 8 GPUs
+//     (the p5 and p6 runs in internal/parse/nccltests/testdata: ~40 sizes, 55 iterations each,
+//     mostly bound by the large sizes, plus mpirun start-up);
+//   - DCGM level 2: "about 2 minutes" (NVIDIA DCGM user guide, run levels);
+//   - one EFA device's ping-pong: 1000 x 64 KiB at ~91 us each (efa_test output in
+//     internal/parse/pingpong/testdata) plus fabtests start-up and the script's 1 s for the
+//     server to listen: ~2 s;
+//   - the GPUDirect RDMA all-reduce, 8 MiB to 256 MiB x 25 iterations over EFA, plus mpirun
+//     start-up: ~8 s.
+const (
+	benchScale   = time.Millisecond
+	benchNCCL    = 60
+	benchDCGM    = 120
+	benchPerPing = 2
+	benchGDR     = 8
+)
+
+// BenchmarkFunctionStages bakes a healthy host with every function test on, its jobs delayed
+// to the durations above, and reports the wall time of the validation (in scaled seconds) for
+// a p6-b200 (8 EFA devices) and a p5 (32): DCGM runs alongside the EFA traffic test.
+func BenchmarkFunctionStages(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		devices int
+	}{{"p6-b200-8-efa", 8}, {"p5-32-efa", 32}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				h := functionHost(b, "")
+				slow(h, "dcgm.sh", benchDCGM)
+				rounds := (tc.devices + checks.DefaultEFATrafficConcurrency - 1) / checks.DefaultEFATrafficConcurrency
+				slow(h, "efa-traffic.sh", rounds*benchPerPing)
+				slow(h, "gdr.sh", benchGDR)
+				h.ncclHook = func(_ context.Context, j host.Job) (int, error) {
+					time.Sleep(benchNCCL * benchScale)
+					io.WriteString(j.Output, h.ncclOut)
+					return 0, nil
+				}
+				opt := options(b)
+				opt.Function = checks.FunctionOptions{DCGMLevel: 2}
+				start := time.Now()
+				_ = Run(context.Background(), h, &recordingUI{}, opt)
+				b.ReportMetric(float64(time.Since(start))/float64(benchScale), "scaled-s/bake")
+			}
+		})
+	}
+}
+
+// slow delays a job of h by seconds (scaled).
+func slow(h *fakeHost, script string, seconds int) {
+	inner := h.jobs[script]
+	h.jobs[script] = func(ctx context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+		time.Sleep(time.Duration(seconds) * benchScale)
+		return inner(ctx, h, j, w)
 	}
 }

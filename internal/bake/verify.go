@@ -47,7 +47,7 @@ func (b *Bake) firstBootPlan(o VerifyOptions) plan {
 		checkIDs: ids,
 		steps: []func(context.Context) error{
 			b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
-			b.hostSuite, b.ncclTest, b.dcgmTest, b.efaTraffic, b.gdrTest, b.judged("validation"),
+			b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.judged("validation"),
 		},
 		verdict: func(err error) error {
 			var v *verdictError
