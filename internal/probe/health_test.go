@@ -49,7 +49,6 @@ func nvlinkStatusLine(s map[string]bundle.Section, g, l int, text string) {
 	set(s, sectionNVLinkStatus, strings.Join(blocks, "GPU "), 0)
 }
 
-
 func TestNVLinkFaults(t *testing.T) {
 	runFaults(t, []fault{
 		{"one inactive link", func(s map[string]bundle.Section) { nvlinkStatusLine(s, 2, 5, "<inactive>") }, nil,
