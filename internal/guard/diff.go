@@ -226,3 +226,5 @@ func DriftStrings(ds []Drift) []string {
 	}
 	return out
 }
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -45,11 +45,11 @@ func textOf(s string) string { return strings.TrimSpace(s) }
 // Snapshot reads the state the kernel guard compares: kernels, holds, packages, DKMS and the
 // guarded modules' versions. An unreadable part is an error: the guard fails closed on it.
 func Snapshot(ctx context.Context, r Runner) (guard.Snapshot, error) {
-	sections, err := query(ctx, r, "kernel guard snapshot", guard.Commands())
+	sections, err := query(ctx, r, "kernel guard snapshot", snapshotCommands())
 	if err != nil {
 		return guard.Snapshot{}, err
 	}
-	return guard.ParseSnapshot(sections)
+	return ParseSnapshot(sections)
 }
 
 // baselinesShell lists the baselines on the host, one path per line.
