@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -440,6 +441,13 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		cancel()
 	}
 	b.ui.Message(report.Table(n.Checks))
+	// The table cuts messages short; the build log names what failed and why, whole (the
+	// guard's failures were said when they happened).
+	for _, c := range n.Checks {
+		if c.Status.Failing() && !slices.Contains(result.GuardIDs, c.ID) {
+			b.ui.Error(fmt.Sprintf("dlami: %s %s: %s", c.ID, c.Status, c.Message))
+		}
+	}
 	if werr != nil {
 		return fmt.Errorf("writing reports to %s: %w", b.opt.ReportDir, werr)
 	}

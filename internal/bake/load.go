@@ -22,18 +22,24 @@ type sampler struct {
 	samples []facts.Fact[[]gpuhealth.GPU]
 }
 
+// firstSampleAfter is when the first reading under load is taken.
+const firstSampleAfter = time.Second
+
 func (b *Bake) startSampler(ctx context.Context) *sampler {
 	sctx, cancel := context.WithCancel(ctx)
 	s := &sampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(b.opt.LoadSampleEvery)
+		// The first reading comes a second in, once the ranks have started, so that even a
+		// short test is read under load; then one every LoadSampleEvery.
+		t := time.NewTimer(min(firstSampleAfter, b.opt.LoadSampleEvery))
 		defer t.Stop()
 		for {
 			select {
 			case <-sctx.Done():
 				return
 			case <-t.C:
+				t.Reset(b.opt.LoadSampleEvery)
 			}
 			// Each reading is bounded like any probe command; one that the end of the test
 			// cut short is dropped, not counted as unreadable.

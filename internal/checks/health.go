@@ -177,17 +177,27 @@ func (t Target) fabricRequired() bool {
 	return known && want
 }
 
-// nvlinkCounterClass says what growth of an NVLink counter means: CRC, malformed-packet,
-// receive and failed-recovery errors are data the link corrupted or lost (fail); replays and
-// recoveries are the link correcting itself (a burst warns); FEC counters count corrected
-// symbols (normal).
+// nvlinkCounterClass says what growth of an NVLink counter means. Traffic counters (packets,
+// bytes) and FEC counters (symbols the forward error correction fixed) grow on a healthy link.
+// CRC, malformed-packet, receive, integrity, overrun and effective (post-FEC) errors, and failed
+// recoveries, are data the link corrupted or lost (fail). Replays, successful recoveries,
+// symbol errors and discards are the link correcting itself (a burst warns). Blackwell drivers
+// print the second set of names (see internal/parse/nvlink).
 func nvlinkCounterClass(name string) result.Status {
 	n := strings.ToLower(name)
+	has := func(subs ...string) bool {
+		for _, s := range subs {
+			if strings.Contains(n, s) {
+				return true
+			}
+		}
+		return false
+	}
 	switch {
-	case strings.Contains(n, "fec"):
+	case has("packets", "bytes") || strings.HasPrefix(n, "fec "):
 		return result.Pass
-	case strings.Contains(n, "crc"), strings.Contains(n, "malformed"), strings.Contains(n, "rx errors"),
-		strings.Contains(n, "recovery failed"), strings.Contains(n, "fatal"):
+	case has("crc", "malformed", "rx errors", "rx remote errors", "rx general errors", "integrity",
+		"overrun", "effective errors", "recovery failed", "fatal"):
 		return result.Fail
 	}
 	return result.Warn

@@ -120,3 +120,17 @@ func TestNVLinkDuring(t *testing.T) {
 		t.Errorf("no NVLink host: %s", c.Status)
 	}
 }
+
+func TestNVLinkCounterClass(t *testing.T) {
+	for name, want := range map[string]result.Status{
+		"Replay Errors": result.Warn, "Recovery Errors": result.Warn, "CRC Errors": result.Fail,
+		"Tx packets": result.Pass, "Rx bytes": result.Pass, "FEC Errors - 0": result.Pass,
+		"Malformed packet Errors": result.Fail, "Rx Errors": result.Fail, "Local link integrity Errors": result.Fail,
+		"Effective Errors": result.Fail, "Link recovery failed events": result.Fail,
+		"Link recovery successful events": result.Warn, "Symbol Errors": result.Warn, "Tx discards": result.Warn,
+	} {
+		if got := nvlinkCounterClass(name); got != want {
+			t.Errorf("%q: %s, want %s", name, got, want)
+		}
+	}
+}
