@@ -15,7 +15,6 @@ const (
 	k15 = "7.0.0-1015-aws"
 )
 
-
 // baseline is the snapshot of the DLAMI fixture host as probe.ParseSnapshot reads it
 // (internal/probe/testdata/dlami-bundle.txt): the guard is judged on typed snapshots.
 func baseline(t testing.TB) Snapshot {
@@ -62,7 +61,6 @@ func held(t testing.TB) (Snapshot, []string) {
 func setPkg(s *Snapshot, name, status, version string) {
 	s.Packages[name] = Package{Version: version, Status: status, Held: status[0] == 'h', Installed: status[1] == 'i', Arch: "amd64"}
 }
-
 
 func TestGuardedDefaults(t *testing.T) {
 	s := baseline(t)
@@ -426,9 +424,6 @@ func TestJudgeFailureMessagesListDrift(t *testing.T) {
 	}
 }
 
-
-
-
 func TestDecodeSnapshotRejects(t *testing.T) {
 	good, err := baseline(t).Encode()
 	if err != nil {
@@ -445,9 +440,6 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 		}
 	}
 }
-
-
-
 
 func BenchmarkJudge(b *testing.B) {
 	base := baseline(b)
