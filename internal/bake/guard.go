@@ -96,6 +96,13 @@ func (b *Bake) finalGuard(ctx context.Context) error {
 	return b.guardAfter(ctx, "the host suite and the NCCL test")
 }
 
+// lastDriftCheck is finalGuard of a bake whose validation is deferred: the guard's last look,
+// after the layers, from which the bill of materials is written.
+func (b *Bake) lastDriftCheck(ctx context.Context) error {
+	b.stage("final drift check")
+	return b.guardAfter(ctx, "the layers (the last drift check before the bill of materials)")
+}
+
 // guardAfter takes a new snapshot and judges it against the baseline.
 func (b *Bake) guardAfter(ctx context.Context, stage string) error {
 	base := b.base
