@@ -55,22 +55,23 @@ type Options struct {
 	Common
 	// RunUUID is Packer's run id; the baseline is keyed to it so that a baseline an earlier
 	// bake left in the image is never used.
-	RunUUID      string
-	KeepGoing    bool
-	HoldUnheld   bool
-	RequireHolds bool
-	Validate     bool
+	RunUUID       string
+	KeepGoing     bool
+	HoldUnheld    bool
+	RequireHolds  bool
+	Validate      bool
+	ManifestPath  string
+	RebootTimeout time.Duration
+	Layers        []layer.Spec
+	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
+	EFARetries    int
+	EFARetryDelay time.Duration
+
 	// DeferValidation is the first phase of a two-phase bake (defer_validation = true): the
 	// guard, the layers and the last drift check run, the host suite and the NCCL test are
 	// recorded as deferred (skipped, with why) and left to the post-processor's
 	// complete_validation, and the bill of materials says so.
 	DeferValidation bool
-	ManifestPath    string
-	RebootTimeout   time.Duration
-	Layers          []layer.Spec
-	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
-	EFARetries    int
-	EFARetryDelay time.Duration
 }
 
 // Defaults of Options fields left zero.

@@ -65,15 +65,15 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			SkipNCCL:      c.NCCL.Skip,
 			NCCL:          c.NCCL.options(),
 		},
-		KeepGoing:       c.KeepGoing,
-		HoldUnheld:      c.HoldUnheld,
-		RequireHolds:    c.RequireHolds,
-		Validate:        validate,
-		DeferValidation: c.DeferValidation,
-		ManifestPath:    c.ManifestPath,
-		RebootTimeout:   c.RebootTimeout,
-		Layers:          layers,
+		KeepGoing:     c.KeepGoing,
+		HoldUnheld:    c.HoldUnheld,
+		RequireHolds:  c.RequireHolds,
+		Validate:      validate,
+		ManifestPath:  c.ManifestPath,
+		RebootTimeout: c.RebootTimeout,
+		Layers:        layers,
 	}
+	p.opt.DeferValidation = c.DeferValidation
 	return nil
 }
 
