@@ -70,14 +70,14 @@ func (r phaseReport) check(id string) (status, message string) {
 // (launched by amazon-ebs) and the verification instances (tagged dlami:verify by the
 // post-processor), each instance's running_seconds, and the API's own GPU total.
 type spend struct {
-	buildType           string
-	buildSeconds        float64
-	buildGPUSeconds     float64
-	verifyTypes         []string
-	verifyGPUSeconds    float64
-	gpuSecondsDelta     float64 // gpu_instance_seconds after - before
-	newInstances        int
-	verifyLaunches int
+	buildType        string
+	buildSeconds     float64
+	buildGPUSeconds  float64
+	verifyTypes      []string
+	verifyGPUSeconds float64
+	gpuSecondsDelta  float64 // gpu_instance_seconds after - before
+	newInstances     int
+	verifyLaunches   int
 }
 
 func (s spend) gpuTotal() float64 { return s.buildGPUSeconds + s.verifyGPUSeconds }
