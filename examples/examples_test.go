@@ -50,6 +50,7 @@ var dummyVars = map[string]map[string]string{
 	},
 	"golden-slurm": {},
 	"rebake":       {},
+	"two-phase":    {},
 }
 
 // example is one example directory and what its templates require.

@@ -7,6 +7,14 @@
 # "simulation only" point every AWS call at the local fake endpoint (test/cmd/dlami-fake-aws
 # --simhost), whose EC2 instances are simulated DLAMI hosts (test/simhost) on this machine.
 #
+# Two-phase (`-var two_phase=true`, `DEMO_TWO_PHASE=1 make demo`): amazon-ebs bakes on a CPU
+# instance (build_instance_type, c7i.8xlarge) started from the same DLAMI; the provisioner runs
+# the guard and the layers there and defers the host suite and the NCCL test
+# (defer_validation), and the post-processor runs them on the GPU instance it launches from
+# the AMI (complete_validation), trying verify_instance_types in order when one has no
+# capacity. GPU time is then spent on the verification only. See docs/provisioners/dlami.mdx,
+# "Two-phase bakes".
+#
 # For real AWS: delete the lines marked "simulation only" and the aws_endpoint variable, use
 # your AWS credentials (profile, SSO, instance role, OIDC in CI), then `packer init . && packer
 # build .`. See examples/golden-slurm for a fuller template (subnet, ami_regions, enroot/pyxis).
@@ -45,8 +53,27 @@ variable "instance_type" {
   default = "p6-b200.48xlarge"
 }
 
+variable "two_phase" {
+  type        = bool
+  default     = false
+  description = "Bake on build_instance_type (no GPU) and validate on the post-processor's GPU instance."
+}
+
+variable "build_instance_type" {
+  type        = string
+  default     = "c7i.8xlarge"
+  description = "The build instance of a two-phase bake: a CPU instance type."
+}
+
+variable "verify_instance_types" {
+  type        = list(string)
+  default     = []
+  description = "GPU instance types the post-processor tries in order; default [instance_type]."
+}
+
 locals {
-  family = "golden-slurm-${replace(var.instance_type, ".", "-")}"
+  family       = "golden-slurm-${replace(var.instance_type, ".", "-")}"
+  verify_types = length(var.verify_instance_types) > 0 ? var.verify_instance_types : [var.instance_type]
 }
 
 data "dlami" "base" {
@@ -64,7 +91,7 @@ source "amazon-ebs" "golden" {
   skip_credential_validation = true             # simulation only: amazon-ebs has no STS endpoint setting
 
   source_ami    = data.dlami.base.ami_id
-  instance_type = var.instance_type
+  instance_type = var.two_phase ? var.build_instance_type : var.instance_type
   ssh_username  = "ubuntu"
   # P-instances take a while to pass status checks.
   ssh_timeout = "30m"
@@ -97,6 +124,8 @@ build {
 
   provisioner "dlami" {
     report_dir = var.report_dir
+    # Two-phase: the host suite and the NCCL test run in the post-processor instead.
+    defer_validation = var.two_phase
 
     # Real Debian packages through real apt, on a host whose kernel and driver packages are
     # held and whose apt repository offers a newer kernel: the guard proves nothing moved.
@@ -106,6 +135,7 @@ build {
       inline = [
         "slurmd -V",
         "dpkg-query -W -f='$${Package} $${Version}\\n' slurmd munge",
+        "if nvidia-smi -L >/dev/null 2>&1; then echo 'build host: NVIDIA GPUs present'; else echo 'build host: no NVIDIA GPU'; fi",
       ]
     }
 
@@ -130,5 +160,9 @@ build {
     sts_endpoint        = var.aws_endpoint # simulation only
     bom_file            = "${var.report_dir}/dlami-bom.json"
     report_dir          = "${var.report_dir}/first-boot"
+    # The first that has capacity; the AMI is tagged dlami:verified_instance_type with it.
+    instance_types = local.verify_types
+    # Two-phase: run the host suite and the NCCL test the bake deferred, with its expect block.
+    complete_validation = var.two_phase
   }
 }

@@ -12,4 +12,7 @@ const (
 	VerifiedAt = "dlami:verified_at"
 	// VerifiedBy names the check: the plugin version and the report.
 	VerifiedBy = "dlami:verified_by"
+	// VerifiedInstanceType is the instance type the verification ran on: the first of the
+	// post-processor's instance_types that had capacity.
+	VerifiedInstanceType = "dlami:verified_instance_type"
 )

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
@@ -75,6 +76,12 @@ type Options struct {
 	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
 	EFARetries    int
 	EFARetryDelay time.Duration
+
+	// DeferValidation is the first phase of a two-phase bake (defer_validation = true): the
+	// guard, the layers and the last drift check run, the host suite and the NCCL test are
+	// recorded as deferred (skipped, with why) and left to the post-processor's
+	// complete_validation, and the bill of materials says so.
+	DeferValidation bool
 }
 
 // Defaults of Options fields left zero.
@@ -117,6 +124,8 @@ type Bake struct {
 	// facts and target are the host suite's reading, for the NCCL test that follows it.
 	facts  facts.Host
 	target checks.Target
+	// deferred is the validation this bake left to the post-processor, once deferValidation ran.
+	deferred *bom.Deferred
 	// stopLater are jobs a cancellation left running: finish stops them after the reports
 	// are on disk, because Packer may kill the plugin right after it cancels.
 	stopLater []host.Job
@@ -193,10 +202,16 @@ func (b *Bake) bakePlan() plan {
 	for _, l := range b.opt.Layers {
 		p.steps = append(p.steps, func(ctx context.Context) error { return b.runLayer(ctx, l) })
 	}
+	if b.opt.DeferValidation {
+		// The first phase of a two-phase bake, on a build instance without GPUs: everything
+		// the guard judges, nothing that needs the GPU host.
+		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.deferValidation, b.judged("the first phase"), b.writeBOM)
+	}
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.finalGuard, b.judged("validation"), b.writeBOM)
+	return p.then(b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
+		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.writeBOM)
 }
 
 // then adds steps to the end of p.
@@ -397,6 +412,9 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	switch {
 	case runErr == nil:
 		ended = ""
+		if b.deferred != nil {
+			ended = report.ResultDeferred
+		}
 	case ctx.Err() != nil && (errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, ctx.Err())):
 		ended = report.ResultCancelled
 	case Judged(runErr):
@@ -407,6 +425,9 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	why := "the bake stopped at " + b.stageName()
 	if ended == report.ResultCancelled {
 		why = "the bake was cancelled at " + b.stageName()
+	}
+	if b.opt.DeferValidation && b.deferred == nil {
+		why += " (defer_validation = true: the host suite and the NCCL test were left to the post-processor, which Packer does not run after a failed build: no GPU instance is launched for them)"
 	}
 	b.record(b.notRun(b.ordered(), why)...)
 	checks := b.ordered()

@@ -91,9 +91,12 @@ func (b *Bake) startGuard(ctx context.Context) error {
 // layer left behind (a daemonised upgrade, unattended-upgrades during a long NCCL run) can
 // change the image after the last layer's drift check, and the bill of materials is written
 // from this snapshot.
-func (b *Bake) finalGuard(ctx context.Context) error {
-	b.stage("final drift check")
-	return b.guardAfter(ctx, "the host suite and the NCCL test")
+// after names what ran since the last look.
+func (b *Bake) finalGuard(after string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		b.stage("final drift check")
+		return b.guardAfter(ctx, after)
+	}
 }
 
 // guardAfter takes a new snapshot and judges it against the baseline.

@@ -239,6 +239,48 @@ func (b *Bake) xidSince(ctx context.Context, mark facts.Mark) error {
 	return nil
 }
 
+// deferValidation records the host suite and the NCCL test as deferred: skipped, never passed,
+// with a message naming the settings that complete them. The build instance of a two-phase
+// bake has no GPUs to judge.
+func (b *Bake) deferValidation(ctx context.Context) error {
+	b.stage("validation deferred")
+	typ := b.buildInstanceType(ctx)
+	ids := append([]string{}, result.HostIDs...)
+	if b.opt.SkipNCCL {
+		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
+	} else {
+		ids = append(ids, result.NCCLIDs...)
+	}
+	ids = append(ids, result.FunctionIDs...)
+	on := "this build instance"
+	if typ != "" {
+		on += " (" + typ + ")"
+	}
+	why := fmt.Sprintf("deferred (defer_validation = true): not judged on %s; the dlami post-processor with complete_validation = true judges it on a GPU instance launched from the AMI", on)
+	for _, id := range ids {
+		b.record(result.Check{ID: id, Status: result.Skip, Expected: "judged on a GPU instance", Actual: "deferred", Message: why})
+	}
+	b.deferred = &bom.Deferred{Checks: ids, BuildInstanceType: typ,
+		Reason: "defer_validation = true: the host suite and the NCCL test run in the dlami post-processor (complete_validation = true)"}
+	b.update(func(r *report.Report) {
+		r.DeferredChecks = ids
+		if typ != "" {
+			r.InstanceType, r.InstanceTypeSource = typ, "product_name"
+		}
+	})
+	b.ui.Say(fmt.Sprintf("dlami: validation deferred (defer_validation = true): %d checks are left to the dlami post-processor with complete_validation = true; this image is not validated until it has run them", len(ids)))
+	return nil
+}
+
+// buildInstanceType is the instance type the host names (DMI product name, else IMDS), else
+// the configured one.
+func (b *Bake) buildInstanceType(ctx context.Context) string {
+	if in, err := probe.InstanceType(ctx, b.host); err == nil && in.Type != "" {
+		return in.Type
+	}
+	return b.opt.InstanceType
+}
+
 // writeBOM writes the bill of materials into the image.
 func (b *Bake) writeBOM(ctx context.Context) error {
 	if b.opt.ManifestPath == "" {
@@ -255,7 +297,7 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		RunUUID: b.opt.RunUUID, InstanceType: b.rep.InstanceType,
 		Kernel: b.lastSnapshot.RunningKernel, NextBootKernel: b.lastSnapshot.NextBootKernel,
 		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
-		GuardPolicy: &b.opt.Policy, Expect: &b.opt.Expect,
+		GuardPolicy: &b.opt.Policy, Expect: &b.opt.Expect, Deferred: b.deferred,
 	}
 	data, err := doc.Encode()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
@@ -23,7 +24,17 @@ type VerifyOptions struct {
 	BOM bom.BOM
 	// SettleTimeout bounds the wait for cloud-init and apt before judging.
 	SettleTimeout time.Duration
+	// CompleteValidation (complete_validation = true) runs the NCCL test too and accepts a
+	// bill of materials whose bake deferred its validation: this verification is then the
+	// image's validation. An unset Expect takes the bake's expect block from the BOM.
+	CompleteValidation bool
+	// Launch is how the instance was launched, for the report.
+	Launch *report.Launch
 }
+
+// ErrDeferredNotCompleted is why a verification refuses a bill of materials whose bake
+// deferred its validation, unless CompleteValidation.
+var ErrDeferredNotCompleted = errors.New("the image was baked with defer_validation = true (its host suite and NCCL test were not run): set complete_validation = true in the dlami post-processor to run them on this instance; a deferred image is never tagged verified without them")
 
 // Verify checks the first boot of an instance launched from a baked image: it waits for the
 // first boot to settle, compares the running kernel, the next-boot kernel and the guarded
@@ -33,7 +44,14 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 	if o.BOM.GuardPolicy != nil {
 		o.Policy = *o.BOM.GuardPolicy
 	}
+	if o.CompleteValidation {
+		o.SkipNCCL = false
+		if reflect.ValueOf(o.Expect).IsZero() && o.BOM.Expect != nil {
+			o.Expect = *o.BOM.Expect
+		}
+	}
 	b := newBake(h, ui, Options{Common: o.Common, Validate: true})
+	b.rep.Launch = o.Launch
 	b.plan = b.firstBootPlan(o)
 	return b.withReports(ctx, b.plan.run)
 }
@@ -46,7 +64,7 @@ func (b *Bake) firstBootPlan(o VerifyOptions) plan {
 	return plan{
 		checkIDs: ids,
 		steps: []func(context.Context) error{
-			b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
+			b.needCompletion(o), b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
 			b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.judged("validation"),
 		},
 		verdict: func(err error) error {
@@ -58,6 +76,22 @@ func (b *Bake) firstBootPlan(o VerifyOptions) plan {
 			}
 			return err
 		},
+	}
+}
+
+// needCompletion refuses a bill of materials whose bake deferred its validation unless this
+// verification completes it.
+func (b *Bake) needCompletion(o VerifyOptions) func(context.Context) error {
+	return func(context.Context) error {
+		if o.BOM.Deferred == nil {
+			return nil
+		}
+		if !o.CompleteValidation {
+			b.stage("deferred validation")
+			return ErrDeferredNotCompleted
+		}
+		b.ui.Say(fmt.Sprintf("dlami: completing the validation the bake deferred (complete_validation = true): %d checks, on this instance", len(o.BOM.Deferred.Checks)))
+		return nil
 	}
 }
 

@@ -28,7 +28,7 @@ func bakedBOM(t *testing.T) bom.BOM {
 func verifyOptions(t *testing.T, b bom.BOM) VerifyOptions {
 	return VerifyOptions{Common: Common{BuildName: "unit", ReportDir: t.TempDir(), CheckTimeout: time.Minute,
 		RemoteFolder: "/tmp", Expect: checks.Expectations{}, SkipNCCL: true, LoadSampleEvery: time.Millisecond,
-		Function: checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}}}, BOM: b, SettleTimeout: time.Minute}
+		Function: checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}}}, BOM: b, SettleTimeout: time.Minute}
 }
 
 func TestVerifyFirstBoot(t *testing.T) {

@@ -50,6 +50,22 @@ type BOM struct {
 	// Expect is the expect block the bake judged the host with: a node booted from the image
 	// is judged with the same expectations.
 	Expect *checks.Expectations `json:"expect,omitempty"`
+	// Deferred is set when the bake deferred the host suite and the NCCL test to the
+	// post-processor (defer_validation = true, a build instance without GPUs): the image is not
+	// validated until a post-processor with complete_validation = true has judged them on a GPU
+	// instance. A reader older than this field refuses such a BOM (unknown field), which keeps a
+	// deferred image from being tagged verified without its host suite.
+	Deferred *Deferred `json:"deferred_validation,omitempty"`
+}
+
+// Deferred records a validation the bake left to the post-processor.
+type Deferred struct {
+	// Checks are the check IDs not judged during the bake.
+	Checks []string `json:"checks"`
+	// BuildInstanceType is what the bake ran on (its DMI product name), e.g. c7i.8xlarge.
+	BuildInstanceType string `json:"build_instance_type,omitempty"`
+	// Reason is one line for a person: the setting and what completes it.
+	Reason string `json:"reason"`
 }
 
 // Package is one guarded package's state.
@@ -85,6 +101,8 @@ func Decode(data []byte) (BOM, error) {
 		return BOM{}, fmt.Errorf("bill of materials: no kernel")
 	case len(b.Guarded) == 0:
 		return BOM{}, fmt.Errorf("bill of materials: no guarded packages")
+	case b.Deferred != nil && len(b.Deferred.Checks) == 0:
+		return BOM{}, fmt.Errorf("bill of materials: deferred_validation names no checks")
 	}
 	return b, nil
 }

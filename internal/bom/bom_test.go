@@ -54,6 +54,34 @@ func TestGuardPolicyAndSchema2(t *testing.T) {
 	}
 }
 
+// A bake that deferred its validation says so, and which checks; an empty record is refused.
+func TestDeferredValidation(t *testing.T) {
+	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}},
+		Deferred: &Deferred{Checks: []string{"gpu", "nccl-correctness"}, BuildInstanceType: "c7i.8xlarge", Reason: "defer_validation = true"}}
+	data, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"deferred_validation"`) {
+		t.Errorf("encoded BOM lacks deferred_validation:\n%s", data)
+	}
+	got, err := Decode(data)
+	if err != nil || got.Deferred == nil || got.Deferred.BuildInstanceType != "c7i.8xlarge" || len(got.Deferred.Checks) != 2 {
+		t.Fatalf("round trip: %+v, %v", got.Deferred, err)
+	}
+	if _, err := Decode([]byte(strings.Replace(string(data), `"nccl-correctness"`, `"x"`, 1))); err != nil {
+		t.Errorf("%v", err)
+	}
+	empty := `{"schema_version": 3, "kernel": "k", "guarded": {"a": {"version": "1", "held": true}}, "deferred_validation": {"checks": [], "reason": "r"}}`
+	if _, err := Decode([]byte(empty)); err == nil || !strings.Contains(err.Error(), "names no checks") {
+		t.Errorf("empty deferred record: %v", err)
+	}
+	plain, _ := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}}.Encode()
+	if strings.Contains(string(plain), "deferred") {
+		t.Errorf("a BOM that deferred nothing mentions it:\n%s", plain)
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add(`{"schema_version": 2, "kernel": "k", "guarded": {"a": {"version": "1", "held": true}}}`)
 	f.Fuzz(func(t *testing.T, s string) {

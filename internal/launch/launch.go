@@ -66,6 +66,14 @@ type Spec struct {
 	CapacityReservationPreference string
 	CapacityReservationID         string
 	CapacityReservationGroupARN   string
+	// MarketType "capacity-block" launches into the Capacity Block for ML that
+	// CapacityReservationID (or CapacityReservationGroupARN) names: EC2 launches into one only
+	// with InstanceMarketOptions.MarketType = capacity-block. Empty is on-demand.
+	MarketType string
+	// Fallbacks are tried in order after InstanceType in SubnetID, each only when EC2 refused
+	// the one before for capacity (IsCapacity): instance_types and subnet_ids. Every subnet of
+	// a launch with a temporary security group must be in one VPC, where the group is made.
+	Fallbacks []Placement
 	// SSHCIDR is the source the temporary security group admits on port 22.
 	SSHCIDR string
 	// Tags go on the instance and the temporaries, with RunTag and LaunchTag.
@@ -78,6 +86,42 @@ type Spec struct {
 	// CleanupTimeout bounds the cleanup; 0 means CleanupTimeout.
 	CleanupTimeout time.Duration
 }
+
+// Placement is one candidate of a launch: an instance type in a subnet ("" is the region's
+// default VPC).
+type Placement struct {
+	InstanceType string
+	SubnetID     string
+}
+
+func (p Placement) String() string {
+	if p.SubnetID == "" {
+		return p.InstanceType
+	}
+	return p.InstanceType + " in " + p.SubnetID
+}
+
+// Refusal is a candidate EC2 had no capacity for: its placement and EC2's error.
+type Refusal struct {
+	Placement
+	Code    string
+	Message string
+}
+
+// MarketCapacityBlock is the market type of a Capacity Block for ML launch.
+const MarketCapacityBlock = "capacity-block"
+
+// capacityCodes are RunInstances errors that say a candidate has no capacity now, so the next
+// one is worth trying: no capacity of the type in the zone (InsufficientInstanceCapacity and
+// its host and generic forms), a targeted reservation or Capacity Block without a free slot,
+// and a type the zone does not offer (Unsupported).
+var capacityCodes = []string{
+	"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientCapacityOnHost", "InsufficientHostCapacity",
+	"InsufficientReservedInstanceCapacity", "ReservationCapacityExceeded", "Unsupported",
+}
+
+// IsCapacity reports whether err is EC2 refusing a launch for want of capacity (capacityCodes).
+func IsCapacity(err error) bool { return slices.Contains(capacityCodes, awsaccess.APICode(err)) }
 
 // Tags that name what a launch made, so that its cleanup can find it after an answer was lost
 // and a person can find it in the console.
@@ -108,6 +152,9 @@ type Instance struct {
 	PublicIP, PrivateIP   string
 	PublicDNS, PrivateDNS string
 	Signer                ssh.Signer
+	// Placement is the candidate EC2 launched; Refused the ones before it that had no capacity.
+	Placement Placement
+	Refused   []Refusal
 	// keyName is set before CreateKeyPair is sent; groupName and vpc before
 	// CreateSecurityGroup, securityGroup once it answered; token before RunInstances.
 	keyName, securityGroup string
@@ -115,6 +162,9 @@ type Instance struct {
 	token                  string
 	api                    EC2API
 	poll, cleanupTimeout   time.Duration
+	// launchID is the launch tag's value, set with the first token (the first candidate's
+	// client token is launchID, each later one's launchID-N).
+	launchID string
 }
 
 // SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
@@ -181,9 +231,10 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	say("created temporary key pair " + in.keyName)
 
+	candidates := append([]Placement{{s.InstanceType, s.SubnetID}}, s.Fallbacks...)
 	groups := s.SecurityGroupIDs
 	if len(groups) == 0 {
-		vpc, err := vpcOf(ctx, api, s.SubnetID)
+		vpc, err := vpcOfAll(ctx, api, candidates)
 		if err != nil {
 			return fail(err)
 		}
@@ -206,24 +257,79 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		groups = []string{in.securityGroup}
 	}
 
-	run := runInput(s, in.keyName, groups, tags)
 	// The client token makes the SDK's retry of a launch whose answer was lost the same
 	// launch, not a second instance; the launch tag finds it when no answer came at all.
-	in.token = tags[LaunchTag]
-	run.ClientToken = aws.String(in.token)
-	out, err := api.RunInstances(ctx, run)
-	if err != nil {
-		return fail(fmt.Errorf("launching %s from %s: %w%s", s.InstanceType, s.ImageID, err, capacityHint(err)))
+	in.launchID = tags[LaunchTag]
+	var out *ec2.RunInstancesOutput
+	for i, c := range candidates {
+		one := s
+		one.InstanceType, one.SubnetID = c.InstanceType, c.SubnetID
+		run := runInput(one, in.keyName, groups, tags)
+		in.token = in.launchID
+		if i > 0 {
+			in.token = fmt.Sprintf("%s-%d", in.launchID, i+1)
+		}
+		run.ClientToken = aws.String(in.token)
+		last := i == len(candidates)-1
+		var optFns []func(*ec2.Options)
+		if !last {
+			// The next candidate is the retry: a capacity refusal falls through at once instead
+			// of spending the SDK's attempts on a zone that has none.
+			optFns = append(optFns, func(o *ec2.Options) {
+				if r, ok := o.Retryer.(aws.RetryerV2); ok {
+					o.Retryer = finalOnCapacity{r}
+				}
+			})
+		}
+		out, err = api.RunInstances(ctx, run, optFns...)
+		if err == nil {
+			in.Placement = c
+			break
+		}
+		if !IsCapacity(err) {
+			return fail(fmt.Errorf("launching %s from %s: %w%s", c, s.ImageID, err, capacityHint(err)))
+		}
+		in.Refused = append(in.Refused, Refusal{Placement: c, Code: awsaccess.APICode(err), Message: awsaccess.APIMessage(err)})
+		if last {
+			return fail(&CapacityError{Refused: in.Refused, Err: fmt.Errorf("launching %s from %s: %w%s", c, s.ImageID, err, capacityHint(err))})
+		}
+		say(fmt.Sprintf("no capacity for %s (%s); trying %s", c, awsaccess.APICode(err), candidates[i+1]))
 	}
 	if len(out.Instances) != 1 {
 		return fail(fmt.Errorf("RunInstances returned %d instances", len(out.Instances)))
 	}
 	in.ID = aws.ToString(out.Instances[0].InstanceId)
-	say(fmt.Sprintf("launched %s (%s from %s); waiting until it runs", in.ID, s.InstanceType, s.ImageID))
+	say(fmt.Sprintf("launched %s (%s from %s); waiting until it runs", in.ID, in.Placement, s.ImageID))
 	if err := in.waitRunning(ctx); err != nil {
 		return fail(err)
 	}
 	return in, nil
+}
+
+// CapacityError is a launch whose every candidate EC2 refused for capacity.
+type CapacityError struct {
+	Refused []Refusal
+	Err     error
+}
+
+func (e *CapacityError) Error() string {
+	if len(e.Refused) < 2 {
+		return e.Err.Error()
+	}
+	var tried []string
+	for _, r := range e.Refused {
+		tried = append(tried, fmt.Sprintf("%s: %s", r.Placement, r.Code))
+	}
+	return fmt.Sprintf("no candidate had capacity (%s): %v", strings.Join(tried, "; "), e.Err)
+}
+
+func (e *CapacityError) Unwrap() error { return e.Err }
+
+// finalOnCapacity is a retryer that does not retry a capacity refusal.
+type finalOnCapacity struct{ aws.RetryerV2 }
+
+func (r finalOnCapacity) IsErrorRetryable(err error) bool {
+	return !IsCapacity(err) && r.RetryerV2.IsErrorRetryable(err)
 }
 
 // runInput is the RunInstances request of s.
@@ -262,14 +368,61 @@ func runInput(s Spec, keyName string, groups []string, tags map[string]string) *
 		}
 		run.CapacityReservationSpecification = crs
 	}
+	if s.MarketType != "" {
+		run.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketType(s.MarketType)}
+	}
 	return run
 }
 
 func capacityHint(err error) string {
-	if code := awsaccess.APICode(err); code == "InsufficientInstanceCapacity" || code == "InsufficientCapacityOnHost" {
-		return " (GPU capacity is scarce: target an On-Demand Capacity Reservation or a Capacity Block with capacity_reservation_id / capacity_reservation_group_arn, or try another subnet's Availability Zone)"
+	if IsCapacity(err) {
+		return " (GPU capacity is scarce: target an On-Demand Capacity Reservation or a Capacity Block with capacity_reservation_id / capacity_reservation_group_arn (market_type = \"capacity-block\" for a Capacity Block), or list more instance_types or subnet_ids to try in order)"
 	}
 	return ""
+}
+
+// vpcOfAll is the one VPC of the candidates' subnets, where the temporary security group is
+// made: the default VPC when no subnet is named.
+func vpcOfAll(ctx context.Context, api EC2API, candidates []Placement) (string, error) {
+	var subnets []string
+	named := 0
+	for _, c := range candidates {
+		if c.SubnetID != "" {
+			named++
+			if !slices.Contains(subnets, c.SubnetID) {
+				subnets = append(subnets, c.SubnetID)
+			}
+		}
+	}
+	if named != 0 && named != len(candidates) {
+		return "", errors.New("some candidates name a subnet and some do not: name one for each (subnet_ids) or none (the default VPC)")
+	}
+	if len(subnets) == 0 {
+		return vpcOf(ctx, api, "")
+	}
+	out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: subnets})
+	if err != nil {
+		if len(subnets) == 1 {
+			return "", fmt.Errorf("subnet_id %s: %w", subnets[0], err)
+		}
+		return "", fmt.Errorf("subnet_ids %s: %w", strings.Join(subnets, ", "), err)
+	}
+	if len(out.Subnets) != len(subnets) {
+		return "", fmt.Errorf("subnet_id(s) %s: EC2 found %d of them", strings.Join(subnets, ", "), len(out.Subnets))
+	}
+	vpcs := map[string][]string{}
+	for _, sn := range out.Subnets {
+		v := aws.ToString(sn.VpcId)
+		vpcs[v] = append(vpcs[v], aws.ToString(sn.SubnetId))
+	}
+	if len(vpcs) != 1 {
+		var parts []string
+		for _, v := range slices.Sorted(maps.Keys(vpcs)) {
+			parts = append(parts, v+": "+strings.Join(vpcs[v], ", "))
+		}
+		return "", fmt.Errorf("subnet_ids are in %d VPCs (%s): the temporary security group is made in one; list subnets of one VPC, or set security_group_ids", len(vpcs), strings.Join(parts, "; "))
+	}
+	return aws.ToString(out.Subnets[0].VpcId), nil
 }
 
 func vpcOf(ctx context.Context, api EC2API, subnet string) (string, error) {
@@ -422,11 +575,12 @@ func (in *Instance) launched(ctx context.Context) ([]string, error) {
 	if in.token == "" {
 		return nil, nil
 	}
+	// Every candidate's instance carries the one launch tag.
 	var ids []string
 	err := in.retry(ctx, func(ctx context.Context) error {
 		ids = nil
 		out, err := in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
-			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.token}},
+			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
 			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
 		}})
 		if err != nil {
@@ -440,7 +594,7 @@ func (in *Instance) launched(ctx context.Context) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w; look for it in the console", in.token, LaunchTag, in.token, err)
+		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w; look for it in the console", in.launchID, LaunchTag, in.launchID, err)
 	}
 	return ids, nil
 }

@@ -189,3 +189,14 @@ func KernelLog(ctx context.Context, r Runner, o Options) (facts.Fact[facts.Kerne
 	}
 	return parseKernelLog(sections), nil
 }
+
+// InstanceType reads only what the host says its instance type is (DMI product name, else
+// IMDSv2): on a build instance without GPUs the rest of the host suite has nothing to read.
+func InstanceType(ctx context.Context, r Runner) (facts.Instance, error) {
+	cmds := hostCommands(Options{NVMePath: "/"})[:2]
+	sections, err := query(ctx, r, "instance type", cmds)
+	if err != nil {
+		return facts.Instance{}, err
+	}
+	return instanceType(sections), nil
+}

@@ -134,6 +134,7 @@ func JUnit(r Report) ([]byte, error) {
 	for _, p := range []junitProperty{
 		{"result", r.Result}, {"stage", r.Stage}, {"plugin_version", r.PluginVersion},
 		{"instance_type", r.InstanceType}, {"instance_type_source", r.InstanceTypeSource},
+		{"deferred_checks", strings.Join(r.DeferredChecks, ",")},
 	} {
 		if p.Value != "" {
 			s.Properties = append(s.Properties, p)

@@ -37,6 +37,8 @@ func Markdown(r Report) string {
 		b.WriteString("## ⏹️ DLAMI bake cancelled\n\n")
 	case ResultError:
 		b.WriteString("## 💥 DLAMI bake ended with an error\n\n")
+	case ResultDeferred:
+		b.WriteString("## ⏳ DLAMI bake passed its first phase; validation deferred to the post-processor\n\n")
 	default:
 		b.WriteString("## ❌ DLAMI bake failed\n\n")
 	}
@@ -70,6 +72,16 @@ func Markdown(r Report) string {
 	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "\n**Error:** %s\n", cell(r.Error))
+	}
+	if len(r.DeferredChecks) > 0 {
+		fmt.Fprintf(&b, "\n**Deferred to the post-processor (defer_validation = true; complete_validation = true runs them on a GPU instance):** %s\n", cell(strings.Join(r.DeferredChecks, ", ")))
+	}
+	if l := r.Launch; l != nil {
+		v := l.InstanceType
+		for _, x := range l.Refused {
+			v += fmt.Sprintf("; refused first: %s (%s)", x.InstanceType, x.Code)
+		}
+		fmt.Fprintf(&b, "\n**Verified on:** %s\n", cell(v))
 	}
 	if len(r.HeldByPlugin) > 0 {
 		fmt.Fprintf(&b, "\n**Put on hold by the plugin (hold_unheld):** %s\n", cell(strings.Join(r.HeldByPlugin, ", ")))

@@ -19,7 +19,8 @@ import (
 
 // SchemaVersion is the version of the JSON report; bump it on any incompatible change.
 // 2: typed drift and NCCL figures, layers as check entries, results cancelled and error.
-const SchemaVersion = 2
+// 3: result deferred (a two-phase bake's first phase) and deferred_checks; the optional launch.
+const SchemaVersion = 3
 
 // File names Write produces inside its directory.
 const (
@@ -37,6 +38,11 @@ const (
 	// ResultError: the bake could not finish for a reason that is not a verdict on the host
 	// (an internal error, a host that stopped answering).
 	ResultError = "error"
+	// ResultDeferred: the first phase of a two-phase bake (defer_validation = true) passed
+	// everything it judged (the guard, the layers, the last drift check) and left the host
+	// suite and the NCCL test to the post-processor's verification instance
+	// (complete_validation = true). It is not a pass: the image is not validated yet.
+	ResultDeferred = "deferred"
 )
 
 // Report is one bake's outcome. See SCHEMA.md.
@@ -56,10 +62,36 @@ type Report struct {
 	Manifest           map[string]string `json:"manifest"`
 	// NCCL is the NCCL test's figures; nil when the test did not run.
 	NCCL *checks.NCCLFigures `json:"nccl"`
+	// DeferredChecks are the checks this bake left to the post-processor (defer_validation =
+	// true); empty otherwise.
+	DeferredChecks []string `json:"deferred_checks"`
+	// Launch is how the post-processor got the instance it verified on (which instance type,
+	// and which were refused for capacity); nil in a bake's report.
+	Launch *Launch `json:"launch,omitempty"`
 	// HeldByPlugin lists guarded packages the provisioner put on hold (hold_unheld = true).
 	HeldByPlugin []string `json:"held_by_plugin,omitempty"`
 	// Error is the error the bake failed with, if any.
 	Error string `json:"error,omitempty"`
+}
+
+// Launch is the verification instance the post-processor launched: the instance type and
+// subnet it got, and every earlier candidate EC2 refused for capacity.
+type Launch struct {
+	InstanceType string `json:"instance_type"`
+	SubnetID     string `json:"subnet_id,omitempty"`
+	// MarketType is "capacity-block" for a Capacity Block launch, else empty (on-demand).
+	MarketType            string `json:"market_type,omitempty"`
+	CapacityReservationID string `json:"capacity_reservation_id,omitempty"`
+	// Refused are the candidates tried before, in order, with EC2's answer.
+	Refused []LaunchRefusal `json:"refused"`
+}
+
+// LaunchRefusal is one candidate EC2 had no capacity for.
+type LaunchRefusal struct {
+	InstanceType string `json:"instance_type"`
+	SubnetID     string `json:"subnet_id,omitempty"`
+	Code         string `json:"code"`
+	Message      string `json:"message"`
 }
 
 // Normalize returns r ready to write: schema version set, nil lists and maps made empty (so
@@ -68,6 +100,7 @@ type Report struct {
 //
 //   - "cancelled" and "error" are kept as the caller set them;
 //   - "fail" when r.Result is "fail" or any check (layers included) has status fail or error;
+//   - "deferred" when r.Result is "deferred" and nothing failed;
 //   - otherwise "pass" when r.Result is "pass", or when r.Result is empty and there is at
 //     least one check (a report that judged nothing does not pass by default).
 //
@@ -76,9 +109,9 @@ type Report struct {
 // a CI test reporter never shows a failed bake as green. Any other r.Result is an error.
 func Normalize(r Report) (Report, error) {
 	switch r.Result {
-	case "", ResultPass, ResultFail, ResultCancelled, ResultError:
+	case "", ResultPass, ResultFail, ResultCancelled, ResultError, ResultDeferred:
 	default:
-		return Report{}, fmt.Errorf("report: result %q: use %q, %q, %q, %q or leave it empty to derive it from the checks", r.Result, ResultPass, ResultFail, ResultCancelled, ResultError)
+		return Report{}, fmt.Errorf("report: result %q: use %q, %q, %q, %q, %q or leave it empty to derive it from the checks", r.Result, ResultPass, ResultFail, ResultCancelled, ResultError, ResultDeferred)
 	}
 	r.SchemaVersion = SchemaVersion
 	r.Checks = append([]result.Check{}, r.Checks...)
@@ -87,12 +120,13 @@ func Normalize(r Report) (Report, error) {
 	case r.Result == ResultCancelled || r.Result == ResultError:
 	case r.Result == ResultFail || failed:
 		r.Result = ResultFail
+	case r.Result == ResultDeferred:
 	case r.Result == ResultPass || len(r.Checks) > 0:
 		r.Result = ResultPass
 	default:
 		r.Result = ResultFail
 	}
-	if r.Result != ResultPass && !failed {
+	if r.Result != ResultPass && r.Result != ResultDeferred && !failed {
 		st := result.Error
 		if r.Result == ResultFail {
 			st = result.Fail
@@ -106,6 +140,12 @@ func Normalize(r Report) (Report, error) {
 	r.FailedChecks = result.FailedIDs(r.Checks)
 	if r.Drift == nil {
 		r.Drift = []guard.Drift{}
+	}
+	r.DeferredChecks = append([]string{}, r.DeferredChecks...)
+	if r.Launch != nil {
+		l := *r.Launch
+		l.Refused = append([]LaunchRefusal{}, l.Refused...)
+		r.Launch = &l
 	}
 	if r.Manifest == nil {
 		r.Manifest = map[string]string{}

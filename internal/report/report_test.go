@@ -139,10 +139,47 @@ func TestJSONHasNoNullLists(t *testing.T) {
 	if _, ok := m["layers"]; ok {
 		t.Error("schema 2 has no layers array: layers are check entries")
 	}
-	for k, want := range map[string]string{"drift": "[]", "manifest": "{}", "nccl": "null", "schema_version": "2"} {
+	if _, ok := m["launch"]; ok {
+		t.Error("a bake's report has no launch object")
+	}
+	for k, want := range map[string]string{"drift": "[]", "manifest": "{}", "nccl": "null", "schema_version": "3", "deferred_checks": "[]"} {
 		if string(m[k]) != want {
 			t.Errorf("%s = %s, want %s", k, m[k], want)
 		}
+	}
+}
+
+// A first phase whose validation was deferred is "deferred", never "pass", and a failure in
+// it is still "fail".
+func TestDeferredResult(t *testing.T) {
+	deferred := func(extra ...result.Check) Report {
+		cs := []result.Check{{ID: "holds", Status: result.Pass, Basis: "baseline"}, {ID: "gpu", Status: result.Skip, Message: "deferred"}}
+		return Report{Result: ResultDeferred, DeferredChecks: []string{"gpu"}, Checks: append(cs, extra...)}
+	}
+	n, err := Normalize(deferred())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Result != ResultDeferred || len(n.FailedChecks) != 0 || len(n.Checks) != 2 {
+		t.Errorf("deferred: result %q failed %v checks %d; want deferred with no bake: entry", n.Result, n.FailedChecks, len(n.Checks))
+	}
+	if md := Markdown(n); !strings.Contains(md, "validation deferred") || strings.Contains(md, "bake passed\n") || !strings.Contains(md, "complete_validation = true") {
+		t.Errorf("markdown of a deferred bake:\n%s", md)
+	}
+	ju, err := JUnit(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ju), `name="result" value="deferred"`) || !strings.Contains(string(ju), `name="deferred_checks" value="gpu"`) {
+		t.Errorf("junit of a deferred bake:\n%s", ju)
+	}
+	n, _ = Normalize(deferred(result.Check{ID: "packages", Status: result.Fail}))
+	if n.Result != ResultFail || !reflect.DeepEqual(n.FailedChecks, []string{"packages"}) {
+		t.Errorf("deferred with a failed check: %q %v, want fail", n.Result, n.FailedChecks)
+	}
+	n, _ = Normalize(Report{Launch: &Launch{InstanceType: "p6-b200.48xlarge"}, Checks: []result.Check{{ID: "gpu", Status: result.Pass, Basis: "setting"}}})
+	if n.Launch == nil || n.Launch.Refused == nil {
+		t.Errorf("launch %+v: refused must be [] not null", n.Launch)
 	}
 }
 

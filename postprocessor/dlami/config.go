@@ -34,6 +34,12 @@ type Config struct {
 	// Instance type to launch. Default: the one recorded in the bill of materials the
 	// provisioner wrote (`bom_file`).
 	InstanceType string `mapstructure:"instance_type"`
+	// Instance types to try in order, each only when EC2 refused the one before for capacity
+	// (`InsufficientInstanceCapacity`, a full reservation, `Unsupported` in the zone), e.g.
+	// `["p5.48xlarge", "p5e.48xlarge"]`. The report, the UI and the AMI tag
+	// `dlami:verified_instance_type` say which one verified the AMI. Set this or
+	// `instance_type`, not both.
+	InstanceTypes []string `mapstructure:"instance_types"`
 	// Local copy of the bill of materials the provisioner saved next to its reports, read for
 	// the default instance type. Default `dlami-reports/<build name>/dlami-bom.json`.
 	BOMFile string `mapstructure:"bom_file"`
@@ -41,6 +47,10 @@ type Config struct {
 	ManifestPath string `mapstructure:"manifest_path"`
 	// Subnet to launch in; default the region's default VPC.
 	SubnetID string `mapstructure:"subnet_id"`
+	// Subnets (Availability Zones) to try in order, each instance type in every subnet before
+	// the next type, when EC2 has no capacity. All in one VPC unless `security_group_ids` is
+	// set. Set this or `subnet_id`, not both.
+	SubnetIDs []string `mapstructure:"subnet_ids"`
 	// Security groups for the instance; default a temporary group admitting SSH.
 	SecurityGroupIDs []string `mapstructure:"security_group_ids"`
 	// Source CIDR the temporary security group admits on port 22. Default 0.0.0.0/0.
@@ -57,6 +67,10 @@ type Config struct {
 	CapacityReservationID string `mapstructure:"capacity_reservation_id"`
 	// Capacity Reservation resource group to launch into.
 	CapacityReservationGroupARN string `mapstructure:"capacity_reservation_group_arn"`
+	// `capacity-block` when `capacity_reservation_id` (or `capacity_reservation_group_arn`) is
+	// a Capacity Block for ML: EC2 launches into one only with this market type. Unset is
+	// on-demand (an On-Demand Capacity Reservation needs no market type).
+	MarketType string `mapstructure:"market_type"`
 	// SSH user. Default `ubuntu`.
 	SSHUsername string `mapstructure:"ssh_username"`
 	// Address to connect to: `public_ip`, `private_ip`, `public_dns` or `private_dns`.
@@ -72,6 +86,14 @@ type Config struct {
 	CheckTimeout time.Duration `mapstructure:"check_timeout"`
 	// Run the 1-node NCCL test on the instance too (it costs GPU minutes). Default false.
 	NCCL bool `mapstructure:"nccl"`
+	// Complete a two-phase bake: the provisioner ran with `defer_validation = true` on a build
+	// instance without GPUs, and this verification runs the full host suite and the NCCL test
+	// on the GPU instance, judged with the bake's `expect` block (from the bill of materials)
+	// unless `expect` is set here. Without it, an image whose bill of materials says its
+	// validation was deferred fails the post-processor and is never tagged verified. Needs
+	// `instance_type` or `instance_types` (the bill of materials records the build instance).
+	// Default false.
+	CompleteValidation bool `mapstructure:"complete_validation"`
 	// Local directory for the reports, one subdirectory per region. Default
 	// `dlami-verify/<build name>`.
 	ReportDir string `mapstructure:"report_dir"`
@@ -132,6 +154,7 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	default:
 		errs = append(errs, fmt.Errorf("on_failure %q: use keep, tag or deregister", c.OnFailure))
 	}
+	errs = append(errs, c.checkCandidates()...)
 	if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
 		errs = append(errs, err)
 	}
@@ -160,6 +183,68 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	}
 	errs = append(errs, c.Expect.Validate()...)
 	return errs, deprecations
+}
+
+// checkCandidates validates the settings that say what to launch and where.
+func (c *Config) checkCandidates() []error {
+	var errs []error
+	if c.InstanceType != "" && len(c.InstanceTypes) > 0 {
+		errs = append(errs, errors.New("instance_type and instance_types: set one (instance_types lists the types to try in order)"))
+	}
+	if c.SubnetID != "" && len(c.SubnetIDs) > 0 {
+		errs = append(errs, errors.New("subnet_id and subnet_ids: set one (subnet_ids lists the subnets to try in order)"))
+	}
+	for _, l := range []struct {
+		name string
+		v    []string
+	}{{"instance_types", c.InstanceTypes}, {"subnet_ids", c.SubnetIDs}} {
+		seen := map[string]bool{}
+		for i, v := range l.v {
+			switch {
+			case v == "":
+				errs = append(errs, fmt.Errorf("%s[%d] is empty", l.name, i))
+			case seen[v]:
+				errs = append(errs, fmt.Errorf("%s[%d] %q is listed twice", l.name, i, v))
+			}
+			seen[v] = true
+		}
+	}
+	switch c.MarketType {
+	case "":
+	case launch.MarketCapacityBlock:
+		if c.CapacityReservationID == "" && c.CapacityReservationGroupARN == "" {
+			errs = append(errs, errors.New(`market_type = "capacity-block" needs the Capacity Block's reservation: set capacity_reservation_id (cr-...) or capacity_reservation_group_arn`))
+		}
+	default:
+		errs = append(errs, fmt.Errorf(`market_type %q: use "capacity-block" (a Capacity Block for ML, with capacity_reservation_id) or leave it unset (on-demand, or an On-Demand Capacity Reservation)`, c.MarketType))
+	}
+	if c.CapacityReservationID != "" && (len(c.InstanceTypes) > 1 || len(c.SubnetIDs) > 1) {
+		errs = append(errs, errors.New("capacity_reservation_id with several instance_types or subnet_ids: a Capacity Reservation or Capacity Block holds one instance type in one Availability Zone; list one of each, or use capacity_reservation_group_arn for a group of reservations"))
+	}
+	if c.CompleteValidation && c.InstanceType == "" && len(c.InstanceTypes) == 0 {
+		errs = append(errs, errors.New("complete_validation = true needs instance_type or instance_types: the bill of materials of a bake with defer_validation = true records its build instance (without GPUs), not the GPU instance to validate on"))
+	}
+	return errs
+}
+
+// candidates are the placements to try in order: every instance type in every subnet,
+// instance type first. typ is the single type when instance_types is unset.
+func (c *Config) candidates(typ string) []launch.Placement {
+	types := c.InstanceTypes
+	if len(types) == 0 {
+		types = []string{typ}
+	}
+	subnets := c.SubnetIDs
+	if len(subnets) == 0 {
+		subnets = []string{c.SubnetID}
+	}
+	var out []launch.Placement
+	for _, t := range types {
+		for _, s := range subnets {
+			out = append(out, launch.Placement{InstanceType: t, SubnetID: s})
+		}
+	}
+	return out
 }
 
 // policy is the guard's default: the first boot is compared with what the image's bill of

@@ -38,9 +38,11 @@ type FlatConfig struct {
 	Region                        *string                         `mapstructure:"region" cty:"region" hcl:"region"`
 	Regions                       []string                        `mapstructure:"regions" cty:"regions" hcl:"regions"`
 	InstanceType                  *string                         `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
+	InstanceTypes                 []string                        `mapstructure:"instance_types" cty:"instance_types" hcl:"instance_types"`
 	BOMFile                       *string                         `mapstructure:"bom_file" cty:"bom_file" hcl:"bom_file"`
 	ManifestPath                  *string                         `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
 	SubnetID                      *string                         `mapstructure:"subnet_id" cty:"subnet_id" hcl:"subnet_id"`
+	SubnetIDs                     []string                        `mapstructure:"subnet_ids" cty:"subnet_ids" hcl:"subnet_ids"`
 	SecurityGroupIDs              []string                        `mapstructure:"security_group_ids" cty:"security_group_ids" hcl:"security_group_ids"`
 	SSHCIDR                       *string                         `mapstructure:"temporary_security_group_source_cidr" cty:"temporary_security_group_source_cidr" hcl:"temporary_security_group_source_cidr"`
 	AssociatePublicIPAddress      *bool                           `mapstructure:"associate_public_ip_address" cty:"associate_public_ip_address" hcl:"associate_public_ip_address"`
@@ -48,12 +50,14 @@ type FlatConfig struct {
 	CapacityReservationPreference *string                         `mapstructure:"capacity_reservation_preference" cty:"capacity_reservation_preference" hcl:"capacity_reservation_preference"`
 	CapacityReservationID         *string                         `mapstructure:"capacity_reservation_id" cty:"capacity_reservation_id" hcl:"capacity_reservation_id"`
 	CapacityReservationGroupARN   *string                         `mapstructure:"capacity_reservation_group_arn" cty:"capacity_reservation_group_arn" hcl:"capacity_reservation_group_arn"`
+	MarketType                    *string                         `mapstructure:"market_type" cty:"market_type" hcl:"market_type"`
 	SSHUsername                   *string                         `mapstructure:"ssh_username" cty:"ssh_username" hcl:"ssh_username"`
 	SSHInterface                  *string                         `mapstructure:"ssh_interface" cty:"ssh_interface" hcl:"ssh_interface"`
 	SSHTimeout                    *string                         `mapstructure:"ssh_timeout" cty:"ssh_timeout" hcl:"ssh_timeout"`
 	SettleTimeout                 *string                         `mapstructure:"settle_timeout" cty:"settle_timeout" hcl:"settle_timeout"`
 	CheckTimeout                  *string                         `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
 	NCCL                          *bool                           `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	CompleteValidation            *bool                           `mapstructure:"complete_validation" cty:"complete_validation" hcl:"complete_validation"`
 	ReportDir                     *string                         `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
 	OnFailure                     *string                         `mapstructure:"on_failure" cty:"on_failure" hcl:"on_failure"`
 	RunTags                       map[string]string               `mapstructure:"run_tags" cty:"run_tags" hcl:"run_tags"`
@@ -98,9 +102,11 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"region":                               &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
 		"regions":                              &hcldec.AttrSpec{Name: "regions", Type: cty.List(cty.String), Required: false},
 		"instance_type":                        &hcldec.AttrSpec{Name: "instance_type", Type: cty.String, Required: false},
+		"instance_types":                       &hcldec.AttrSpec{Name: "instance_types", Type: cty.List(cty.String), Required: false},
 		"bom_file":                             &hcldec.AttrSpec{Name: "bom_file", Type: cty.String, Required: false},
 		"manifest_path":                        &hcldec.AttrSpec{Name: "manifest_path", Type: cty.String, Required: false},
 		"subnet_id":                            &hcldec.AttrSpec{Name: "subnet_id", Type: cty.String, Required: false},
+		"subnet_ids":                           &hcldec.AttrSpec{Name: "subnet_ids", Type: cty.List(cty.String), Required: false},
 		"security_group_ids":                   &hcldec.AttrSpec{Name: "security_group_ids", Type: cty.List(cty.String), Required: false},
 		"temporary_security_group_source_cidr": &hcldec.AttrSpec{Name: "temporary_security_group_source_cidr", Type: cty.String, Required: false},
 		"associate_public_ip_address":          &hcldec.AttrSpec{Name: "associate_public_ip_address", Type: cty.Bool, Required: false},
@@ -108,12 +114,14 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"capacity_reservation_preference":      &hcldec.AttrSpec{Name: "capacity_reservation_preference", Type: cty.String, Required: false},
 		"capacity_reservation_id":              &hcldec.AttrSpec{Name: "capacity_reservation_id", Type: cty.String, Required: false},
 		"capacity_reservation_group_arn":       &hcldec.AttrSpec{Name: "capacity_reservation_group_arn", Type: cty.String, Required: false},
+		"market_type":                          &hcldec.AttrSpec{Name: "market_type", Type: cty.String, Required: false},
 		"ssh_username":                         &hcldec.AttrSpec{Name: "ssh_username", Type: cty.String, Required: false},
 		"ssh_interface":                        &hcldec.AttrSpec{Name: "ssh_interface", Type: cty.String, Required: false},
 		"ssh_timeout":                          &hcldec.AttrSpec{Name: "ssh_timeout", Type: cty.String, Required: false},
 		"settle_timeout":                       &hcldec.AttrSpec{Name: "settle_timeout", Type: cty.String, Required: false},
 		"check_timeout":                        &hcldec.AttrSpec{Name: "check_timeout", Type: cty.String, Required: false},
 		"nccl":                                 &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
+		"complete_validation":                  &hcldec.AttrSpec{Name: "complete_validation", Type: cty.Bool, Required: false},
 		"report_dir":                           &hcldec.AttrSpec{Name: "report_dir", Type: cty.String, Required: false},
 		"on_failure":                           &hcldec.AttrSpec{Name: "on_failure", Type: cty.String, Required: false},
 		"run_tags":                             &hcldec.AttrSpec{Name: "run_tags", Type: cty.Map(cty.String), Required: false},

@@ -32,6 +32,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
@@ -107,8 +108,12 @@ func (c *Config) targets(all map[string]string) ([]target, error) {
 	return out, nil
 }
 
-// instanceType is the setting, else the bill of materials' record.
+// instanceType is the setting (the first of instance_types), else the bill of materials'
+// record.
 func (c *Config) instanceType() (string, error) {
+	if len(c.InstanceTypes) > 0 {
+		return c.InstanceTypes[0], nil
+	}
 	if c.InstanceType != "" {
 		return c.InstanceType, nil
 	}
@@ -142,6 +147,11 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	if err != nil {
 		return a, true, false, fmt.Errorf("dlami: %w", err)
 	}
+	// Before any GPU instance starts: a bake that deferred its validation needs this
+	// post-processor to complete it.
+	if err := c.checkDeferredBOM(); err != nil {
+		return a, true, false, fmt.Errorf("dlami: %w", err)
+	}
 	ec2For := p.ec2For
 	if ec2For == nil {
 		ec2For = c.ec2Client
@@ -157,7 +167,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	// applies to the first only: nothing is known against an image nobody could check.
 	var failed, unverified []string
 	for _, t := range targets {
-		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, typ))
+		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, c.candidateList(typ)))
 		err := p.verify(ctx, ui, ec2For, run, t, typ)
 		switch {
 		case err == nil:
@@ -265,8 +275,10 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	say := func(s string) { ui.Say("dlami: " + t.region + ": " + s) }
 	tags := map[string]string{"Name": "dlami-verify " + t.ami, "dlami:verify": t.ami}
 	maps.Copy(tags, c.RunTags)
+	cands := c.candidates(typ)
 	spec := launch.Spec{
-		ImageID: t.ami, InstanceType: typ, SubnetID: c.SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
+		ImageID: t.ami, InstanceType: cands[0].InstanceType, SubnetID: cands[0].SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
+		Fallbacks: cands[1:], MarketType: c.MarketType,
 		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
 		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
 		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags, RunID: run.id,
@@ -279,6 +291,14 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		// Launch cleaned up itself; only what it could not terminate is left to report.
 		run.stillRunningIn(t.region, launch.NotTerminated(err))
 		return err
+	}
+	typ = in.Placement.InstanceType
+	if len(in.Refused) > 0 {
+		var refused []string
+		for _, r := range in.Refused {
+			refused = append(refused, fmt.Sprintf("%s: %s", r.Placement, r.Code))
+		}
+		say(fmt.Sprintf("verifying on %s (no capacity for %s)", in.Placement, strings.Join(refused, "; ")))
 	}
 	err = p.check(ctx, ui, in, t, typ, say)
 	// Always terminate and delete the temporaries, before anything else (success, failure,
@@ -294,11 +314,11 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	// Tagging runs even after a cancellation that came at the end, under its own deadline.
 	if err := launch.TagImage(context.WithoutCancel(ctx), api, t.ami, map[string]string{
 		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
-		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
+		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(), amitags.VerifiedInstanceType: typ,
 	}); err != nil {
 		return err
 	}
-	say(fmt.Sprintf("%s booted healthy: tagged %s = true", t.ami, amitags.Verified))
+	say(fmt.Sprintf("%s booted healthy on %s: tagged %s = true, %s = %s", t.ami, typ, amitags.Verified, amitags.VerifiedInstanceType, typ))
 	return nil
 }
 
@@ -327,11 +347,46 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
 			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
-			Function: verifyFunction(c.NCCL),
+			Function: verifyFunction(c.NCCL || c.CompleteValidation),
 		},
-		BOM: b, SettleTimeout: c.SettleTimeout,
+		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
 	return bake.Verify(ctx, h, ui, o)
+}
+
+// launchReport is what the report says about the launch.
+func launchReport(in *launch.Instance, c *Config) *report.Launch {
+	l := &report.Launch{InstanceType: in.Placement.InstanceType, SubnetID: in.Placement.SubnetID, MarketType: c.MarketType, CapacityReservationID: c.CapacityReservationID}
+	for _, r := range in.Refused {
+		l.Refused = append(l.Refused, report.LaunchRefusal{InstanceType: r.InstanceType, SubnetID: r.SubnetID, Code: r.Code, Message: r.Message})
+	}
+	return l
+}
+
+// candidateList names the instance types to try, for the UI.
+func (c *Config) candidateList(typ string) string {
+	if len(c.InstanceTypes) > 1 {
+		return strings.Join(c.InstanceTypes, ", then ")
+	}
+	return typ
+}
+
+// checkDeferredBOM refuses, before anything is launched, the bill of materials of a bake that
+// deferred its validation unless complete_validation = true. A bom_file that cannot be read
+// is no answer: the instance's own bill of materials is checked again after the launch.
+func (c *Config) checkDeferredBOM() error {
+	if c.CompleteValidation {
+		return nil
+	}
+	data, err := os.ReadFile(c.BOMFile)
+	if err != nil {
+		return nil
+	}
+	b, err := bom.Decode(data)
+	if err != nil || b.Deferred == nil {
+		return nil
+	}
+	return fmt.Errorf("bom_file %s: %w", c.BOMFile, bake.ErrDeferredNotCompleted)
 }
 
 // onFailure applies on_failure to every copy of the AMI.

@@ -45,6 +45,14 @@ type Config struct {
 	// Run the host validation and the NCCL test after the layers. Defaults to true; set it to
 	// false on an intermediate `dlami` provisioner that only layers and guards.
 	Validate *bool `mapstructure:"validate"`
+	// Two-phase bake, first phase: bake on a build instance without GPUs (a CPU instance type
+	// such as c7i or m7i started from the same DLAMI) and leave the host suite and the NCCL
+	// test to the `dlami` post-processor, which must set `complete_validation = true` to run
+	// them on a GPU instance launched from the AMI. The guard, the layers and the last drift
+	// check run here, so a build that drifts fails before any GPU instance starts. The report's
+	// result is `deferred`, never `pass`, and the bill of materials records the deferral.
+	// Defaults to false. Cannot be combined with `validate = false`.
+	DeferValidation bool `mapstructure:"defer_validation"`
 	// Timeout of each check command. Defaults to 60s.
 	CheckTimeout time.Duration `mapstructure:"check_timeout"`
 	// Remote directory for uploaded scripts and files; must allow execution. An absolute
@@ -269,6 +277,9 @@ func (c *Config) prepare() []error {
 	}
 	if !path.IsAbs(c.ManifestPath) {
 		errs = append(errs, fmt.Errorf("manifest_path must be an absolute path, got %q", c.ManifestPath))
+	}
+	if c.DeferValidation && c.Validate != nil && !*c.Validate {
+		errs = append(errs, errors.New("defer_validation = true and validate = false: choose one (defer_validation leaves the host suite and the NCCL test to the post-processor's complete_validation = true; validate = false runs no validation at all)"))
 	}
 	if c.HoldUnheld && c.RequireHolds {
 		errs = append(errs, errors.New("hold_unheld and require_holds: choose one (hold_unheld holds what the image does not; require_holds fails on it)"))

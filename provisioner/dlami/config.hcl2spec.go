@@ -25,6 +25,7 @@ type FlatConfig struct {
 	HoldUnheld          *bool                    `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
 	RequireHolds        *bool                    `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
 	Validate            *bool                    `mapstructure:"validate" cty:"validate" hcl:"validate"`
+	DeferValidation     *bool                    `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
 	CheckTimeout        *string                  `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
 	RemoteFolder        *string                  `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
 	ManifestPath        *string                  `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
@@ -64,6 +65,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"hold_unheld":                &hcldec.AttrSpec{Name: "hold_unheld", Type: cty.Bool, Required: false},
 		"require_holds":              &hcldec.AttrSpec{Name: "require_holds", Type: cty.Bool, Required: false},
 		"validate":                   &hcldec.AttrSpec{Name: "validate", Type: cty.Bool, Required: false},
+		"defer_validation":           &hcldec.AttrSpec{Name: "defer_validation", Type: cty.Bool, Required: false},
 		"check_timeout":              &hcldec.AttrSpec{Name: "check_timeout", Type: cty.String, Required: false},
 		"remote_folder":              &hcldec.AttrSpec{Name: "remote_folder", Type: cty.String, Required: false},
 		"manifest_path":              &hcldec.AttrSpec{Name: "manifest_path", Type: cty.String, Required: false},

@@ -80,6 +80,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		RebootTimeout: c.RebootTimeout,
 		Layers:        layers,
 	}
+	p.opt.DeferValidation = c.DeferValidation
 	return nil
 }
 

@@ -33,6 +33,18 @@ func TestPrepareDefaults(t *testing.T) {
 	}
 }
 
+// defer_validation defaults to false and reaches the bake; with validate = true it is fine.
+func TestPrepareDeferValidation(t *testing.T) {
+	var p Provisioner
+	if err := p.Prepare(map[string]interface{}{}); err != nil || p.opt.DeferValidation {
+		t.Fatalf("default: %v, defer %v", err, p.opt.DeferValidation)
+	}
+	p = Provisioner{}
+	if err := p.Prepare(map[string]interface{}{"defer_validation": true, "validate": true}); err != nil || !p.opt.DeferValidation || !p.opt.Validate {
+		t.Fatalf("defer_validation = true: %v, %+v", err, p.opt)
+	}
+}
+
 func TestRunUUID(t *testing.T) {
 	if got := runUUID(map[string]interface{}{"PackerRunUUID": "abc"}); got != "abc" {
 		t.Errorf("from generated data: %q", got)
@@ -93,6 +105,7 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{"tiny check timeout", map[string]interface{}{"check_timeout": "1ms"}, "check_timeout"},
 		{"bad nccl env", map[string]interface{}{"nccl": map[string]interface{}{"env": map[string]string{"A B": "x"}}}, "nccl"},
 		{"bad guard glob", map[string]interface{}{"guard": map[string]interface{}{"include": []string{"linux-[image"}}}, "guard"},
+		{"defer without validation", map[string]interface{}{"defer_validation": true, "validate": false}, "defer_validation = true and validate = false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,6 +65,7 @@ func (s *Server) State(region string, ownOnly bool) StateDump {
 			c.Volumes = append([]InstanceVolume(nil), r.Volumes...)
 			c.Layers = append([]string(nil), r.Layers...)
 			c.Tags = copyTags(r.Tags)
+			c.RunningSeconds = r.meter.total(s.now()).Seconds()
 			rs.Instances = append(rs.Instances, c)
 		}
 		for _, id := range sortedKeys(rd.images) {

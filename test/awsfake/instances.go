@@ -60,6 +60,8 @@ type Instance struct {
 	ClientToken           string            `json:"client_token,omitempty"`
 	// Stuck marks an instance the stuck-pending fault keeps in pending.
 	Stuck bool `json:"stuck,omitempty"`
+	// RunningSeconds is this instance's metered time (see usage.go), filled in by State.
+	RunningSeconds float64 `json:"running_seconds"`
 }
 
 type instanceRec struct {

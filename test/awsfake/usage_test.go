@@ -94,6 +94,14 @@ func TestInstanceSecondsByType(t *testing.T) {
 	if st.InstanceSeconds["g6e.xlarge"] != 42 || st.InstanceSeconds["t3.micro"] != 120 || st.GPUInstanceSeconds != 180+42 {
 		t.Errorf("GET /_fake/state: %+v, want g6e.xlarge 42 s, t3.micro 120 s, 222 GPU seconds", st)
 	}
+	// Each instance's own figure, to tell a bake's instance from its verification's.
+	perInstance := map[string]float64{}
+	for _, in := range e.fake.State("us-east-1", false).Regions["us-east-1"].Instances {
+		perInstance[in.ID] = in.RunningSeconds
+	}
+	if perInstance[gpu] != 180 || perInstance[cpu] != 120 || perInstance[running] != 42 {
+		t.Errorf("running_seconds %v, want %s 180, %s 120, %s 42", perInstance, gpu, cpu, running)
+	}
 	if other := e.fake.Usage("us-west-2"); len(other.InstanceSeconds) != 0 || other.GPUInstanceSeconds != 0 {
 		t.Errorf("us-west-2 usage %+v, want none", other)
 	}

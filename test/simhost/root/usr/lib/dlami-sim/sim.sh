@@ -34,6 +34,7 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #   L_FM                          Fabric Manager unit: active | absent
 #   L_NET L_NVLS L_P2P            NCCL network, NVLS, intra-node channel path
 #   L_BUSBW L_TOPO                1 GiB busbw (GB/s), aws-ofi-nccl topology file
+#   L_CPU                         1 on a CPU instance type (c/m/r families): no GPU, no EFA
 layout() {
 	[ -n "${L_TYPE:-}" ] && return 0
 	kv product-name p6-b200.48xlarge
@@ -66,6 +67,12 @@ layout() {
 		g6e.*) L_GPU_NAME="NVIDIA L40S" L_GPU_DEV=0x26b9 L_GPU_MEM=46068 L_CC=8.9 ;;
 		esac
 		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO="" ;;
+	c[5-8]*.* | m[5-8]*.* | r[5-8]*.*)
+		# A CPU instance started from the same DLAMI (the build instance of a two-phase bake,
+		# issue 21): no NVIDIA GPU, no EFA, NVSwitch or ConnectX-7, no local NVMe (EBS only).
+		# The image's packages, module files and holds are the DLAMI's all the same; boot-hook
+		# loads no NVIDIA, gdrdrv or EFA module (they find no device).
+		L_CPU=1 L_GPUS=0 L_NVSW=0 L_EFA=0 L_CX7=0 L_NVME=0 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO="" ;;
 	*) L_KNOWN=0 L_TOPO="" ;;
 	esac
 }

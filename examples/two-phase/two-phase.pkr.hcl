@@ -1,0 +1,124 @@
+# Bake where capacity is, verify where it counts: a golden Slurm AMI for p5 baked in two
+# phases. amazon-ebs bakes on a CPU instance (c7i.8xlarge, started from the same DLAMI: the same
+# kernel, driver packages and holds, no GPU): the dlami provisioner guards the holds, runs the
+# layers with a drift check after each, writes the bill of materials and defers the host suite
+# and the NCCL test (defer_validation). The dlami post-processor then launches the registered
+# AMI on the first p5 type that has capacity (or in your Capacity Block / ODCR), checks its
+# first boot, runs the host suite and the NCCL test there (complete_validation) and tags it
+# dlami:verified = true and dlami:verified_instance_type. GPU time is spent on that instance
+# only; a build that drifts fails on the CPU instance and launches no GPU instance.
+#
+# packer init . && packer build .
+# With a Capacity Block: -var capacity_block_id=cr-... (instance_types then takes one type).
+
+packer {
+  required_version = ">= 1.16.0"
+  required_plugins {
+    dlami = {
+      source  = "github.com/dlami-bake/dlami"
+      version = ">= 0.1.0"
+    }
+    amazon = {
+      source  = "github.com/hashicorp/amazon"
+      version = ">= 1.8.0"
+    }
+  }
+}
+
+variable "region" {
+  type    = string
+  default = "us-east-1"
+}
+
+variable "build_instance_type" {
+  type        = string
+  default     = "c7i.8xlarge"
+  description = "The build instance: a CPU type, no GPU capacity needed."
+}
+
+variable "verify_instance_types" {
+  type        = list(string)
+  default     = ["p5.48xlarge", "p5e.48xlarge"]
+  description = "GPU types the post-processor tries in order for the validation."
+}
+
+variable "capacity_block_id" {
+  type        = string
+  default     = ""
+  description = "A Capacity Block for ML (cr-...) to validate in; empty for on-demand."
+}
+
+variable "report_dir" {
+  type    = string
+  default = "dlami-reports/two-phase"
+}
+
+locals {
+  family = "golden-slurm-p5"
+}
+
+data "dlami" "base" {
+  region = var.region
+}
+
+source "amazon-ebs" "golden" {
+  region        = var.region
+  source_ami    = data.dlami.base.ami_id
+  instance_type = var.build_instance_type
+  ssh_username  = "ubuntu"
+  ssh_timeout   = "15m"
+  ami_name      = "${local.family}-${formatdate("YYYYMMDDhhmmss", timestamp())}"
+
+  launch_block_device_mappings {
+    device_name           = data.dlami.base.root_device_name
+    volume_size           = 200
+    volume_type           = "gp3"
+    delete_on_termination = true
+  }
+
+  tags = {
+    "dlami:family"     = local.family
+    "dlami:source_ami" = data.dlami.base.ami_id
+    "dlami:build"      = data.dlami.base.build
+  }
+}
+
+build {
+  name    = "two-phase"
+  sources = ["source.amazon-ebs.golden"]
+
+  provisioner "dlami" {
+    report_dir = var.report_dir
+    # Phase one: the guard and the layers here; the host suite and the NCCL test are deferred
+    # to the post-processor (the report says result = deferred, never pass).
+    defer_validation = true
+
+    layer {
+      name         = "slurm"
+      apt_packages = ["slurmd", "munge"]
+      inline       = ["systemctl enable munge", "systemctl disable slurmd"]
+    }
+
+    # Judged in phase two, on the GPU instance (carried in the bill of materials).
+    expect {
+      kernel        = "7.0.0-1014-aws"
+      nvidia_driver = "595.91.07"
+      efa_installer = ">= 1.50.0"
+      gpu_count     = 8
+      efa_count     = 32
+    }
+  }
+
+  # Phase two: the registered AMI's first boot on a GPU instance, then the deferred checks.
+  post-processor "dlami" {
+    region              = var.region
+    bom_file            = "${var.report_dir}/dlami-bom.json"
+    report_dir          = "${var.report_dir}/verify"
+    complete_validation = true
+    # A Capacity Block holds one instance type: then only the first type is tried.
+    instance_types          = var.capacity_block_id == "" ? var.verify_instance_types : [var.verify_instance_types[0]]
+    capacity_reservation_id = var.capacity_block_id
+    market_type             = var.capacity_block_id == "" ? "" : "capacity-block"
+    on_failure              = "deregister"
+  }
+}
