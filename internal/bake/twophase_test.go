@@ -13,7 +13,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-
 // cpuBuildHost is a fake build host that names itself a CPU instance and counts the host
 // suite's reads (there must be none in a first phase).
 func cpuBuildHost(t *testing.T) (*fakeHost, *int) {
