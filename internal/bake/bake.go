@@ -18,6 +18,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -65,6 +66,8 @@ type Options struct {
 	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
 	EFARetries    int
 	EFARetryDelay time.Duration
+	// NodeCheck, when set, installs dlami-node-check into the image (nodecheck.go).
+	NodeCheck *nodecheck.Config
 }
 
 // Defaults of Options fields left zero.
@@ -183,7 +186,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.finalGuard, b.judged("validation"), b.writeBOM)
+	return p.then(b.hostSuite, b.ncclTest, b.finalGuard, b.judged("validation"), b.installNodeCheck, b.writeBOM)
 }
 
 // then adds steps to the end of p.

@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,NodeCheckConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -67,6 +67,9 @@ type Config struct {
 	Expect checks.Expectations `mapstructure:"expect"`
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
+	// Install dlami-node-check into the image with a systemd unit that judges every boot
+	// against this bake's bill of materials. Off unless the block is set.
+	NodeCheck *NodeCheckConfig `mapstructure:"node_check"`
 
 	ctx interpolate.Context
 }
@@ -216,5 +219,8 @@ func (c *Config) prepare() []error {
 	}
 	errs = append(errs, c.Expect.Validate()...)
 	errs = append(errs, c.NCCL.Validate()...)
+	if c.NodeCheck != nil {
+		errs = append(errs, c.NodeCheck.prepare(c.Validate == nil || *c.Validate)...)
+	}
 	return errs
 }

@@ -73,6 +73,9 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		RebootTimeout: c.RebootTimeout,
 		Layers:        layers,
 	}
+	if c.NodeCheck != nil {
+		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
+	}
 	return nil
 }
 
