@@ -2,6 +2,7 @@ package bake
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
@@ -13,6 +14,8 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -110,4 +113,89 @@ func enableScript() string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// Sections of the first-boot verification's node check run.
+const (
+	sectionNodeCheckPresent = "nodecheck.present"
+	sectionNodeCheckRun     = "nodecheck.run"
+	// nodeCheckRunSlack is how much longer the SSH command may take than the node check's own
+	// bound.
+	nodeCheckRunSlack = 60 * time.Second
+)
+
+// nodeCheckVerify runs the image's own node check on the verification instance, when the
+// image has one, so that what was verified is what every node runs at boot: its verdict is
+// the node-check entry (its checks as evidence). The NCCL
+// test is left to the verification's own setting. A node check that fails fails the
+// verification; one that cannot run or answers nothing readable fails too.
+func (b *Bake) nodeCheckVerify(ctx context.Context) error {
+	b.stage("first boot: the image's node check")
+	start := b.now()
+	bin := bundle.Quote(nodecheck.BinaryPath)
+	sections, err := b.host.Query(ctx, []bundle.Command{{Name: sectionNodeCheckPresent, Shell: "if [ -x " + bin + " ]; then echo present; else echo absent; fi"}})
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(sections[sectionNodeCheckPresent].Output) != "present" {
+		b.record(skipped("the image has no node check ("+nodecheck.BinaryPath+"; the provisioner's node_check block installs it)", result.NodeCheck)...)
+		return nil
+	}
+	timeout := nodecheck.DefaultTimeout
+	if data, err := b.host.ReadFile(ctx, nodecheck.ConfigPath); err == nil {
+		if c, err := nodecheck.DecodeConfig(data); err == nil && c.TimeoutSeconds > 0 {
+			timeout = time.Duration(c.TimeoutSeconds) * time.Second
+		}
+	}
+	// stdout is the JSON report; the one-line verdict and notes go to stderr, dropped here
+	// (the report carries them).
+	cmd := bundle.Command{Name: sectionNodeCheckRun, TimeoutSeconds: int((timeout + nodeCheckRunSlack) / time.Second),
+		Shell: "sudo -n " + bin + " --mode " + nodecheck.ModeReport + " --json --nccl=false 2>/dev/null"}
+	sections, err = b.host.Query(ctx, []bundle.Command{cmd})
+	if err != nil {
+		return err
+	}
+	c := judgeNodeCheck(sections[sectionNodeCheckRun])
+	c.DurationMS = b.now().Sub(start).Milliseconds()
+	b.record(c)
+	if c.Status.Failing() {
+		b.ui.Error("dlami: node-check failed on the verification instance: " + c.Message)
+	}
+	return nil
+}
+
+// judgeNodeCheck turns the node check's JSON report into the node-check entry, its checks as
+// evidence.
+func judgeNodeCheck(s bundle.Section) result.Check {
+	c := result.Check{ID: result.NodeCheck, Basis: "bill of materials", Expected: "the image's node check passes (" + nodecheck.BinaryPath + " --mode report)"}
+	var r report.Report
+	switch {
+	case s.TimedOut:
+		c.Status, c.Actual, c.Message = result.Fail, "timed out", "the node check did not answer within its timeout"
+		return c
+	case s.ExitCode != 0 && s.ExitCode != 1:
+		c.Status, c.Actual, c.Message = result.Fail, fmt.Sprintf("exit %d", s.ExitCode), "the node check could not run (sudo -n, a missing file?): "+textcut.Head(s.Output, 500)
+		c.Evidence = textcut.Head(s.Output, 2000)
+		return c
+	}
+	if err := json.Unmarshal([]byte(s.Output), &r); err != nil || r.Result == "" {
+		c.Status, c.Actual = result.Fail, "unreadable"
+		c.Message = fmt.Sprintf("the node check exited %d without a readable JSON report: %v", s.ExitCode, err)
+		c.Evidence = textcut.Head(s.Output, 2000)
+		return c
+	}
+	c.Evidence = report.Table(r.Checks)
+	if r.Result == report.ResultPass && s.ExitCode == 0 {
+		c.Status, c.Actual = result.Pass, fmt.Sprintf("pass (%d checks)", len(r.Checks))
+		return c
+	}
+	c.Status, c.Actual = result.Fail, "fail: "+strings.Join(r.FailedChecks, ", ")
+	c.Message = "the node check that every node runs at boot fails on this instance: " + strings.Join(r.FailedChecks, ", ")
+	for _, id := range r.FailedChecks {
+		if f, ok := result.Find(r.Checks, id); ok && f.Message != "" {
+			c.Message += "; " + id + ": " + textcut.Head(f.Message, 300)
+			break
+		}
+	}
+	return c
 }

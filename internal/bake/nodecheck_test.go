@@ -10,7 +10,10 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
+
+type resultCheck = result.Check
 
 // TestNodeCheckInstalled: with node_check the bake installs the binary for the host's
 // architecture, its config (pointing at the bill of materials), the unit (enabled), the Slurm
@@ -88,4 +91,58 @@ func slicesContains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// TestVerifyRunsTheImagesNodeCheck: a verification instance whose image has the node check
+// runs it (report mode, JSON); its failure fails the verification, an image without it
+// reports node-check skipped, and an unreadable answer fails closed.
+func TestVerifyRunsTheImagesNodeCheck(t *testing.T) {
+	b := bakedBOM(t)
+	nodeReport := func(result string, failed ...string) string {
+		r := report.Report{Result: result, FailedChecks: failed, Checks: []resultCheck{{ID: "gpu", Status: "pass"}}}
+		for _, id := range failed {
+			r.Checks = append(r.Checks, resultCheck{ID: id, Status: "fail", Message: "nvidia-fabricmanager: 595.91.07-1 → 595.99.01-1"})
+		}
+		js, err := report.JSON(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(js)
+	}
+	for _, c := range []struct {
+		name    string
+		present bool
+		out     string
+		code    int
+		want    string
+		msg     string
+		pass    bool
+	}{
+		{"absent", false, "", 0, "skip", "the image has no node check", true},
+		{"pass", true, nodeReport("pass"), 0, "pass", "", true},
+		{"fail", true, nodeReport("fail", "first-boot-packages"), 1, "fail", "first-boot-packages: nvidia-fabricmanager: 595.91.07-1 → 595.99.01-1", false},
+		{"sudo refused", true, "sudo: a password is required", 1, "fail", "without a readable JSON report", false},
+		{"could not run", true, "", 126, "fail", "could not run", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newFakeHost(t)
+			if c.present {
+				h.hostOut[sectionNodeCheckPresent] = fakeSection{out: "present"}
+				h.hostOut[sectionNodeCheckRun] = fakeSection{out: c.out, code: c.code}
+			}
+			o := verifyOptions(t, b)
+			err := Verify(context.Background(), h, &recordingUI{}, o)
+			if (err == nil) != c.pass {
+				t.Fatalf("verification: %v, want pass=%v", err, c.pass)
+			}
+			r := readReport(t, o.ReportDir)
+			got := check(r, "node-check")
+			if got.Status != c.want || !strings.Contains(got.Message, c.msg) {
+				t.Errorf("node-check %s %q, want %s containing %q", got.Status, got.Message, c.want, c.msg)
+			}
+			if !c.pass && !strings.Contains(err.Error(), "node-check") {
+				t.Errorf("the verification's error does not name node-check: %v", err)
+			}
+		})
+	}
 }
