@@ -588,7 +588,7 @@ func TestUnitAndNPDConfig(t *testing.T) {
 		t.Error("a drain unit is RequiredBy the job units: its failure would keep slurmd from starting")
 	}
 	var npd struct {
-		Plugin     string `json:"plugin"`
+		Plugin     string                  `json:"plugin"`
 		Conditions []struct{ Type string } `json:"conditions"`
 		Rules      []struct {
 			Type, Condition, Path string
