@@ -135,5 +135,15 @@ build {
       nvidia_driver = ">= 595"
       efa_installer = ">= 1.50.0"
     }
+
+    # Every boot checks itself before kubelet starts: a node that fails (a GPU missing, the
+    # driver or a guarded package moved, memlock limited for containerd) never joins the
+    # cluster (action "block"), and node-problem-detector keeps judging it afterwards
+    # (condition DLAMINodeCheckFailed, see files/node-problem-detector.yaml for the taint and
+    # EKS node auto-repair / Karpenter wiring).
+    node_check {
+      action = "block"
+      before = ["kubelet.service"]
+    }
   }
 }

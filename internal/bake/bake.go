@@ -20,6 +20,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -82,6 +83,8 @@ type Options struct {
 	// recorded as deferred (skipped, with why) and left to the post-processor's
 	// complete_validation, and the bill of materials says so.
 	DeferValidation bool
+	// NodeCheck, when set, installs dlami-node-check into the image (nodecheck.go).
+	NodeCheck *nodecheck.Config
 }
 
 // Defaults of Options fields left zero.
@@ -211,7 +214,7 @@ func (b *Bake) bakePlan() plan {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
 	return p.then(b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
-		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.writeBOM)
+		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM)
 }
 
 // then adds steps to the end of p.

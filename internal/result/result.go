@@ -57,6 +57,10 @@ const (
 	// The first boot of an instance launched from the baked AMI (post-processor).
 	FirstBootKernel   = "first-boot-kernel"
 	FirstBootPackages = "first-boot-packages"
+	// The node check (cmd/dlami-node-check) at every boot of a node: memlock where jobs run,
+	// and the node check's own verdict in a first-boot verification.
+	JobMemlock = "job-memlock"
+	NodeCheck  = "node-check"
 )
 
 // Prefixes of the IDs of results that are not checks: each layer is a result entry

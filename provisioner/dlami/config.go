@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,NodeCheckConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -84,6 +84,9 @@ type Config struct {
 	// The GPUDirect RDMA test: an all-reduce with NVLink and shared memory off, over the EFA
 	// devices.
 	GPUDirectRDMA GPUDirectRDMAConfig `mapstructure:"gpudirect_rdma"`
+	// Install dlami-node-check into the image with a systemd unit that judges every boot
+	// against this bake's bill of materials. Off unless the block is set.
+	NodeCheck *NodeCheckConfig `mapstructure:"node_check"`
 
 	ctx interpolate.Context
 }
@@ -299,5 +302,8 @@ func (c *Config) prepare() []error {
 	errs = append(errs, c.Expect.Validate()...)
 	errs = append(errs, c.NCCL.Validate()...)
 	errs = append(errs, c.validateFunction()...)
+	if c.NodeCheck != nil {
+		errs = append(errs, c.NodeCheck.prepare(c.Validate == nil || *c.Validate)...)
+	}
 	return errs
 }

@@ -37,6 +37,7 @@ type FlatConfig struct {
 	DCGMLevel           *int                     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
 	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	NodeCheck           *FlatNodeCheckConfig     `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -77,6 +78,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
+		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*FlatNodeCheckConfig)(nil).HCL2Spec())},
 	}
 	return s
 }
@@ -259,6 +261,37 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 		"timeout":      &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 		"env":          &hcldec.AttrSpec{Name: "env", Type: cty.Map(cty.String), Required: false},
 		"transport":    &hcldec.AttrSpec{Name: "transport", Type: cty.String, Required: false},
+	}
+	return s
+}
+
+// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatNodeCheckConfig struct {
+	Action   *string  `mapstructure:"action" cty:"action" hcl:"action"`
+	Before   []string `mapstructure:"before" cty:"before" hcl:"before"`
+	NCCL     *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	Timeout  *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	Textfile *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
+}
+
+// FlatMapstructure returns a new FlatNodeCheckConfig.
+// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*NodeCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatNodeCheckConfig)
+}
+
+// HCL2Spec returns the hcl spec of a NodeCheckConfig.
+// This spec is used by HCL to read the fields of NodeCheckConfig.
+// The decoded values from this spec will then be applied to a FlatNodeCheckConfig.
+func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"action":   &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
+		"before":   &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
+		"nccl":     &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
+		"timeout":  &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
+		"textfile": &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
 	}
 	return s
 }

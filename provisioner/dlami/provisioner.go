@@ -81,6 +81,9 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		Layers:        layers,
 	}
 	p.opt.DeferValidation = c.DeferValidation
+	if c.NodeCheck != nil {
+		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
+	}
 	return nil
 }
 

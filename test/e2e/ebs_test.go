@@ -195,6 +195,7 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 	t.Run("first-boot-dist-upgrade", func(t *testing.T) { firstBootDistUpgrade(t, e, fake, ebsDir) })
 	t.Run("first-boot-grub-1015", func(t *testing.T) { firstBootGrub(t, e, fake, ebsDir) })
 	t.Run("verify-interrupted", func(t *testing.T) { verifyInterrupted(t, e, fake, ebsDir) })
+	t.Run("node-check", func(t *testing.T) { nodeCheckScenarios(t, e, fake, ebsDir) })
 
 	t.Run("drift", func(t *testing.T) {
 		exp, err := readExpectation(filepath.Join("scenarios", "unhold-dist-upgrade", "expect.json"))

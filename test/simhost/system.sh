@@ -147,6 +147,10 @@ system_up() {
 		echo "memlock: cannot set $ml here (no CAP_SYS_RESOURCE); simulated through the preload shim" >>"$st/sshd.log"
 	fi
 	[ -s "$m/etc/ld.so.preload" ] || rm -f "$m/etc/ld.so.preload"
+	# systemd's part of the boot that the simulation models (enabled oneshots, then slurmd and
+	# kubelet by their Requires=): in the host's UTS namespace and memlock, before sshd.
+	prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/lib/dlami-sim/systemd-boot' \
+		sh "$(cat "$m/etc/hostname")" "$m" </dev/null >>"$st/units.log" 2>&1 || log "systemd-boot failed (see $st/units.log)"
 	# Own UTS namespace: the host's name is the instance's, not this machine's.
 	local rc
 	for _ in 1 2 3 4 5; do

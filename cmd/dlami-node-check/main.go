@@ -1,0 +1,166 @@
+// Command dlami-node-check judges the node it runs on against the bill of materials of the
+// image it booted from: the provisioner's host suite with the bake's expectations, the running
+// and next-boot kernel and every guarded package's version and hold, memlock where jobs run,
+// and optionally the 1-node NCCL test. The dlami provisioner installs it (node_check) with a
+// systemd unit that runs it at every boot; Slurm (HealthCheckProgram), node-problem-detector
+// (custom plugin) and node_exporter (textfile) use the same command. Linux only; built
+// statically (CGO_ENABLED=0) for amd64 and arm64 and shipped inside the plugin.
+//
+//	dlami-node-check [--mode boot|report|slurm|npd] [--action block|drain|report] [--json]
+//	                 [--config FILE] [--bom FILE] [--out DIR] [--textfile FILE.prom]
+//	                 [--timeout 5m] [--check-timeout 60s] [--nccl] [--scontrol PATH]
+//
+// Exit status: 0 the node passed; 1 it failed (npd: the problem status); 2 bad usage (npd:
+// unknown). In slurm mode a failed node that was drained exits 0, as Slurm's contract asks of
+// a HealthCheckProgram that acts itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, realEnv())
+	stop()
+	os.Exit(code)
+}
+
+func realEnv() nodecheck.Env {
+	return nodecheck.Env{
+		Runner: localRunner{}, Command: command, ReadFile: os.ReadFile, Hostname: os.Hostname, Now: time.Now,
+	}
+}
+
+// run is main without the process: flags, the config file, the engine, the output.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodecheck.Env) int {
+	fl := flag.NewFlagSet("dlami-node-check", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	mode := fl.String("mode", nodecheck.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
+	configPath := fl.String("config", nodecheck.ConfigPath, "the settings the provisioner installed; flags override them")
+	action := fl.String("action", "", "on a failure in boot mode: block, drain or report (default: the config's, else block)")
+	bomPath := fl.String("bom", "", "the bill of materials (default: the config's, else "+bom.DefaultPath+")")
+	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodecheck.DefaultOutDir+")")
+	textfile := fl.String("textfile", "", "node_exporter textfile to write (*.prom; default: the config's)")
+	timeout := fl.Duration("timeout", 0, "bound of the whole run; reaching it fails the node (default: the config's, else 5m; slurm mode at most 50s)")
+	checkTimeout := fl.Duration("check-timeout", 0, "bound of each probe command (default: the config's, else 60s)")
+	nccl := fl.Bool("nccl", false, "run the 1-node NCCL test too (default: the config's)")
+	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodecheck.DefaultScontrol+")")
+	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
+	showVersion := fl.Bool("version", false, "print the version and exit")
+	usage := 2
+	if err := fl.Parse(args); err != nil {
+		return usage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "dlami-node-check "+version.PluginVersion.FormattedVersion())
+		return 0
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "dlami-node-check: unexpected argument %q\n", fl.Arg(0))
+		return usage
+	}
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	cfg, err := readConfig(env, *configPath, set["config"])
+	if err != nil {
+		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
+		if *mode == nodecheck.ModeNPD {
+			fmt.Fprintln(stdout, "DLAMI node check could not run: bad config")
+			return nodecheck.NPDUnknown
+		}
+		return usage
+	}
+	o := nodecheck.Options{
+		Mode: *mode, Action: or(cfg.Action, nodecheck.ActionBlock), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
+		OutDir: or(cfg.OutDir, nodecheck.DefaultOutDir), Textfile: cfg.Textfile,
+		Timeout:      secondsOr(cfg.TimeoutSeconds, nodecheck.DefaultTimeout),
+		CheckTimeout: secondsOr(cfg.CheckTimeoutSeconds, 60*time.Second),
+		NCCL:         cfg.NCCL, Scontrol: or(cfg.Scontrol, nodecheck.DefaultScontrol),
+		Version: version.PluginVersion.FormattedVersion(),
+	}
+	apply := map[string]func(){
+		"action": func() { o.Action = *action }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
+		"textfile": func() { o.Textfile = *textfile }, "timeout": func() { o.Timeout = *timeout },
+		"check-timeout": func() { o.CheckTimeout = *checkTimeout }, "nccl": func() { o.NCCL = *nccl }, "scontrol": func() { o.Scontrol = *scontrol },
+	}
+	for name, f := range apply {
+		if set[name] {
+			f()
+		}
+	}
+	if o.Mode == nodecheck.ModeSlurm && o.Timeout > nodecheck.SlurmTimeout {
+		// Slurm kills a HealthCheckProgram after 60 seconds.
+		o.Timeout = nodecheck.SlurmTimeout
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
+		if o.Mode == nodecheck.ModeNPD {
+			fmt.Fprintln(stdout, "DLAMI node check could not run: bad flags")
+			return nodecheck.NPDUnknown
+		}
+		return usage
+	}
+	out := nodecheck.Run(ctx, env, o)
+	for _, n := range out.Notes {
+		fmt.Fprintln(stderr, "dlami-node-check: "+n)
+	}
+	if *asJSON {
+		js, err := report.JSON(out.Report)
+		if err != nil {
+			fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
+			return 1
+		}
+		_, _ = stdout.Write(js)
+		fmt.Fprintln(stderr, out.Line)
+	} else {
+		fmt.Fprintln(stdout, out.Line)
+	}
+	return out.Exit
+}
+
+// readConfig reads the config file; a missing default one means the built-in defaults, a
+// missing one named with --config is an error.
+func readConfig(env nodecheck.Env, path string, explicit bool) (nodecheck.Config, error) {
+	data, err := env.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		return nodecheck.Config{}, nil
+	case err != nil:
+		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+	}
+	c, err := nodecheck.DecodeConfig(data)
+	if err != nil {
+		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func secondsOr(n int, def time.Duration) time.Duration {
+	if n <= 0 {
+		return def
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,152 @@
+package nodecheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Where the provisioner installs the node check in the image.
+const (
+	BinaryPath       = "/usr/local/sbin/dlami-node-check"
+	SlurmWrapperPath = "/usr/local/sbin/dlami-node-check-slurm"
+	ConfigPath       = "/etc/dlami-node-check/config.json"
+	UnitName         = "dlami-node-check.service"
+	UnitPath         = "/etc/systemd/system/" + UnitName
+	NPDConfigPath    = "/etc/node-problem-detector.d/custom-plugin-monitor/dlami-node-check.json"
+	DefaultOutDir    = "/var/lib/dlami-node-check"
+	// DefaultTextfile is in the directory Debian's and Ubuntu's prometheus-node-exporter
+	// package points --collector.textfile.directory at.
+	DefaultTextfile = "/var/lib/prometheus/node-exporter/dlami_node_check.prom"
+	DefaultScontrol = "/usr/bin/scontrol"
+	// NPDCondition is the node condition node-problem-detector sets while the check fails.
+	NPDCondition = "DLAMINodeCheckFailed"
+	// DefaultTimeout bounds a run at boot.
+	DefaultTimeout = 5 * time.Minute
+	// SlurmTimeout bounds a run as Slurm's HealthCheckProgram, which Slurm kills after 60s.
+	SlurmTimeout = 50 * time.Second
+	// unitSlack is how much longer systemd waits than the command's own bound.
+	unitSlack = 30 * time.Second
+)
+
+// GPUServices are the units the check runs after: the GPUs must be up.
+var GPUServices = []string{"nvidia-persistenced.service", "nvidia-fabricmanager.service", "nvidia-dcgm.service"}
+
+// DefaultBefore are the units the check runs before (and, with action block, keeps from
+// starting when it fails).
+var DefaultBefore = []string{"slurmd.service", "kubelet.service"}
+
+// Config is the file the provisioner installs at ConfigPath; the command reads it and its
+// flags override it.
+type Config struct {
+	Action              string `json:"action"`
+	BOMPath             string `json:"bom_path"`
+	OutDir              string `json:"out_dir"`
+	Textfile            string `json:"textfile"`
+	TimeoutSeconds      int    `json:"timeout_seconds"`
+	CheckTimeoutSeconds int    `json:"check_timeout_seconds"`
+	NCCL                bool   `json:"nccl"`
+	Scontrol            string `json:"scontrol"`
+	// Before are the units the systemd unit runs before (for the record).
+	Before []string `json:"before"`
+}
+
+// Encode renders c as indented JSON.
+func (c Config) Encode() []byte {
+	b, _ := json.MarshalIndent(c, "", "  ") // plain strings, ints and bools: cannot fail
+	return append(b, '\n')
+}
+
+// DecodeConfig reads a Config; unknown fields are refused, so a typo never silently falls
+// back to a default.
+func DecodeConfig(data []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var unitNameRE = regexp.MustCompile(`^[A-Za-z0-9:_.\\@-]+\.(service|target|socket|mount|timer)$`)
+
+// CheckUnitName refuses a name systemd would not take as a unit, naming setting.
+func CheckUnitName(setting, name string) error {
+	if !unitNameRE.MatchString(name) {
+		return fmt.Errorf("%s %q: not a systemd unit name (letters, digits, ':', '_', '.', '@', '-', ending in .service, .target, .socket, .mount or .timer)", setting, name)
+	}
+	return nil
+}
+
+// Unit renders the systemd unit: a oneshot after the GPU services and before the units in
+// before; with action block it is RequiredBy them too, so that its failure keeps them from
+// starting (systemd does not start a unit whose Requires= dependency, ordered before it,
+// failed). Its start is bounded (TimeoutStartSec, beyond the command's own --timeout).
+func Unit(c Config) string {
+	timeout := time.Duration(c.TimeoutSeconds) * time.Second
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	w("# Installed by packer-plugin-dlami (node_check): judges this node against the image's")
+	w("# bill of materials at every boot. Verdict: journalctl -u %s; reports in %s.", UnitName, c.OutDir)
+	w("[Unit]")
+	w("Description=dlami node check (GPUs, driver, EFA, kernel and packages against the image)")
+	w("Documentation=https://github.com/dlami-bake/packer-plugin-dlami/blob/main/docs/provisioners/dlami.mdx#node-check")
+	w("After=%s", strings.Join(GPUServices, " "))
+	if len(c.Before) > 0 {
+		w("Before=%s", strings.Join(c.Before, " "))
+	}
+	w("")
+	w("[Service]")
+	w("Type=oneshot")
+	w("RemainAfterExit=yes")
+	w("ExecStart=%s --mode %s --config %s", BinaryPath, ModeBoot, ConfigPath)
+	w("TimeoutStartSec=%d", int((timeout+unitSlack)/time.Second))
+	w("StandardOutput=journal")
+	w("StandardError=journal")
+	w("")
+	w("[Install]")
+	w("WantedBy=multi-user.target")
+	if c.Action == ActionBlock && len(c.Before) > 0 {
+		w("RequiredBy=%s", strings.Join(c.Before, " "))
+	}
+	return b.String()
+}
+
+// SlurmWrapper is the HealthCheckProgram: Slurm runs it without arguments.
+func SlurmWrapper() string {
+	return "#!/bin/sh\n# Slurm HealthCheckProgram (slurm.conf): the dlami node check in Slurm mode (packer-plugin-dlami).\nexec " +
+		BinaryPath + " --mode " + ModeSlurm + " --config " + ConfigPath + "\n"
+}
+
+// NPDConfig is node-problem-detector's custom plugin monitor configuration: a permanent
+// condition DLAMINodeCheckFailed set while the check exits 1.
+func NPDConfig(c Config) []byte {
+	timeout := time.Duration(c.TimeoutSeconds) * time.Second
+	doc := map[string]any{
+		"plugin": "custom",
+		"pluginConfig": map[string]any{
+			"invoke_interval":   "10m",
+			"timeout":           (timeout + unitSlack).String(),
+			"max_output_length": NPDMaxMessage,
+			"concurrency":       1,
+			"enable_message_change_based_condition_update": false,
+		},
+		"source":           "dlami-node-check",
+		"metricsReporting": true,
+		"conditions": []map[string]string{{
+			"type": NPDCondition, "reason": "DLAMINodeCheckPassed",
+			"message": "the node matches its image's bill of materials and passes the host suite",
+		}},
+		"rules": []map[string]any{{
+			"type": "permanent", "condition": NPDCondition, "reason": NPDCondition,
+			"path": BinaryPath, "args": []string{"--mode", ModeNPD, "--config", ConfigPath},
+			"timeout": timeout.String(),
+		}},
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ") // maps of plain values: cannot fail
+	return append(b, '\n')
+}

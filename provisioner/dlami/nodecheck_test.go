@@ -1,0 +1,68 @@
+package dlami
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+)
+
+func TestNodeCheckDefaults(t *testing.T) {
+	var p Provisioner
+	err := p.Prepare(map[string]interface{}{"node_check": map[string]interface{}{}})
+	if nodecheckbin.Available() != nil {
+		if err == nil || !strings.Contains(err.Error(), "node_check: this plugin was built without the dlami-node-check binary") || !strings.Contains(err.Error(), "make build") {
+			t.Fatalf("a plugin without the binaries: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.opt.NodeCheck
+	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.TimeoutSeconds != 300 ||
+		c.NCCL || c.Textfile != nodecheck.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeoutSeconds != 60 {
+		t.Errorf("defaults: %+v", c)
+	}
+	var off Provisioner
+	if err := off.Prepare(map[string]interface{}{}); err != nil || off.opt.NodeCheck != nil {
+		t.Errorf("without the block: %v, %+v", err, off.opt.NodeCheck)
+	}
+}
+
+func TestNodeCheckSettings(t *testing.T) {
+	var p Provisioner
+	err := p.Prepare(map[string]interface{}{
+		"validate": false,
+		"node_check": map[string]interface{}{
+			"action": "explode", "before": []string{"slurmd.service; reboot"}, "timeout": "1s", "textfile": "/tmp/x.txt",
+		},
+	})
+	for _, want := range []string{
+		`node_check.action "explode": use block, drain, report`,
+		`node_check.before[0] "slurmd.service; reboot": not a systemd unit name`,
+		"node_check.timeout 1s: use 10s to 1h",
+		`node_check.textfile "/tmp/x.txt"`,
+		"node_check needs the bill of materials, which validate = false does not write",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Prepare: %v\nwant %q", err, want)
+		}
+	}
+	var q Provisioner
+	err = q.Prepare(map[string]interface{}{"node_check": map[string]interface{}{"action": "drain", "before": []string{"slurmd.service"}, "timeout": "90s", "textfile": "none", "nccl": true}})
+	if nodecheckbin.Available() != nil {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.TimeoutSeconds != int((90*time.Second)/time.Second) {
+		t.Errorf("settings: %+v", c)
+	}
+	if u := nodecheck.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
+		t.Errorf("drain unit:\n%s", u)
+	}
+}
