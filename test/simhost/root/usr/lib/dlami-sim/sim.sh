@@ -4,9 +4,17 @@
 # instance type's layout (layout below; P6-B200.48xlarge when unknown). See
 # test/e2e/README.md for the list and the public sources of every figure.
 # Pure bash where it matters: the checks run these often, forks are slow.
-SIM_ETC=/etc/dlami-sim
-SIM_VAR=/var/lib/dlami-sim
-SIM_RUN=/run/dlami-sim
+# DLAMI_SIM_PREFIX: unit tests only (test/simhost/*_test.go): a directory that stands for / so
+# the stand-ins run outside a host, without root, against a temporary knob and state tree.
+# Nothing sets it on a simulated host.
+SIM_ROOT=${DLAMI_SIM_PREFIX:-}
+SIM_ETC=$SIM_ROOT/etc/dlami-sim
+SIM_VAR=$SIM_ROOT/var/lib/dlami-sim
+SIM_RUN=$SIM_ROOT/run/dlami-sim
+# SIM_STATE: what the stand-ins share while the host runs (world-writable, made by boot-hook):
+# the NCCL stand-in's running markers and run count, the traffic fi_pingpong moved per EFA
+# device, the ping-pong rendezvous, nv-hostengine's pid file and the DCGM start/stop log.
+SIM_STATE=$SIM_RUN/state
 shopt -s globstar nullglob
 
 # kv NAME DEFAULT: sets REPLY to the knob's value.
@@ -35,6 +43,11 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #   L_NET L_NVLS L_P2P            NCCL network, NVLS, intra-node channel path
 #   L_BUSBW L_TOPO                1 GiB busbw (GB/s), aws-ofi-nccl topology file
 #   L_CPU                         1 on a CPU instance type (c/m/r families): no GPU, no EFA
+#   L_ARCH L_PCIE_GEN             nvidia-smi -q architecture, PCIe generation max (x16)
+#   L_NVL L_NVL_GBPS L_NVL_FMT    NVLinks per GPU, nvlink -s speed, nvlink -e counter names
+#                                 (legacy: Replay/Recovery/CRC; blackwell: the R575+ set)
+#   L_FABRIC                      1: GPUs register with an NVSwitch fabric (-q Fabric State)
+#   L_NETBW                       busbw (GB/s) of a run forced onto the network (EFA/GPU)
 layout() {
 	[ -n "${L_TYPE:-}" ] && return 0
 	kv product-name p6-b200.48xlarge
@@ -45,6 +58,8 @@ layout() {
 	# Fabric Manager when more than one is present (aws-parallelcluster-cookbook nvidia.rb).
 	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=2 L_NVME=8
 	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
+	# NVLink 5: 18 links at 53.125 GB/s (a B300's nvidia-smi nvlink --status, and a B200 test fixture).
+	L_ARCH=Blackwell L_PCIE_GEN=5 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45
 	case $L_TYPE in
 	p6-b200.48xlarge) ;;
 	p6-b300.48xlarge)
@@ -52,27 +67,33 @@ layout() {
 		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_EFA=16 L_BUSBW=720 L_TOPO="" ;;
 	p5.48xlarge)
 		L_GPU_NAME="NVIDIA H100 80GB HBM3" L_GPU_DEV=0x2330 L_GPU_MEM=81559 L_CC=9.0
-		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml ;;
+		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml
+		L_ARCH=Hopper L_NVL_GBPS=26.562 L_NVL_FMT=legacy ;;
 	p5en.48xlarge)
 		L_GPU_NAME="NVIDIA H200" L_GPU_DEV=0x2335 L_GPU_MEM=143771 L_CC=9.0
-		L_NVSW=4 L_EFA=16 L_EFA_DEV=0xefa3 L_CX7=0 L_BUSBW=480 L_TOPO=p5en.48xl-topo.xml ;;
+		L_NVSW=4 L_EFA=16 L_EFA_DEV=0xefa3 L_CX7=0 L_BUSBW=480 L_TOPO=p5en.48xl-topo.xml
+		L_ARCH=Hopper L_NVL_GBPS=26.562 L_NVL_FMT=legacy ;;
 	p4d.24xlarge | p4de.24xlarge)
 		L_GPU_NAME="NVIDIA A100-SXM4-40GB" L_GPU_DEV=0x20b0 L_GPU_MEM=40960 L_CC=8.0
 		[ "$L_TYPE" = p4de.24xlarge ] && L_GPU_NAME="NVIDIA A100-SXM4-80GB" L_GPU_DEV=0x20b2 L_GPU_MEM=81920
-		L_NVSW=6 L_NVSW_DEV=0x1af1 L_EFA=4 L_EFA_DEV=0xefa1 L_CX7=0 L_NVLS=0 L_BUSBW=230 L_TOPO=p4d-24xl-topo.xml ;;
+		L_NVSW=6 L_NVSW_DEV=0x1af1 L_EFA=4 L_EFA_DEV=0xefa1 L_CX7=0 L_NVLS=0 L_BUSBW=230 L_TOPO=p4d-24xl-topo.xml
+		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=12 L_NVL_GBPS=25 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=5.6 ;;
 	g5.xlarge | g6.xlarge | g6e.xlarge)
 		case $L_TYPE in
 		g5.*) L_GPU_NAME="NVIDIA A10G" L_GPU_DEV=0x2237 L_GPU_MEM=23028 L_CC=8.6 ;;
 		g6.*) L_GPU_NAME="NVIDIA L4" L_GPU_DEV=0x27b8 L_GPU_MEM=23034 L_CC=8.9 ;;
 		g6e.*) L_GPU_NAME="NVIDIA L40S" L_GPU_DEV=0x26b9 L_GPU_MEM=46068 L_CC=8.9 ;;
 		esac
-		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO="" ;;
+		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
+		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0
+		[ "${L_TYPE%%.*}" = g5 ] || L_ARCH="Ada Lovelace" ;;
 	c[5-8]*.* | m[5-8]*.* | r[5-8]*.*)
 		# A CPU instance started from the same DLAMI (the build instance of a two-phase bake,
 		# issue 21): no NVIDIA GPU, no EFA, NVSwitch or ConnectX-7, no local NVMe (EBS only).
 		# The image's packages, module files and holds are the DLAMI's all the same; boot-hook
 		# loads no NVIDIA, gdrdrv or EFA module (they find no device).
-		L_CPU=1 L_GPUS=0 L_NVSW=0 L_EFA=0 L_CX7=0 L_NVME=0 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO="" ;;
+		L_CPU=1 L_GPUS=0 L_NVSW=0 L_EFA=0 L_CX7=0 L_NVME=0 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
+		L_ARCH="" L_PCIE_GEN=0 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 ;;
 	*) L_KNOWN=0 L_TOPO="" ;;
 	esac
 }
@@ -116,15 +137,57 @@ field() {
 # loaded NAME: true when the boot loaded the module (/sys/module/NAME, written
 # by boot-hook from the module files the running kernel had at boot). A module
 # installed or removed later does not change what is loaded, as on a real host.
-loaded() { [ -d "/sys/module/${1//-/_}" ]; }
+loaded() { [ -d "$SIM_ROOT/sys/module/${1//-/_}" ]; }
 # loaded_version NAME: sets REPLY to the loaded module's version ("" if none).
 loaded_version() {
 	REPLY=""
-	[ -f "/sys/module/${1//-/_}/version" ] && IFS= read -r REPLY <"/sys/module/${1//-/_}/version"
+	[ -f "$SIM_ROOT/sys/module/${1//-/_}/version" ] && IFS= read -r REPLY <"$SIM_ROOT/sys/module/${1//-/_}/version"
 	[ -n "$REPLY" ]
 }
 
 gpu_count() { layout; knob gpu-count "$L_GPUS"; }
+# gpu_uuid I: sets UUID to GPU I's UUID (nvidia-smi, nvlink headers, DCGM discovery).
+gpu_uuid() { printf -v UUID 'GPU-%08x-%04x-%04x-%04x-%012x' $((0x3ba54f66 + $1)) $((0x1add + $1)) $((0x0c35 + $1)) $((0x8a7e + $1)) $((0x18400a7ecabe + $1)); }
+
+# gkl NAME GPU: sets GKL (an array) to the values the per-GPU knob NAME gives GPU. The knob
+# holds entries "GPU[:VALUE]" separated by commas or newlines; GPU is an index or "all";
+# VALUE (everything after the first ":") defaults to "on". "3:8" = GPU 3 gets 8; "2:5,2:7"
+# = GPU 2 gets 5 and 7 (two links); "all:In Progress" = every GPU.
+gkl() {
+	local line e g
+	local -a es
+	GKL=()
+	[ -f "$SIM_ETC/$1" ] || return 0
+	while IFS= read -r line || [ -n "$line" ]; do
+		IFS=, read -r -a es <<<"${line%$'\r'}"
+		for e in "${es[@]}"; do
+			e=${e#"${e%%[![:space:]]*}"}; e=${e%"${e##*[![:space:]]}"}
+			[ -n "$e" ] || continue
+			g=${e%%:*}; g=${g%"${g##*[![:space:]]}"}
+			[ "$g" = "$2" ] || [ "$g" = all ] || continue
+			if [[ $e == *:* ]]; then e=${e#*:}; e=${e#"${e%%[![:space:]]*}"}; GKL+=("$e"); else GKL+=(on); fi
+		done
+	done <"$SIM_ETC/$1"
+}
+# gk NAME GPU DEFAULT: sets REPLY to the last value per-GPU knob NAME gives GPU, else DEFAULT.
+gk() { gkl "$1" "$2"; if [ ${#GKL[@]} -gt 0 ]; then REPLY=${GKL[-1]}; else REPLY=$3; fi; }
+
+# state_dir: makes sure SIM_STATE exists (boot-hook creates it world-writable on a host).
+state_dir() { [ -d "$SIM_STATE" ] || mkdir -p -m 1777 "$SIM_STATE" 2>/dev/null || mkdir -p "$SIM_STATE"; }
+# nccl_running: true while an all_reduce_perf stand-in runs (its marker names a live pid).
+nccl_running() {
+	local f
+	for f in "$SIM_STATE"/nccl-running.*; do
+		[ -d "/proc/${f##*.}" ] && return 0
+	done
+	return 1
+}
+# nccl_runs: sets REPLY to how many all_reduce_perf runs have started since boot.
+nccl_runs() {
+	local -a l=()
+	[ -f "$SIM_STATE/nccl-runs" ] && mapfile -t l <"$SIM_STATE/nccl-runs"
+	REPLY=${#l[@]}
+}
 GPU_BUSES=(51 52 62 63 75 76 86 87 97 98 a7 a8 b7 b8 c7 c8)
 gpu_bus() { printf '%s\n' "${GPU_BUSES[$1]:-d$1}"; }
 nvidia_loaded() { loaded nvidia; }
@@ -134,7 +197,7 @@ nvidia_loaded() { loaded nvidia; }
 # .run installer); "" when none is installed.
 nvml_library_version() {
 	local f v best=""
-	for f in /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.[0-9]*.*; do
+	for f in "$SIM_ROOT"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.[0-9]*.*; do
 		v=${f##*/libnvidia-ml.so.}
 		[[ $v =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]] || continue
 		best=$v

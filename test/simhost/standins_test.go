@@ -1,0 +1,545 @@
+// Package simhost_test runs the simulated host's stand-ins outside a host (no root, no
+// chroot): DLAMI_SIM_PREFIX points sim.sh at a temporary tree that stands for "/", holding
+// the knobs (etc/dlami-sim), the state (run/dlami-sim/state), a "loaded" nvidia module and
+// its NVML library. Each test feeds a stand-in's output to the parser the plugin uses, so a
+// stand-in never drifts from the format the checks read.
+package simhost_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dcgmdiag"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pingpong"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
+)
+
+func simhostDir(t *testing.T) string {
+	t.Helper()
+	_, f, _, _ := runtime.Caller(0)
+	return filepath.Dir(f)
+}
+
+type host struct {
+	t      *testing.T
+	prefix string
+	dir    string // test/simhost
+}
+
+// newHost makes a prefix tree for instance type product with the given knobs.
+func newHost(t *testing.T, product string, knobs map[string]string) *host {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not found")
+	}
+	dir := simhostDir(t)
+	p := t.TempDir()
+	for _, d := range []string{"usr/lib/x86_64-linux-gnu", "usr/bin", "usr/lib/systemd/system", "sys/module/nvidia",
+		"etc/dlami-sim", "run/dlami-sim/state"} {
+		if err := os.MkdirAll(filepath.Join(p, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"usr/lib/dlami-sim":                          "root/usr/lib/dlami-sim",
+		"usr/bin/nv-hostengine":                      "root/usr/bin/nv-hostengine",
+		"usr/lib/systemd/system/nvidia-dcgm.service": "root/usr/lib/systemd/system/nvidia-dcgm.service",
+	}
+	for l, target := range links {
+		if err := os.Symlink(filepath.Join(dir, target), filepath.Join(p, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(rel, s string) {
+		if err := os.WriteFile(filepath.Join(p, rel), []byte(s+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sys/module/nvidia/version", "595.91.07")
+	write("usr/lib/x86_64-linux-gnu/libnvidia-ml.so.595.91.07", "")
+	write("etc/dlami-sim/product-name", product)
+	write("etc/dlami-sim/nccl-seconds", "0")
+	for k, v := range knobs {
+		write("etc/dlami-sim/"+k, v)
+	}
+	h := &host{t: t, prefix: p, dir: dir}
+	t.Cleanup(func() { h.runErr(nil, "root/usr/bin/nv-hostengine", "--term") })
+	return h
+}
+
+func (h *host) knob(name, value string) {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.prefix, "etc/dlami-sim", name), []byte(value+"\n"), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// runErr runs a stand-in (a path under test/simhost) with env added; it returns stdout,
+// stderr and the exit status.
+func (h *host) runErr(env []string, script string, args ...string) (string, string, int) {
+	h.t.Helper()
+	cmd := exec.Command("bash", append([]string{filepath.Join(h.dir, script)}, args...)...)
+	cmd.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatalf("%s: %v", script, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func (h *host) run(env []string, script string, args ...string) string {
+	h.t.Helper()
+	out, errs, code := h.runErr(env, script, args...)
+	if code != 0 {
+		h.t.Fatalf("%s %v: exit %d\nstdout:\n%s\nstderr:\n%s", script, args, code, out, errs)
+	}
+	return out
+}
+
+// underLoad makes nvidia-smi see a running NCCL stand-in (a marker naming a live pid) until
+// the returned function is called.
+func (h *host) underLoad() func() {
+	h.t.Helper()
+	m := filepath.Join(h.prefix, "run/dlami-sim/state", "nccl-running."+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(m, nil, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	return func() { os.Remove(m) }
+}
+
+const smi = "pkgs/files/nvidia-smi"
+
+func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
+	for _, product := range []string{"p5.48xlarge", "p6-b200.48xlarge", "g5.xlarge"} {
+		t.Run(product, func(t *testing.T) {
+			h := newHost(t, product, nil)
+			wantN, wantMax := 8, uint64(5)
+			if product == "g5.xlarge" {
+				wantN, wantMax = 1, 4
+			}
+			check := func(gen uint64) {
+				t.Helper()
+				gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(gpus) != wantN {
+					t.Fatalf("%d GPUs, want %d", len(gpus), wantN)
+				}
+				for _, g := range gpus {
+					if !g.Persistence.IsTrue() || !g.ECCMode.IsTrue() || !g.ECCUncorrectedVolatile.Known || g.ECCUncorrectedVolatile.N != 0 ||
+						!g.RemappedRowsPending.IsFalse() || !g.RemappedRowsFailure.IsFalse() || g.RetiredPagesPending.Known() {
+						t.Errorf("GPU %d memory/ECC not healthy: %+v", g.Index, g)
+					}
+					if g.PCIeGenCurrent.N != gen || g.PCIeGenMax.N != wantMax || g.PCIeWidthCurrent.N != 16 || g.PCIeWidthMax.N != 16 {
+						t.Errorf("GPU %d PCIe gen %d/%d x%d/x%d, want gen %d/%d x16/x16", g.Index, g.PCIeGenCurrent.N, g.PCIeGenMax.N,
+							g.PCIeWidthCurrent.N, g.PCIeWidthMax.N, gen, wantMax)
+					}
+					for _, f := range []gpuhealth.Flag{g.HWSlowdown, g.HWThermalSlowdown, g.HWPowerBrakeSlowdown, g.SWPowerCap} {
+						if !f.IsFalse() {
+							t.Errorf("GPU %d: a clock event reason is %v", g.Index, f)
+						}
+					}
+				}
+			}
+			check(1) // idle GPUs drop to gen 1
+			done := h.underLoad()
+			check(wantMax)
+			done()
+			// The header form and the pre-R535 names parse the same.
+			if _, err := gpuhealth.ParseFields(h.run(nil, smi, "--query-gpu="+gpuhealth.LegacyQuery, "--format=csv"),
+				gpuhealth.Fields(gpuhealth.LegacyQuery)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestGPUHealthQueryKnobs(t *testing.T) {
+	h := newHost(t, "p5.48xlarge", map[string]string{
+		"gpu-remap-pending":         "1",
+		"gpu-remap-failure":         "2",
+		"gpu-ecc-uncorrected":       "4:3",
+		"gpu-ecc-off":               "6",
+		"gpu-persistence-off":       "7",
+		"gpu-pcie-width-under-load": "3:8",
+		"gpu-pcie-gen-under-load":   "0:3",
+		"gpu-hw-slowdown":           "5",
+		"gpu-hw-thermal-slowdown":   "6:always",
+		"gpu-sw-power-cap":          "all",
+	})
+	parse := func() []gpuhealth.GPU {
+		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gpus
+	}
+	idle := parse()
+	if !idle[1].RemappedRowsPending.IsTrue() || !idle[2].RemappedRowsFailure.IsTrue() || idle[4].ECCUncorrectedVolatile.N != 3 {
+		t.Errorf("memory knobs: %+v %+v %+v", idle[1], idle[2], idle[4])
+	}
+	if !idle[6].ECCMode.IsFalse() || idle[6].ECCUncorrectedVolatile.Known || !idle[7].Persistence.IsFalse() {
+		t.Errorf("ECC off / persistence off: %+v %+v", idle[6], idle[7])
+	}
+	if idle[3].PCIeWidthCurrent.N != 16 || idle[5].HWSlowdown.IsTrue() || !idle[6].HWThermalSlowdown.IsTrue() || !idle[6].HWSlowdown.IsTrue() {
+		t.Errorf("idle: width %d, GPU 5 %v, GPU 6 %v/%v", idle[3].PCIeWidthCurrent.N, idle[5].HWSlowdown, idle[6].HWThermalSlowdown, idle[6].HWSlowdown)
+	}
+	done := h.underLoad()
+	defer done()
+	load := parse()
+	if load[3].PCIeWidthCurrent.N != 8 || load[3].PCIeWidthMax.N != 16 || load[0].PCIeGenCurrent.N != 3 || load[1].PCIeGenCurrent.N != 5 {
+		t.Errorf("under load: GPU 3 x%d/x%d, GPU 0 gen %d, GPU 1 gen %d", load[3].PCIeWidthCurrent.N, load[3].PCIeWidthMax.N,
+			load[0].PCIeGenCurrent.N, load[1].PCIeGenCurrent.N)
+	}
+	if !load[5].HWSlowdown.IsTrue() || load[4].HWSlowdown.IsTrue() || !load[0].SWPowerCap.IsTrue() {
+		t.Errorf("under load: clock reasons %+v %+v", load[5], load[0])
+	}
+}
+
+func TestNvlinkStatus(t *testing.T) {
+	for _, c := range []struct {
+		product string
+		links   int
+		gbps    float64
+	}{{"p5.48xlarge", 18, 26.562}, {"p6-b200.48xlarge", 18, 53.125}, {"g5.xlarge", 0, 0}} {
+		t.Run(c.product, func(t *testing.T) {
+			h := newHost(t, c.product, map[string]string{"nvlink-inactive": "2:5"})
+			st, err := nvlink.ParseStatus(h.run(nil, smi, "nvlink", "-s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range st {
+				if len(g.Links) != c.links {
+					t.Fatalf("GPU %d: %d links, want %d", g.Index, len(g.Links), c.links)
+				}
+				want := c.links
+				if g.Index == 2 && c.links > 0 {
+					want--
+				}
+				if g.ActiveLinks() != want {
+					t.Errorf("GPU %d: %d active links, want %d", g.Index, g.ActiveLinks(), want)
+				}
+				for _, l := range g.Links {
+					if l.Active && l.GBps != c.gbps {
+						t.Errorf("GPU %d link %d: %v GB/s", g.Index, l.Index, l.GBps)
+					}
+				}
+				if c.links == 0 && (len(g.Notes) != 1 || !strings.Contains(g.Notes[0], "all links are inActive")) {
+					t.Errorf("GPU %d notes %q", g.Index, g.Notes)
+				}
+			}
+		})
+	}
+}
+
+// nvlinkDelta reads `nvidia-smi nvlink -e` before and after one NCCL run.
+func nvlinkDelta(t *testing.T, h *host) []nvlink.Change {
+	t.Helper()
+	before, err := nvlink.ParseErrors(h.run(nil, smi, "nvlink", "-e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, "root/usr/lib/dlami-sim/all_reduce_perf", "-b", "8", "-e", "1M", "-f", "2")
+	after, err := nvlink.ParseErrors(h.run(nil, smi, "nvlink", "-e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := nvlink.Delta(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestNvlinkErrorsGrowDuringNCCL(t *testing.T) {
+	t.Run("p5 healthy", func(t *testing.T) {
+		if d := nvlinkDelta(t, newHost(t, "p5.48xlarge", nil)); len(d) != 0 {
+			t.Errorf("healthy H100 counters changed: %v", d)
+		}
+	})
+	t.Run("p5 crc and replay", func(t *testing.T) {
+		d := nvlinkDelta(t, newHost(t, "p5.48xlarge", map[string]string{"nvlink-crc-growth": "4:7", "nvlink-replay-burst": "1:2"}))
+		got := map[string]bool{}
+		for _, c := range d {
+			got[strconv.Itoa(c.GPU)+"/"+strconv.Itoa(c.Link)+"/"+c.Counter] = true
+		}
+		if len(d) != 2 || !got["4/7/CRC Errors"] || !got["1/2/Replay Errors"] {
+			t.Errorf("changes %v", d)
+		}
+	})
+	t.Run("b200 counters", func(t *testing.T) {
+		d := nvlinkDelta(t, newHost(t, "p6-b200.48xlarge", map[string]string{"nvlink-crc-growth": "0:3"}))
+		var errs []nvlink.Change
+		traffic := 0
+		for _, c := range d {
+			switch {
+			case strings.HasPrefix(c.Counter, "Tx ") || strings.HasPrefix(c.Counter, "Rx packets") ||
+				strings.HasPrefix(c.Counter, "Rx bytes") || c.Counter == "FEC Errors - 0":
+				traffic++
+			default:
+				errs = append(errs, c)
+			}
+		}
+		if traffic == 0 || len(errs) != 1 || errs[0].GPU != 0 || errs[0].Link != 3 || errs[0].Counter != "Rx Errors" {
+			t.Errorf("traffic %d, errors %v", traffic, errs)
+		}
+	})
+}
+
+func TestFabric(t *testing.T) {
+	h := newHost(t, "p5.48xlarge", map[string]string{"fabric-state": "3:In Progress", "fabric-status": "5:NVML_ERROR_INSUFFICIENT_RESOURCES"})
+	fab, err := nvlink.ParseFabric(h.run(nil, smi, "-q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fab) != 8 {
+		t.Fatalf("%d GPUs", len(fab))
+	}
+	for i, f := range fab {
+		want := i != 3 && i != 5
+		if f.Registered() != want {
+			t.Errorf("GPU %d (%s): state %q status %q", i, f.BusID, f.State, f.Status)
+		}
+	}
+	if fab[3].State != "In Progress" || fab[3].Status != "N/A" || fab[0].ClusterUUID == "" || fab[0].Health["Bandwidth"] != "N/A" {
+		t.Errorf("%+v %+v", fab[3], fab[0])
+	}
+	g5, err := nvlink.ParseFabric(newHost(t, "g5.xlarge", nil).run(nil, smi, "-q"))
+	if err != nil || len(g5) != 1 || g5[0].State != "N/A" {
+		t.Errorf("g5: %+v %v", g5, err)
+	}
+	// The table still prints by default.
+	if out := h.run(nil, smi); !strings.Contains(out, "NVIDIA-SMI 595.91.07") {
+		t.Errorf("table: %s", out)
+	}
+}
+
+const (
+	dcgmi     = "root/usr/bin/dcgmi"
+	hostengin = "root/usr/bin/nv-hostengine"
+	systemctl = "root/usr/bin/systemctl"
+)
+
+func TestDCGM(t *testing.T) {
+	h := newHost(t, "p5.48xlarge", nil)
+	out, _, code := h.runErr(nil, dcgmi, "diag", "-r", "1", "-j")
+	if _, err := dcgmdiag.Parse(out); code == 0 || !dcgmdiag.IsCouldNotRun(err) || !strings.Contains(err.Error(), "Host engine connection invalid") {
+		t.Fatalf("without a host engine: exit %d, %v", code, err)
+	}
+	if s, _, code := h.runErr(nil, systemctl, "is-active", "nvidia-dcgm"); strings.TrimSpace(s) != "inactive" || code != 3 {
+		t.Errorf("nvidia-dcgm %q exit %d", s, code)
+	}
+	if s := h.run(nil, hostengin); !strings.Contains(s, "Started host engine version 4.4.2 using port number: 5555") {
+		t.Errorf("nv-hostengine: %q", s)
+	}
+	r, err := dcgmdiag.Parse(h.run(nil, dcgmi, "diag", "-r", "1", "-j"))
+	if err != nil || r.Format != 4 || r.Version != "4.4.2" || r.DriverVersion != "595.91.07" || len(r.Tests) != 1 || r.Worst() != dcgmdiag.Pass {
+		t.Fatalf("r1: %+v %v", r, err)
+	}
+	if s := h.run(nil, dcgmi, "discovery", "-l"); !strings.HasPrefix(s, "8 GPUs found.") || !strings.Contains(s, "4 NvSwitches found.") {
+		t.Errorf("discovery: %s", s)
+	}
+	h.knob("dcgm-memory-fail", "3")
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-j")
+	r, err = dcgmdiag.Parse(out)
+	if err != nil || code != 226 {
+		t.Fatalf("r2: exit %d, %v", code, err)
+	}
+	mem, ok := r.Test("memory")
+	if !ok || mem.Summary != dcgmdiag.Fail || len(r.Tests) != 3 {
+		t.Fatalf("r2 tests %+v", r.Tests)
+	}
+	for _, res := range mem.Results {
+		if (res.EntityID == 3) != (res.Outcome == dcgmdiag.Fail) {
+			t.Errorf("memory GPU %d: %v", res.EntityID, res.Outcome)
+		}
+		if res.EntityID == 3 && (len(res.Warnings) != 1 || res.Warnings[0].ErrorID != 58) {
+			t.Errorf("memory GPU 3 warnings %+v", res.Warnings)
+		}
+	}
+	h.knob("dcgm-runtime-error", "Error: Diagnostic could not be run while DCGM is paused.")
+	out, _, _ = h.runErr(nil, dcgmi, "diag", "-r", "1", "-j")
+	if _, err := dcgmdiag.Parse(out); !dcgmdiag.IsCouldNotRun(err) || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("runtime error: %v", err)
+	}
+	if s := h.run(nil, hostengin, "--term"); !strings.Contains(s, "Host engine successfully terminated.") {
+		t.Errorf("--term: %q", s)
+	}
+	if s, _, code := h.runErr(nil, hostengin, "--term"); code != 1 || !strings.Contains(s, "may not be running") {
+		t.Errorf("second --term: %q %d", s, code)
+	}
+	// The unit starts and stops its own host engine.
+	h.run(nil, systemctl, "start", "nvidia-dcgm")
+	if s, _, _ := h.runErr(nil, systemctl, "is-active", "nvidia-dcgm"); strings.TrimSpace(s) != "active" {
+		t.Errorf("after start: %q", s)
+	}
+	h.run(nil, systemctl, "stop", "nvidia-dcgm")
+	if s, _, _ := h.runErr(nil, systemctl, "is-active", "nvidia-dcgm"); strings.TrimSpace(s) != "inactive" {
+		t.Errorf("after stop: %q", s)
+	}
+	logb, _ := os.ReadFile(filepath.Join(h.prefix, "run/dlami-sim/state/dcgm.log"))
+	var kinds []string
+	for _, l := range strings.Split(strings.TrimSpace(string(logb)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 5 {
+			kinds = append(kinds, f[1]+" "+f[4])
+		}
+	}
+	if strings.Join(kinds, ",") != "start by=nv-hostengine,stop by=nv-hostengine,start by=systemd,stop by=systemd" {
+		t.Errorf("dcgm.log: %q", logb)
+	}
+}
+
+const pp = "root/opt/amazon/efa/bin/fi_pingpong"
+
+// pingpong runs a server and a client on device dev; it returns both outputs and exit codes.
+func (h *host) pingpong(env []string, dev, port string) (srv, cli string, srvCode, cliCode int) {
+	h.t.Helper()
+	cmd := exec.Command("bash", filepath.Join(h.dir, pp), "-p", "efa", "-e", "rdm", "-d", dev+"-rdm", "-B", port, "-I", "1000", "-S", "65536")
+	cmd.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	rendezvous := filepath.Join(h.prefix, "run/dlami-sim/state/pingpong", port)
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(rendezvous); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	co, ce, cc := h.runErr(env, pp, "-p", "efa", "-e", "rdm", "-d", dev+"-rdm", "-P", port, "-I", "1000", "-S", "65536", "127.0.0.1")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		h.t.Fatalf("server on %s did not finish", dev)
+	}
+	return so.String() + se.String(), co + ce, cmd.ProcessState.ExitCode(), cc
+}
+
+func largestMBps(t *testing.T, out string) float64 {
+	t.Helper()
+	tables, err := pingpong.Parse(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r := tables[0].Largest()
+	if r.Bytes != 65536 || !r.Complete() {
+		t.Errorf("row %+v", r)
+	}
+	return r.MBps
+}
+
+func TestPingPongAndRDMACounters(t *testing.T) {
+	h := newHost(t, "p5.48xlarge", map[string]string{
+		"efa-pingpong-error":          "rdmap81s0",
+		"efa-pingpong-slow":           "rdmap82s0",
+		"efa-rx-drops-during-traffic": "rdmap80s0",
+	})
+	noSHM := []string{"FI_EFA_ENABLE_SHM_TRANSFER=0"}
+	statBefore, err := rdmastat.Parse(h.run(nil, "root/usr/bin/rdma", "statistic", "show"))
+	if err != nil || len(statBefore) != 32 {
+		t.Fatalf("rdma statistic: %d links, %v", len(statBefore), err)
+	}
+	srv, cli, sc, cc := h.pingpong(noSHM, "rdmap79s0", "20079")
+	if sc != 0 || cc != 0 {
+		t.Fatalf("exit %d/%d\n%s\n%s", sc, cc, srv, cli)
+	}
+	efa := largestMBps(t, cli)
+	if s := largestMBps(t, srv); efa < 4000 || efa > 5000 || s != efa {
+		t.Errorf("EFA 64 KiB: client %.2f, server %.2f MB/s", efa, s)
+	}
+	_, cli, _, _ = h.pingpong(nil, "rdmap79s0", "20080")
+	if shm := largestMBps(t, cli); shm < 3*efa {
+		t.Errorf("SHM %.2f MB/s is not far above EFA's %.2f", shm, efa)
+	}
+	_, cli, _, _ = h.pingpong(noSHM, "rdmap82s0", "20082")
+	if slow := largestMBps(t, cli); slow > efa/8 {
+		t.Errorf("slow device %.2f MB/s", slow)
+	}
+	_, cli, _, cc = h.pingpong(noSHM, "rdmap81s0", "20081")
+	var ppErr *pingpong.Error
+	if _, err := pingpong.Parse(cli); cc == 0 || err == nil || !errorAs(err, &ppErr) || ppErr.Call != "fi_av_insert" {
+		t.Errorf("error device: exit %d, %v", cc, err)
+	}
+	h.pingpong(noSHM, "rdmap80s0", "20083")
+	out, _, code := h.runErr(noSHM, pp, "-p", "efa", "-e", "rdm", "-P", "20099", "127.0.0.1")
+	if _, err := pingpong.Parse(out); code != 111 || err == nil {
+		t.Errorf("no server: exit %d, %v", code, err)
+	}
+	statAfter, err := rdmastat.Parse(h.run(nil, "root/usr/bin/rdma", "statistic", "show"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := rdmastat.Delta(statBefore, statAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grew := map[string]uint64{}
+	for _, c := range d {
+		grew[c.Link+" "+c.Counter] = c.Increase()
+	}
+	if grew["rdmap79s0/1 tx_bytes"] != 2*1000*65536 || grew["rdmap80s0/1 rx_drops"] == 0 || grew["rdmap79s0/1 rx_drops"] != 0 ||
+		grew["rdmap81s0/1 tx_bytes"] != 0 {
+		t.Errorf("deltas %v", grew)
+	}
+}
+
+func errorAs(err error, target **pingpong.Error) bool {
+	e, ok := err.(*pingpong.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestNCCLForcedOntoTheNetwork(t *testing.T) {
+	env := []string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_DEBUG=INFO", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0"}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	h := newHost(t, "p5.48xlarge", nil)
+	r, err := nccltests.ParseString(h.run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(r.Transport.DataTransports, ",") != "NET/Libfabric" || r.Transport.NVLS || !strings.HasSuffix(r.Transport.DataPaths[0], "/GDRDMA") {
+		t.Errorf("transport %+v", r.Transport)
+	}
+	if r.Largest == nil || r.Largest.OutOfPlace.BusBW == nil || *r.Largest.OutOfPlace.BusBW > 60 {
+		t.Errorf("largest %+v", r.Largest)
+	}
+	h.knob("gdrdma", "off")
+	r, err = nccltests.ParseString(h.run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.Transport.DataPaths {
+		if strings.Contains(p, "GDRDMA") {
+			t.Errorf("gdrdma off: %s", p)
+		}
+	}
+	// Without the variables NCCL stays on NVLink.
+	r, err = nccltests.ParseString(h.run([]string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_DEBUG=INFO"}, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil || !r.Transport.NVLS || r.Transport.DataPaths[0] != "P2P/CUMEM/read" {
+		t.Errorf("default: %+v %v", r.Transport, err)
+	}
+}
