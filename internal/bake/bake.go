@@ -465,10 +465,10 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		cancel()
 	}
 	b.ui.Message(report.Table(n.Checks))
-	// The table cuts messages short; the build log names what failed and why, whole (the
-	// guard's failures were said when they happened).
+	// The table cuts messages short; the build log names what failed or warned and why, whole
+	// (the guard's were said when they happened).
 	for _, c := range n.Checks {
-		if c.Status.Failing() && !slices.Contains(result.GuardIDs, c.ID) {
+		if (c.Status.Failing() || c.Status == result.Warn) && !slices.Contains(result.GuardIDs, c.ID) {
 			b.ui.Error(fmt.Sprintf("dlami: %s %s: %s", c.ID, c.Status, c.Message))
 		}
 	}

@@ -193,6 +193,11 @@ func (b *Bake) gdrTest(ctx context.Context) error {
 	case !gpuOK(b.ordered()) || b.checkOf(result.EFADevices).Status.Failing():
 		b.record(skipped("the GPU or EFA device checks failed", result.GPUDirectRDMA)...)
 		return nil
+	case b.ncclFailed():
+		// The forced-network run is the NCCL test again with fewer paths: it says nothing new
+		// about a host whose NCCL test already failed.
+		b.record(skipped("the NCCL test failed", result.GPUDirectRDMA)...)
+		return nil
 	}
 	n := checks.GDROptionsFor(b.opt.NCCL)
 	if n.Ranks == 0 {
@@ -216,4 +221,14 @@ func (b *Bake) gdrTest(ctx context.Context) error {
 	c.DurationMS = run.took.Milliseconds()
 	b.record(c)
 	return nil
+}
+
+// ncclFailed reports whether a check of the NCCL test failed or errored.
+func (b *Bake) ncclFailed() bool {
+	for _, id := range result.NCCLIDs {
+		if b.checkOf(id).Status.Failing() {
+			return true
+		}
+	}
+	return false
 }

@@ -95,7 +95,7 @@ func TestFunctionTestsRunAfterNCCL(t *testing.T) {
 //     mostly bound by the large sizes, plus mpirun start-up);
 //   - DCGM level 2: "about 2 minutes" (NVIDIA DCGM user guide, run levels);
 //   - one EFA device's ping-pong: 1000 x 64 KiB at ~91 us each (efa_test output in
-//     internal/parse/pingpong/testdata) plus fabtests start-up and the script's 1 s for the
+//     internal/parse/pingpong/testdata) plus fabtests start-up and the script's half second for the
 //     server to listen: ~2 s;
 //   - the GPUDirect RDMA all-reduce, 8 MiB to 256 MiB x 25 iterations over EFA, plus mpirun
 //     start-up: ~8 s.

@@ -23,14 +23,14 @@ type sampler struct {
 }
 
 // firstSampleAfter is when the first reading under load is taken.
-const firstSampleAfter = time.Second
+const firstSampleAfter = 500 * time.Millisecond
 
 func (b *Bake) startSampler(ctx context.Context) *sampler {
 	sctx, cancel := context.WithCancel(ctx)
 	s := &sampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		// The first reading comes a second in, once the ranks have started, so that even a
+		// The first reading comes half a second in, once the ranks have started, so that even a
 		// short test is read under load; then one every LoadSampleEvery.
 		t := time.NewTimer(min(firstSampleAfter, b.opt.LoadSampleEvery))
 		defer t.Stop()

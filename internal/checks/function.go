@@ -219,7 +219,7 @@ dir=$(mktemp -d) || exit 1
 pair() {
   timeout -k 2 %d "$ping" -p efa -e rdm -d "$1-rdm" -B "$2" -I %d -S %d >"$dir/$1.server" 2>&1 &
   s=$!
-  sleep 1
+  sleep 0.5
   timeout -k 2 %d "$ping" -p efa -e rdm -d "$1-rdm" -P "$2" -I %d -S %d 127.0.0.1 >"$dir/$1.client" 2>&1
   echo $? >"$dir/$1.rc"
   wait $s; echo $? >"$dir/$1.src"
