@@ -8,14 +8,14 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-// maxEvidenceRunes bounds each check's evidence in the Markdown summary; GitHub caps a step
+// maxEvidenceBytes bounds each check's evidence in the Markdown summary; GitHub caps a step
 // summary at 1 MiB and the full evidence is in the JSON and JUnit reports.
-const maxEvidenceRunes = 4000
+const maxEvidenceBytes = 4000
 
 var statusIcon = map[result.Status]string{
 	result.Pass:  "✅ pass",
@@ -116,7 +116,7 @@ func Markdown(r Report) string {
 			}
 			fmt.Fprintf(&b, "\n<details><summary><b>%s</b> (%s): %s</summary>\n\n<pre>%s</pre>\n</details>\n",
 				html.EscapeString(c.ID), html.EscapeString(string(c.Status)), html.EscapeString(oneLine(c.Message)),
-				html.EscapeString(clipRunes(c.Evidence, maxEvidenceRunes)))
+				html.EscapeString(textcut.HeadNote(c.Evidence, maxEvidenceBytes)))
 		}
 	}
 
@@ -164,7 +164,7 @@ func Markdown(r Report) string {
 			if json.Indent(&pretty, raw, "", "  ") == nil {
 				raw = pretty.Bytes()
 			}
-			fmt.Fprintf(&b, "\n<details><summary>NCCL</summary>\n\n<pre>%s</pre>\n</details>\n", html.EscapeString(clipRunes(string(raw), maxEvidenceRunes)))
+			fmt.Fprintf(&b, "\n<details><summary>NCCL</summary>\n\n<pre>%s</pre>\n</details>\n", html.EscapeString(textcut.HeadNote(string(raw), maxEvidenceBytes)))
 		}
 	}
 	return b.String()
@@ -199,10 +199,3 @@ func cell(s string) string {
 	return b.String()
 }
 
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n]) + fmt.Sprintf("\n… (%d more characters; see the JSON report)", len(r)-n)
-}
