@@ -213,7 +213,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
 	}
-	return p.then(b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
+	return p.then(b.hostSuite, b.jobMemlock, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
 		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM)
 }
 

@@ -386,3 +386,19 @@ func TestDriftDuringValidationFails(t *testing.T) {
 		t.Errorf("packages: %s: %s; drift %s", c.Status, c.Message, drifts(r))
 	}
 }
+
+// The memlock limit jobs get is the scheduler's unit's, not Packer's SSH session's: a layer
+// that installs slurmd with a limited LimitMEMLOCK fails job-memlock although the session has
+// unlimited memlock.
+func TestJobMemlockIsTheSchedulers(t *testing.T) {
+	h := newFakeHost(t)
+	h.hostOut["node.unit_memlock"] = fakeSection{out: "Id=slurmd.service\nLoadState=loaded\nLimitMEMLOCK=65536\n\nId=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n\nId=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n"}
+	opt := options(t)
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+		t.Fatal("a scheduler unit with limited memlock passed")
+	}
+	r := readReport(t, opt.ReportDir)
+	if status(r, "memlock") != "pass" || status(r, "job-memlock") != "fail" || !strings.Contains(check(r, "job-memlock").Message, "slurmd.service has LimitMEMLOCK") {
+		t.Errorf("memlock %s, job-memlock %s: %s", status(r, "memlock"), status(r, "job-memlock"), check(r, "job-memlock").Message)
+	}
+}

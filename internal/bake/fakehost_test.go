@@ -90,6 +90,12 @@ func newFakeHost(t testing.TB) *fakeHost {
 	}
 	h.newBoot()
 	h.settle = fakeSection{out: "status: done"}
+	// Where jobs run: slurmd installed with the unit's LimitMEMLOCK=infinity, no container
+	// runtime.
+	h.hostOut["node.unit_memlock"] = fakeSection{out: "Id=slurmd.service\nLoadState=loaded\nLimitMEMLOCK=infinity\n\n" +
+		"Id=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n\nId=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n"}
+	h.hostOut["node.docker_daemon_json"] = fakeSection{out: "@@absent"}
+	h.hostOut["node.containerd_runtime_spec"] = fakeSection{out: "@@absent"}
 	nccl, err := os.ReadFile("../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt")
 	if err != nil {
 		t.Fatal(err)

@@ -84,6 +84,21 @@ func (b *Bake) hostSuite(ctx context.Context) error {
 	return nil
 }
 
+// jobMemlock judges the locked-memory limit where jobs will run (the scheduler's and the
+// container runtimes' units and defaults, as layers installed them): the limit of Packer's own
+// SSH session, which the memlock check reads, is not what a job gets.
+func (b *Bake) jobMemlock(ctx context.Context) error {
+	f, err := probe.JobMemlock(ctx, b.host, b.probeOptions())
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.Units = facts.Unread[[]facts.UnitLimit](err.Error(), "")
+	}
+	b.record(checks.JudgeJobMemlock(f))
+	return nil
+}
+
 // xidBeforeLayers keeps the verdict on an Xid the kernel logged before the layers ran, in this
 // same boot, when the log no longer shows it: a layer cleared the ring buffer.
 func (b *Bake) xidBeforeLayers(cur result.Check, h facts.Host, t checks.Target) result.Check {

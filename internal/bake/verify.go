@@ -60,13 +60,13 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 // with the bill of materials, then the same host suite and NCCL test as a bake's. It has no
 // guard of its own and writes no bill of materials.
 func (b *Bake) firstBootPlan(o VerifyOptions) plan {
-	ids := append(append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.NCCLIDs...), result.FunctionIDs...)
+	ids := append(append(append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.JobMemlock), result.NCCLIDs...), result.FunctionIDs...)
 	ids = append(ids, result.NodeCheck) // the image's own node check (nodecheck.go)
 	return plan{
 		checkIDs: ids,
 		steps: []func(context.Context) error{
 			b.needCompletion(o), b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
-			b.hostSuite, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.nodeCheckVerify, b.judged("validation"),
+			b.hostSuite, b.jobMemlock, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.nodeCheckVerify, b.judged("validation"),
 		},
 		verdict: func(err error) error {
 			var v *verdictError

@@ -81,7 +81,7 @@ var (
 	// diagnostics, bytes across every EFA device, GPUDirect RDMA.
 	FunctionIDs = []string{PCIeLink, GPUClocks, DCGM, EFATraffic, GPUDirectRDMA}
 	// IDs is every check of a bake, in report order.
-	IDs = append(append(append(append([]string{}, GuardIDs...), HostIDs...), NCCLIDs...), FunctionIDs...)
+	IDs = append(append(append(append(append([]string{}, GuardIDs...), HostIDs...), JobMemlock), NCCLIDs...), FunctionIDs...)
 	// FirstBootIDs are the checks of a first boot, before the host suite and the NCCL test.
 	FirstBootIDs = []string{FirstBootKernel, FirstBootPackages}
 )
