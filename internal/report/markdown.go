@@ -198,4 +198,3 @@ func cell(s string) string {
 	}
 	return b.String()
 }
-
