@@ -12,4 +12,8 @@ const (
 	VerifiedAt = "dlami:verified_at"
 	// VerifiedBy names the check: the plugin version and the report.
 	VerifiedBy = "dlami:verified_by"
+	// VerifiedIn is on a copy (ami_regions) that was not launched itself: the
+	// "<region>/<ami-id>" copies whose first boot was verified, comma-separated. The copy's
+	// Verified tag carries their result.
+	VerifiedIn = "dlami:verified_in"
 )
