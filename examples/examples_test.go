@@ -438,7 +438,7 @@ func TestRebakeDecision(t *testing.T) {
 		return awsfake.Image{
 			ID: id, Name: family + "-" + strings.ReplaceAll(created[:16], ":", ""), OwnerID: awsfake.DefaultAccount,
 			Architecture: "x86_64", CreationDate: created, RootDeviceName: "/dev/sda1",
-			Tags: map[string]string{"dlami:family": family, "dlami:source_ami": source},
+			Tags: map[string]string{"dlami:family": family, "dlami:source_ami": source, "dlami:verified": "true"},
 		}
 	}
 
@@ -490,6 +490,14 @@ func TestRebakeDecision(t *testing.T) {
 		fake.PutImage(region, golden("ami-0aaaaaaaaaaaaaaa1", baseID(older), "2026-09-10T08:00:00.000Z"))
 		if d := decide(t); !d.RebakeNeeded || d.GoldenAMIID != "ami-0aaaaaaaaaaaaaaa1" {
 			t.Errorf("got %+v, want a rebake over ami-0aaaaaaaaaaaaaaa1", d)
+		}
+	})
+	t.Run("unverified golden from the current DLAMI", func(t *testing.T) {
+		g := golden("ami-0ccccccccccccccc3", baseID(latest), "2026-10-04T08:00:00.000Z")
+		g.Tags["dlami:verified"] = "false"
+		fake.PutImage(region, g)
+		if d := decide(t); !d.RebakeNeeded || d.GoldenAMIID != "ami-0aaaaaaaaaaaaaaa1" {
+			t.Errorf("got %+v, want a rebake over the verified ami-0aaaaaaaaaaaaaaa1 (the failed ami-0ccccccccccccccc3 does not count)", d)
 		}
 	})
 	t.Run("golden baked from the current DLAMI", func(t *testing.T) {

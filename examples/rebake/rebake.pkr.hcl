@@ -48,8 +48,9 @@ locals {
 data "dlami" "base" {
   region = var.region
 
-  # Newest AMI owned by this account, tagged with this family: its dlami:source_ami tag says
-  # which DLAMI it was baked from. No golden AMI yet, or an older source: rebake_needed = true.
+  # Newest AMI owned by this account, tagged with this family and dlami:verified = true (the
+  # post-processor below verified its first boot): its dlami:source_ami tag says which DLAMI it
+  # was baked from. No verified golden AMI yet, or an older source: rebake_needed = true.
   golden {
     name_prefix = "${local.family}-"
     tags        = { "dlami:family" = local.family }
