@@ -147,29 +147,7 @@ func requiredPlugins(t *testing.T, path string) map[string]string {
 // (e.g. source "amazon-ebs", provisioner "dlami", data "dlami"), at any depth.
 func usesBlock(t *testing.T, dir, typ, label string) bool {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
-	found := false
-	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", path, diags.Error())
-		}
-		var walk func(*hclsyntax.Body)
-		walk = func(b *hclsyntax.Body) {
-			for _, blk := range b.Blocks {
-				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == label {
-					found = true
-				}
-				walk(blk.Body)
-			}
-		}
-		walk(f.Body.(*hclsyntax.Body))
-	}
-	return found
+	return len(blocksOf(parseExample(t, dir), typ, label)) > 0
 }
 
 // TestExamplesDeclarePlugins checks, without Packer, that every example declares the dlami
@@ -549,5 +527,108 @@ func TestDocsCoverEverything(t *testing.T) {
 		if !strings.Contains(prov, "- `"+name+"` (") {
 			t.Errorf("docs/provisioners/dlami.mdx (rendered) does not document the provisioner argument %q", name)
 		}
+	}
+}
+
+// parseExample parses every template of dir.
+func parseExample(t *testing.T, dir string) []*hclsyntax.Body {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
+	var out []*hclsyntax.Body
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", path, diags.Error())
+		}
+		out = append(out, f.Body.(*hclsyntax.Body))
+	}
+	return out
+}
+
+// blocksOf returns the blocks of type typ (and first label, when label is set) at any depth.
+func blocksOf(bodies []*hclsyntax.Body, typ, label string) []*hclsyntax.Block {
+	var out []*hclsyntax.Block
+	var walk func(*hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, blk := range b.Blocks {
+			if blk.Type == typ && (label == "" || len(blk.Labels) > 0 && blk.Labels[0] == label) {
+				out = append(out, blk)
+			}
+			walk(blk.Body)
+		}
+	}
+	for _, b := range bodies {
+		walk(b)
+	}
+	return out
+}
+
+// TestExamplesPinTheBuildTheyExpect: an example whose expect block names the kernel or the
+// NVIDIA driver exactly (not a ">=" floor) must pin the DLAMI build those belong to; with the
+// latest DLAMI, the first build AWS publishes after the example was written fails its bake.
+func TestExamplesPinTheBuildTheyExpect(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			bodies := parseExample(t, ex.dir)
+			var pinned []string
+			for _, e := range blocksOf(bodies, "expect", "") {
+				for _, name := range []string{"kernel", "nvidia_driver"} {
+					attr, ok := e.Body.Attributes[name]
+					if !ok {
+						continue
+					}
+					v, diags := attr.Expr.Value(nil)
+					if !diags.HasErrors() && v.Type() == cty.String && strings.ContainsAny(v.AsString(), "<>=~*") {
+						continue // a floor or a range, not one build's version
+					}
+					pinned = append(pinned, "expect."+name)
+				}
+			}
+			if len(pinned) == 0 {
+				return
+			}
+			for _, d := range blocksOf(bodies, "data", "dlami") {
+				if _, ok := d.Body.Attributes["build"]; !ok {
+					t.Errorf("%s pinned, but data \"dlami\" %q resolves the latest DLAMI: set build (the build those versions belong to)", strings.Join(pinned, " and "), d.Labels[1])
+				}
+			}
+		})
+	}
+}
+
+// TestExamplesKeepTheArtifactWhenVerificationCannotJudge: a build with the dlami post-processor
+// must have a post-processor sequence of its own that keeps the artifact (a manifest). Packer
+// destroys a build's AMI after any failed post-processor unless another sequence kept it (it
+// reads keep_input_artifact only from post-processors that succeeded), and the post-processor
+// fails the build when it could not judge the first boot: without the manifest, an AMI that may
+// be good is deregistered.
+func TestExamplesKeepTheArtifactWhenVerificationCannotJudge(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			for _, b := range blocksOf(parseExample(t, ex.dir), "build", "") {
+				if len(blocksOf([]*hclsyntax.Body{b.Body}, "post-processor", "dlami")) == 0 {
+					continue
+				}
+				keeps := false
+				for _, pp := range b.Body.Blocks {
+					// A top-level post-processor block is a sequence of its own; so is the first of
+					// a post-processors block.
+					first := pp
+					if pp.Type == "post-processors" && len(pp.Body.Blocks) > 0 {
+						first = pp.Body.Blocks[0]
+					}
+					if first.Type == "post-processor" && len(first.Labels) > 0 && first.Labels[0] == "manifest" {
+						keeps = true
+					}
+				}
+				if !keeps {
+					t.Errorf("a build with post-processor \"dlami\" has no post-processor \"manifest\" sequence of its own: Packer deregisters the AMI when the verification could not judge it")
+				}
+			}
+		})
 	}
 }

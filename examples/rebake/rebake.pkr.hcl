@@ -151,4 +151,14 @@ build {
     on_failure     = "deregister"
     settle_timeout = "20m"
   }
+
+  # A sequence of its own that keeps the AMI when the post-processor fails: Packer destroys a
+  # build's AMI after any failed post-processor unless another sequence kept it, and a first
+  # boot that could not be judged (capacity, SSH, credentials) says nothing against the image.
+  # A judged failure is deregistered by on_failure above; an unjudged AMI stays registered
+  # without dlami:verified, so the decide build does not count it and the next run rebakes.
+  post-processor "manifest" {
+    output     = "${var.report_dir}/packer-manifest.json"
+    strip_path = true
+  }
 }
