@@ -104,16 +104,8 @@ func loadExamples(t *testing.T) []example {
 // requiredPlugins reads packer { required_plugins { name = { source = "..." } } } of one file.
 func requiredPlugins(t *testing.T, path string) map[string]string {
 	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-	if diags.HasErrors() {
-		t.Fatalf("%s: %s", path, diags.Error())
-	}
 	out := map[string]string{}
-	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+	for _, b := range parseTemplate(t, path).Blocks {
 		if b.Type != "packer" {
 			continue
 		}
@@ -314,18 +306,8 @@ func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
 	for _, a := range packerBlockArgs {
 		spec[a] = &hcldec.AttrSpec{Name: a, Type: cty.DynamicPseudoType}
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
 	n := 0
-	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", path, diags.Error())
-		}
-		body := f.Body.(*hclsyntax.Body)
+	for _, body := range parseExample(t, dir) {
 		ctx := &hcl.EvalContext{
 			Variables: map[string]cty.Value{},
 			Functions: stubFunctions(body),
@@ -333,19 +315,12 @@ func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
 		for _, root := range []string{"var", "local", "data", "path", "source", "build", "packer"} {
 			ctx.Variables[root] = cty.DynamicVal
 		}
-		var walk func(*hclsyntax.Body)
-		walk = func(b *hclsyntax.Body) {
-			for _, blk := range b.Blocks {
-				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == "dlami" {
-					n++
-					if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
-						t.Errorf("%s: %s \"dlami\" block does not decode with the plugin's HCL2 spec: %s", path, typ, diags.Error())
-					}
-				}
-				walk(blk.Body)
+		for _, blk := range blocksOf([]*hclsyntax.Body{body}, typ, "dlami") {
+			n++
+			if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
+				t.Errorf("%s: %s \"dlami\" block does not decode with the plugin's HCL2 spec: %s", blk.TypeRange.Filename, typ, diags.Error())
 			}
 		}
-		walk(body)
 	}
 	return n
 }
@@ -536,17 +511,23 @@ func parseExample(t *testing.T, dir string) []*hclsyntax.Body {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
 	var out []*hclsyntax.Body
 	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", path, diags.Error())
-		}
-		out = append(out, f.Body.(*hclsyntax.Body))
+		out = append(out, parseTemplate(t, path))
 	}
 	return out
+}
+
+// parseTemplate parses one template file.
+func parseTemplate(t *testing.T, path string) *hclsyntax.Body {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", path, diags.Error())
+	}
+	return f.Body.(*hclsyntax.Body)
 }
 
 // blocksOf returns the blocks of type typ (and first label, when label is set) at any depth.
