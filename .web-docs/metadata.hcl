@@ -23,4 +23,9 @@ integration {
     name = "DLAMI"
     slug = "dlami"
   }
+  component {
+    type = "post-processor"
+    name = "DLAMI"
+    slug = "dlami"
+  }
 }

@@ -105,16 +105,8 @@ func loadExamples(t *testing.T) []example {
 // requiredPlugins reads packer { required_plugins { name = { source = "..." } } } of one file.
 func requiredPlugins(t *testing.T, path string) map[string]string {
 	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-	if diags.HasErrors() {
-		t.Fatalf("%s: %s", path, diags.Error())
-	}
 	out := map[string]string{}
-	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+	for _, b := range parseTemplate(t, path).Blocks {
 		if b.Type != "packer" {
 			continue
 		}
@@ -148,29 +140,7 @@ func requiredPlugins(t *testing.T, path string) map[string]string {
 // (e.g. source "amazon-ebs", provisioner "dlami", data "dlami"), at any depth.
 func usesBlock(t *testing.T, dir, typ, label string) bool {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
-	found := false
-	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", path, diags.Error())
-		}
-		var walk func(*hclsyntax.Body)
-		walk = func(b *hclsyntax.Body) {
-			for _, blk := range b.Blocks {
-				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == label {
-					found = true
-				}
-				walk(blk.Body)
-			}
-		}
-		walk(f.Body.(*hclsyntax.Body))
-	}
-	return found
+	return len(blocksOf(parseExample(t, dir), typ, label)) > 0
 }
 
 // TestExamplesDeclarePlugins checks, without Packer, that every example declares the dlami
@@ -337,18 +307,8 @@ func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
 	for _, a := range packerBlockArgs {
 		spec[a] = &hcldec.AttrSpec{Name: a, Type: cty.DynamicPseudoType}
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
 	n := 0
-	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
-		if diags.HasErrors() {
-			t.Fatalf("%s: %s", path, diags.Error())
-		}
-		body := f.Body.(*hclsyntax.Body)
+	for _, body := range parseExample(t, dir) {
 		ctx := &hcl.EvalContext{
 			Variables: map[string]cty.Value{},
 			Functions: stubFunctions(body),
@@ -356,19 +316,12 @@ func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
 		for _, root := range []string{"var", "local", "data", "path", "source", "build", "packer"} {
 			ctx.Variables[root] = cty.DynamicVal
 		}
-		var walk func(*hclsyntax.Body)
-		walk = func(b *hclsyntax.Body) {
-			for _, blk := range b.Blocks {
-				if blk.Type == typ && len(blk.Labels) > 0 && blk.Labels[0] == "dlami" {
-					n++
-					if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
-						t.Errorf("%s: %s \"dlami\" block does not decode with the plugin's HCL2 spec: %s", path, typ, diags.Error())
-					}
-				}
-				walk(blk.Body)
+		for _, blk := range blocksOf([]*hclsyntax.Body{body}, typ, "dlami") {
+			n++
+			if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
+				t.Errorf("%s: %s \"dlami\" block does not decode with the plugin's HCL2 spec: %s", blk.TypeRange.Filename, typ, diags.Error())
 			}
 		}
-		walk(body)
 	}
 	return n
 }
@@ -439,7 +392,7 @@ func TestRebakeDecision(t *testing.T) {
 		return awsfake.Image{
 			ID: id, Name: family + "-" + strings.ReplaceAll(created[:16], ":", ""), OwnerID: awsfake.DefaultAccount,
 			Architecture: "x86_64", CreationDate: created, RootDeviceName: "/dev/sda1",
-			Tags: map[string]string{"dlami:family": family, "dlami:source_ami": source},
+			Tags: map[string]string{"dlami:family": family, "dlami:source_ami": source, "dlami:verified": "true"},
 		}
 	}
 
@@ -493,6 +446,14 @@ func TestRebakeDecision(t *testing.T) {
 			t.Errorf("got %+v, want a rebake over ami-0aaaaaaaaaaaaaaa1", d)
 		}
 	})
+	t.Run("unverified golden from the current DLAMI", func(t *testing.T) {
+		g := golden("ami-0ccccccccccccccc3", baseID(latest), "2026-10-04T08:00:00.000Z")
+		g.Tags["dlami:verified"] = "false"
+		fake.PutImage(region, g)
+		if d := decide(t); !d.RebakeNeeded || d.GoldenAMIID != "ami-0aaaaaaaaaaaaaaa1" {
+			t.Errorf("got %+v, want a rebake over the verified ami-0aaaaaaaaaaaaaaa1 (the failed ami-0ccccccccccccccc3 does not count)", d)
+		}
+	})
 	t.Run("golden baked from the current DLAMI", func(t *testing.T) {
 		fake.PutImage(region, golden("ami-0bbbbbbbbbbbbbbb2", baseID(latest), "2026-10-05T08:00:00.000Z"))
 		if d := decide(t); d.RebakeNeeded || d.GoldenAMIID != "ami-0bbbbbbbbbbbbbbb2" {
@@ -542,5 +503,114 @@ func TestDocsCoverEverything(t *testing.T) {
 		if !strings.Contains(prov, "- `"+name+"` (") {
 			t.Errorf("docs/provisioners/dlami.mdx (rendered) does not document the provisioner argument %q", name)
 		}
+	}
+}
+
+// parseExample parses every template of dir.
+func parseExample(t *testing.T, dir string) []*hclsyntax.Body {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pkr.hcl"))
+	var out []*hclsyntax.Body
+	for _, path := range files {
+		out = append(out, parseTemplate(t, path))
+	}
+	return out
+}
+
+// parseTemplate parses one template file.
+func parseTemplate(t *testing.T, path string) *hclsyntax.Body {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := hclsyntax.ParseConfig(src, path, hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", path, diags.Error())
+	}
+	return f.Body.(*hclsyntax.Body)
+}
+
+// blocksOf returns the blocks of type typ (and first label, when label is set) at any depth.
+func blocksOf(bodies []*hclsyntax.Body, typ, label string) []*hclsyntax.Block {
+	var out []*hclsyntax.Block
+	var walk func(*hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, blk := range b.Blocks {
+			if blk.Type == typ && (label == "" || len(blk.Labels) > 0 && blk.Labels[0] == label) {
+				out = append(out, blk)
+			}
+			walk(blk.Body)
+		}
+	}
+	for _, b := range bodies {
+		walk(b)
+	}
+	return out
+}
+
+// TestExamplesPinTheBuildTheyExpect: an example whose expect block names the kernel or the
+// NVIDIA driver exactly (not a ">=" floor) must pin the DLAMI build those belong to; with the
+// latest DLAMI, the first build AWS publishes after the example was written fails its bake.
+func TestExamplesPinTheBuildTheyExpect(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			bodies := parseExample(t, ex.dir)
+			var pinned []string
+			for _, e := range blocksOf(bodies, "expect", "") {
+				for _, name := range []string{"kernel", "nvidia_driver"} {
+					attr, ok := e.Body.Attributes[name]
+					if !ok {
+						continue
+					}
+					v, diags := attr.Expr.Value(nil)
+					if !diags.HasErrors() && v.Type() == cty.String && strings.ContainsAny(v.AsString(), "<>=~*") {
+						continue // a floor or a range, not one build's version
+					}
+					pinned = append(pinned, "expect."+name)
+				}
+			}
+			if len(pinned) == 0 {
+				return
+			}
+			for _, d := range blocksOf(bodies, "data", "dlami") {
+				if _, ok := d.Body.Attributes["build"]; !ok {
+					t.Errorf("%s pinned, but data \"dlami\" %q resolves the latest DLAMI: set build (the build those versions belong to)", strings.Join(pinned, " and "), d.Labels[1])
+				}
+			}
+		})
+	}
+}
+
+// TestExamplesKeepTheArtifactWhenVerificationCannotJudge: a build with the dlami post-processor
+// must have a post-processor sequence of its own that keeps the artifact (a manifest). Packer
+// destroys a build's AMI after any failed post-processor unless another sequence kept it (it
+// reads keep_input_artifact only from post-processors that succeeded), and the post-processor
+// fails the build when it could not judge the first boot: without the manifest, an AMI that may
+// be good is deregistered.
+func TestExamplesKeepTheArtifactWhenVerificationCannotJudge(t *testing.T) {
+	for _, ex := range loadExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			for _, b := range blocksOf(parseExample(t, ex.dir), "build", "") {
+				if len(blocksOf([]*hclsyntax.Body{b.Body}, "post-processor", "dlami")) == 0 {
+					continue
+				}
+				keeps := false
+				for _, pp := range b.Body.Blocks {
+					// A top-level post-processor block is a sequence of its own; so is the first of
+					// a post-processors block.
+					first := pp
+					if pp.Type == "post-processors" && len(pp.Body.Blocks) > 0 {
+						first = pp.Body.Blocks[0]
+					}
+					if first.Type == "post-processor" && len(first.Labels) > 0 && first.Labels[0] == "manifest" {
+						keeps = true
+					}
+				}
+				if !keeps {
+					t.Errorf("a build with post-processor \"dlami\" has no post-processor \"manifest\" sequence of its own: Packer deregisters the AMI when the verification could not judge it")
+				}
+			}
+		})
 	}
 }

@@ -93,6 +93,11 @@ type GoldenConfig struct {
 	// Tag on the golden AMI holding the DLAMI id it was baked from.
 	// Default "dlami:source_ami".
 	SourceAMITag string `mapstructure:"source_ami_tag"`
+	// Also count AMIs the `dlami` post-processor did not verify (no `dlami:verified` tag, or
+	// `dlami:verified = false`) as golden. Default false: only AMIs tagged
+	// `dlami:verified = true` are, so an AMI whose first boot failed or was never checked does
+	// not make the rebake decision think the fleet is current.
+	IncludeUnverified bool `mapstructure:"include_unverified"`
 }
 
 // DatasourceOutput is what `data.dlami.<name>` exposes.
@@ -320,7 +325,7 @@ func (c *Config) query() dlamiresolve.Query {
 		Owners: c.Owners, AllowDeprecated: c.AllowDeprecated,
 	}
 	if g := c.Golden; g != nil {
-		q.Golden = &dlamiresolve.GoldenQuery{Owners: g.Owners, NamePrefix: g.NamePrefix, Tags: g.Tags, SourceAMITag: g.SourceAMITag}
+		q.Golden = &dlamiresolve.GoldenQuery{Owners: g.Owners, NamePrefix: g.NamePrefix, Tags: g.Tags, SourceAMITag: g.SourceAMITag, IncludeUnverified: g.IncludeUnverified}
 	}
 	return q
 }

@@ -149,10 +149,11 @@ func (*FlatDatasourceOutput) HCL2Spec() map[string]hcldec.Spec {
 // FlatGoldenConfig is an auto-generated flat version of GoldenConfig.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatGoldenConfig struct {
-	Owners       []string          `mapstructure:"owners" cty:"owners" hcl:"owners"`
-	NamePrefix   *string           `mapstructure:"name_prefix" cty:"name_prefix" hcl:"name_prefix"`
-	Tags         map[string]string `mapstructure:"tags" cty:"tags" hcl:"tags"`
-	SourceAMITag *string           `mapstructure:"source_ami_tag" cty:"source_ami_tag" hcl:"source_ami_tag"`
+	Owners            []string          `mapstructure:"owners" cty:"owners" hcl:"owners"`
+	NamePrefix        *string           `mapstructure:"name_prefix" cty:"name_prefix" hcl:"name_prefix"`
+	Tags              map[string]string `mapstructure:"tags" cty:"tags" hcl:"tags"`
+	SourceAMITag      *string           `mapstructure:"source_ami_tag" cty:"source_ami_tag" hcl:"source_ami_tag"`
+	IncludeUnverified *bool             `mapstructure:"include_unverified" cty:"include_unverified" hcl:"include_unverified"`
 }
 
 // FlatMapstructure returns a new FlatGoldenConfig.
@@ -167,10 +168,11 @@ func (*GoldenConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.
 // The decoded values from this spec will then be applied to a FlatGoldenConfig.
 func (*FlatGoldenConfig) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"owners":         &hcldec.AttrSpec{Name: "owners", Type: cty.List(cty.String), Required: false},
-		"name_prefix":    &hcldec.AttrSpec{Name: "name_prefix", Type: cty.String, Required: false},
-		"tags":           &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
-		"source_ami_tag": &hcldec.AttrSpec{Name: "source_ami_tag", Type: cty.String, Required: false},
+		"owners":             &hcldec.AttrSpec{Name: "owners", Type: cty.List(cty.String), Required: false},
+		"name_prefix":        &hcldec.AttrSpec{Name: "name_prefix", Type: cty.String, Required: false},
+		"tags":               &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
+		"source_ami_tag":     &hcldec.AttrSpec{Name: "source_ami_tag", Type: cty.String, Required: false},
+		"include_unverified": &hcldec.AttrSpec{Name: "include_unverified", Type: cty.Bool, Required: false},
 	}
 	return s
 }

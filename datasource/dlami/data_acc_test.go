@@ -178,7 +178,7 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 	golden := func(region, source string) {
 		fake.PutImage(region, awsfake.Image{ID: goldenIDs[region], Name: "ml-golden-20261003",
 			OwnerID: awsfake.DefaultAccount, Architecture: "x86_64", CreationDate: "2026-10-03T00:00:00.000Z",
-			Tags: map[string]string{"dlami:source_ami": source}})
+			Tags: map[string]string{"dlami:source_ami": source, "dlami:verified": "true"}})
 	}
 	golden("us-east-1", seedID("us-east-1"))
 	golden("eu-west-1", seedID("eu-west-1"))

@@ -320,9 +320,9 @@ func TestExecute(t *testing.T) {
 	// A golden AMI in us-east-1 baked from the current DLAMI; eu-west-1 has
 	// one from an older build; ap-northeast-1 has none.
 	f.PutImage("us-east-1", awsfake.Image{ID: "ami-0golden0000000001", Name: "ml-golden-1", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
-		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("us-east-1", "20261002")}})
+		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("us-east-1", "20261002"), "dlami:verified": "true"}})
 	f.PutImage("eu-west-1", awsfake.Image{ID: "ami-0golden0000000002", Name: "ml-golden-1", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
-		CreationDate: "2026-09-05T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("eu-west-1", "20260904")}})
+		CreationDate: "2026-09-05T00:00:00.000Z", Tags: map[string]string{"dlami:source_ami": id("eu-west-1", "20260904"), "dlami:verified": "true"}})
 
 	d := configureHCL(t, endpointHCL(url)+`
 region = "us-east-1"
@@ -376,7 +376,7 @@ func TestExecuteRebakeNotNeeded(t *testing.T) {
 	f, url := startFake(t, "us-east-1")
 	latest, _ := f.GetParameterValue("us-east-1", dlamiresolve.ParameterPath("x86_64", dlamiresolve.DefaultFlavor, "ubuntu-24.04"))
 	f.PutImage("us-east-1", awsfake.Image{ID: "ami-0golden0000000001", Name: "base-golden", OwnerID: awsfake.DefaultAccount, Architecture: "x86_64",
-		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"built-from": latest, "dlami:family": "base"}})
+		CreationDate: "2026-10-03T00:00:00.000Z", Tags: map[string]string{"built-from": latest, "dlami:family": "base", "dlami:verified": "true"}})
 	d := configureHCL(t, endpointHCL(url)+`
 region = "us-east-1"
 golden {
@@ -389,6 +389,44 @@ golden {
 	}
 	if v.GetAttr("rebake_needed").True() || v.GetAttr("golden_source_ami").AsString() != latest || len(v.GetAttr("rebake_regions").AsValueSlice()) != 0 {
 		t.Errorf("rebake_needed = %v golden_source_ami = %v", v.GetAttr("rebake_needed"), v.GetAttr("golden_source_ami"))
+	}
+}
+
+// A golden AMI baked from the current DLAMI whose first boot was never verified (or failed)
+// does not make the fleet current: the rebake is still due, unless include_unverified is set.
+func TestExecuteGoldenMustBeVerified(t *testing.T) {
+	for _, tc := range []struct {
+		name, verified, setting string
+		wantRebake              bool
+	}{
+		{"never verified", "", "", true},
+		{"verification failed", "false", "", true},
+		{"verified", "true", "", false},
+		{"include_unverified", "", "include_unverified = true", false},
+		{"include_unverified and failed", "false", "include_unverified = true", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, url := startFake(t, "us-east-1")
+			latest, _ := f.GetParameterValue("us-east-1", dlamiresolve.ParameterPath("x86_64", dlamiresolve.DefaultFlavor, "ubuntu-24.04"))
+			tags := map[string]string{"dlami:source_ami": latest, "dlami:family": "base"}
+			if tc.verified != "" {
+				tags["dlami:verified"] = tc.verified
+			}
+			f.PutImage("us-east-1", awsfake.Image{ID: "ami-0golden0000000001", Name: "base-golden", OwnerID: awsfake.DefaultAccount,
+				Architecture: "x86_64", CreationDate: "2026-10-03T00:00:00.000Z", Tags: tags})
+			d := configureHCL(t, endpointHCL(url)+"region = \"us-east-1\"\ngolden {\n  tags = { \"dlami:family\" = \"base\" }\n  "+tc.setting+"\n}\n")
+			v, err := d.Execute()
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			wantGolden := "ami-0golden0000000001"
+			if tc.wantRebake {
+				wantGolden = ""
+			}
+			if v.GetAttr("rebake_needed").True() != tc.wantRebake || v.GetAttr("golden_ami_id").AsString() != wantGolden {
+				t.Errorf("rebake_needed = %v, golden_ami_id = %q; want %v, %q", v.GetAttr("rebake_needed").True(), v.GetAttr("golden_ami_id").AsString(), tc.wantRebake, wantGolden)
+			}
+		})
 	}
 }
 

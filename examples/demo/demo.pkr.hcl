@@ -78,7 +78,9 @@ locals {
 
 data "dlami" "base" {
   region = var.region
-  # build = "20261002"   # pin a DLAMI build for reproducible bakes
+  # The build whose kernel and driver the expect block below names: without the pin, the next
+  # DLAMI AWS publishes would fail the bake.
+  build = "20261002"
 
   custom_endpoint_ec2 = var.aws_endpoint # simulation only
   ssm_endpoint        = var.aws_endpoint # simulation only
@@ -164,5 +166,11 @@ build {
     instance_types = local.verify_types
     # Two-phase: run the host suite and the NCCL test the bake deferred, with its expect block.
     complete_validation = var.two_phase
+  }
+
+  # Keeps the AMI when the post-processor fails: otherwise Packer deregisters it, even when
+  # its first boot could not be judged at all.
+  post-processor "manifest" {
+    output = "${var.report_dir}/packer-manifest.json"
   }
 }

@@ -24,6 +24,11 @@ packer {
 
 data "dlami" "base" {
   region = var.region
+  # Pinned: the expect block below names this build's kernel and driver, so the latest DLAMI
+  # would fail the bake the day AWS publishes a new one. Move dlami_build, expect_kernel and
+  # expect_nvidia_driver together (the rebake example follows the latest build instead, with
+  # no pinned kernel or driver).
+  build = var.dlami_build
 }
 
 locals {
@@ -105,8 +110,8 @@ build {
       }
     }
 
-    # Pinned expectations: the bake fails if the DLAMI build moved under you. Bump these
-    # together with a review of the DLAMI release notes.
+    # Pinned expectations, of the pinned dlami_build: the bake fails if the host differs from
+    # what that build ships. Bump them with dlami_build, after a review of its release notes.
     expect {
       kernel        = var.expect_kernel
       nvidia_driver = var.expect_nvidia_driver
@@ -117,10 +122,13 @@ build {
     }
   }
 
-  # The registered AMI's first boot on a fresh instance of the same type: tags the AMI
-  # dlami:verified = true, or deregisters it (with its snapshots, in every region) when its
-  # first boot differs from what was baked. The manifest below keeps Packer from deregistering
-  # the AMI on its own after a failure, so on_failure decides.
+  # The registered AMI's first boot on a fresh instance of the same type: tags the AMI (and its
+  # ami_regions copies) dlami:verified = true, or deregisters it (with its snapshots, in every
+  # region) when its first boot differs from what was baked. When the first boot cannot be
+  # judged (no capacity, SSH, credentials), the post-processor fails the build without touching
+  # the AMI; Packer would then deregister it (keep_input_artifact is not read from a failed
+  # post-processor), so the manifest below, a sequence of its own, keeps it: registered,
+  # without dlami:verified, which verified-only launch templates and the rebake lookup ignore.
   post-processor "dlami" {
     region         = var.region
     instance_type  = var.instance_type

@@ -47,6 +47,12 @@ variable "pyxis_version" {
   default = "0.20.0"
 }
 
+variable "dlami_build" {
+  type        = string
+  description = "DLAMI build (YYYYMMDD, the date at the end of its name) to bake on: the build whose kernel and driver expect_kernel and expect_nvidia_driver name. Move the three together, after reviewing the DLAMI release notes."
+  default     = "20261002"
+}
+
 variable "expect_kernel" {
   type        = string
   description = "Kernel of the DLAMI build you validated (uname -r)."

@@ -35,6 +35,12 @@ variable "subnet_id" {
   default = null
 }
 
+variable "run_id" {
+  type        = string
+  description = "The CI run this bake belongs to (rebake.yml: run id, attempt, region and instance type). Every resource the bake creates is tagged dlami:ci_run = run_id, so that a cancelled job's cleanup finds what Packer could not delete."
+  default     = "local"
+}
+
 variable "report_dir" {
   type    = string
   default = "dlami-reports/rebake"
@@ -43,13 +49,18 @@ variable "report_dir" {
 locals {
   # The family the rebake decision is about: one per region and instance type.
   family = "golden-${replace(var.instance_type, ".", "-")}"
+  # On the build instance, its volumes, the temporary key pairs and security groups, the AMI's
+  # snapshots and the post-processor's verification instance: what the workflow's cleanup step
+  # looks for when the job was cancelled or timed out.
+  ci_run_tags = { "dlami:ci_run" = var.run_id }
 }
 
 data "dlami" "base" {
   region = var.region
 
-  # Newest AMI owned by this account, tagged with this family: its dlami:source_ami tag says
-  # which DLAMI it was baked from. No golden AMI yet, or an older source: rebake_needed = true.
+  # Newest AMI owned by this account, tagged with this family and dlami:verified = true (the
+  # post-processor below verified its first boot): its dlami:source_ami tag says which DLAMI it
+  # was baked from. No verified golden AMI yet, or an older source: rebake_needed = true.
   golden {
     name_prefix = "${local.family}-"
     tags        = { "dlami:family" = local.family }
@@ -122,6 +133,10 @@ source "amazon-ebs" "golden" {
     "dlami:build"      = data.dlami.base.build
     "dlami:previous"   = data.dlami.base.golden_ami_id
   }
+  # run_tags also tag amazon-ebs's temporary key pair and security group.
+  run_tags        = local.ci_run_tags
+  run_volume_tags = local.ci_run_tags
+  snapshot_tags   = local.ci_run_tags
 }
 
 build {
@@ -149,5 +164,16 @@ build {
     report_dir     = "${var.report_dir}/first-boot"
     on_failure     = "deregister"
     settle_timeout = "20m"
+    run_tags       = local.ci_run_tags
+  }
+
+  # A sequence of its own that keeps the AMI when the post-processor fails: Packer destroys a
+  # build's AMI after any failed post-processor unless another sequence kept it, and a first
+  # boot that could not be judged (capacity, SSH, credentials) says nothing against the image.
+  # A judged failure is deregistered by on_failure above; an unjudged AMI stays registered
+  # without dlami:verified, so the decide build does not count it and the next run rebakes.
+  post-processor "manifest" {
+    output     = "${var.report_dir}/packer-manifest.json"
+    strip_path = true
   }
 }

@@ -15,4 +15,8 @@ const (
 	// VerifiedInstanceType is the instance type the verification ran on: the first of the
 	// post-processor's instance_types that had capacity.
 	VerifiedInstanceType = "dlami:verified_instance_type"
+	// VerifiedIn is on a copy (ami_regions) that was not launched itself: the
+	// "<region>/<ami-id>" copies whose first boot was verified, comma-separated. The copy's
+	// Verified tag carries their result.
+	VerifiedIn = "dlami:verified_in"
 )

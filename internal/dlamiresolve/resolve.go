@@ -91,6 +91,9 @@ type GoldenQuery struct {
 	NamePrefix   string            // matched as "<prefix>*"
 	Tags         map[string]string // tag:<key> = value filters (wildcards allowed)
 	SourceAMITag string            // tag holding the base AMI id the golden was baked from
+	// IncludeUnverified counts AMIs whose first boot was not verified healthy (no
+	// dlami:verified tag, or "false") as golden; by default only dlami:verified = true ones are.
+	IncludeUnverified bool
 }
 
 // Image is the verified image.
@@ -693,6 +696,11 @@ func (r *Resolver) findGolden(ctx context.Context, region string, c EC2API, g Go
 	}
 	for _, k := range slices.Sorted(maps.Keys(g.Tags)) {
 		filters = append(filters, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{g.Tags[k]}})
+	}
+	if _, set := g.Tags[amitags.Verified]; !set && !g.IncludeUnverified {
+		// An AMI whose first boot failed or was never checked is not what the fleet runs: a
+		// rebake must not be skipped because of it.
+		filters = append(filters, ec2types.Filter{Name: aws.String("tag:" + amitags.Verified), Values: []string{"true"}})
 	}
 	images, err := r.describeAll(ctx, region, c, g.Owners, filters)
 	if err != nil {

@@ -406,12 +406,22 @@ func TestResolveErrorTypes(t *testing.T) {
 	}
 }
 
+// verifiedAs sets img's dlami:verified tag to v ("" removes it).
+func verifiedAs(img awsfake.Image, v string) awsfake.Image {
+	if v == "" {
+		delete(img.Tags, "dlami:verified")
+	} else {
+		img.Tags["dlami:verified"] = v
+	}
+	return img
+}
+
 func TestResolveGolden(t *testing.T) {
 	const r = "us-west-2"
 	latest := seedID(r, "x86_64", baseTitle, "Ubuntu 24.04", latestBuild)
 	older := seedID(r, "x86_64", baseTitle, "Ubuntu 24.04", "20260904")
 	golden := func(id, name, created, source string) awsfake.Image {
-		tags := map[string]string{"team": "ml-infra"}
+		tags := map[string]string{"team": "ml-infra", "dlami:verified": "true"}
 		if source != "" {
 			tags["dlami:source_ami"] = source
 		}
@@ -451,6 +461,30 @@ func TestResolveGolden(t *testing.T) {
 			name:   "golden without source tag needs rebake",
 			images: []awsfake.Image{golden("ami-0golden000000004", "ml-golden-x", "2026-10-05T00:00:00.000Z", "")},
 			gq:     GoldenQuery{NamePrefix: "ml-golden-"}, wantFound: true, wantID: "ami-0golden000000004", wantBake: true,
+		},
+		{
+			// The newest AMIs baked from the current base were never verified, or failed their
+			// first boot: the fleet still runs the older verified one, so a rebake is due.
+			name: "unverified or failed goldens do not count",
+			images: []awsfake.Image{
+				golden("ami-0golden000000006", "ml-golden-20260906", "2026-09-06T10:00:00.000Z", older),
+				verifiedAs(golden("ami-0golden000000007", "ml-golden-20261003", "2026-10-03T10:00:00.000Z", latest), ""),
+				verifiedAs(golden("ami-0golden000000008", "ml-golden-20261004", "2026-10-04T10:00:00.000Z", latest), "false"),
+			},
+			gq: GoldenQuery{NamePrefix: "ml-golden-"}, wantFound: true, wantID: "ami-0golden000000006", wantSrc: older, wantBake: true,
+		},
+		{
+			name: "include_unverified counts them",
+			images: []awsfake.Image{
+				golden("ami-0golden000000006", "ml-golden-20260906", "2026-09-06T10:00:00.000Z", older),
+				verifiedAs(golden("ami-0golden000000007", "ml-golden-20261003", "2026-10-03T10:00:00.000Z", latest), ""),
+			},
+			gq: GoldenQuery{NamePrefix: "ml-golden-", IncludeUnverified: true}, wantFound: true, wantID: "ami-0golden000000007", wantSrc: latest,
+		},
+		{
+			name:   "only unverified goldens: none found",
+			images: []awsfake.Image{verifiedAs(golden("ami-0golden000000009", "ml-golden-20261003", "2026-10-03T10:00:00.000Z", latest), "false")},
+			gq:     GoldenQuery{NamePrefix: "ml-golden-"}, wantBake: true,
 		},
 		{
 			name: "other accounts' images are not golden",

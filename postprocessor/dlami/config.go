@@ -27,7 +27,9 @@ type Config struct {
 	awsaccess.AccessConfig `mapstructure:",squash"`
 
 	// The build's own region: which copy of the AMI to verify when the artifact has several
-	// (`ami_regions`). Not needed when the artifact has one region or `regions` is set.
+	// (`ami_regions`). Not needed when the artifact has one region or `regions` is set. The
+	// copies not verified themselves are tagged with the result when every verified copy booted
+	// healthy: `dlami:verified = true` and `dlami:verified_in = <region>/<ami-id>`.
 	Region string `mapstructure:"region"`
 	// The regions whose copies to verify (each gets its own instance). Default: `region`.
 	Regions []string `mapstructure:"regions"`

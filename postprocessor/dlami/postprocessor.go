@@ -47,6 +47,8 @@ type PostProcessor struct {
 	ec2For func(ctx context.Context, region string) (launch.EC2API, error)
 	// poll and cleanupTimeout replace launch's defaults in tests.
 	poll, cleanupTimeout time.Duration
+	// checkBoot judges a launched instance's first boot; nil means check. Replaced in tests.
+	checkBoot func(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error
 }
 
 // ConfigSpec implements packersdk.PostProcessor.
@@ -179,6 +181,12 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		}
 	}
+	if len(failed) == 0 && len(unverified) == 0 {
+		// Every launched copy booted healthy: the copies nobody launched carry that result.
+		if err := p.tagCopies(ctx, ui, ec2For, all, targets); err != nil {
+			unverified = append(unverified, err.Error())
+		}
+	}
 	if len(failed) == 0 && len(unverified) == 0 && len(run.cleanupErrs) == 0 {
 		return a, true, false, nil
 	}
@@ -300,7 +308,11 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		}
 		say(fmt.Sprintf("verifying on %s (no capacity for %s)", in.Placement, strings.Join(refused, "; ")))
 	}
-	err = p.check(ctx, ui, in, t, typ, say)
+	check := p.checkBoot
+	if check == nil {
+		check = p.check
+	}
+	err = check(ctx, ui, in, t, typ, say)
 	// Always terminate and delete the temporaries, before anything else (success, failure,
 	// timeout and Ctrl-C): the instance costs money every second it runs.
 	cerr := launch.Cleanup(ctx, in, say)
@@ -312,14 +324,57 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		return err
 	}
 	// Tagging runs even after a cancellation that came at the end, under its own deadline.
-	if err := launch.TagImage(context.WithoutCancel(ctx), api, t.ami, map[string]string{
-		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
-		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(), amitags.VerifiedInstanceType: typ,
-	}); err != nil {
+	if err := launch.TagImage(context.WithoutCancel(ctx), api, t.ami, verifiedTags(typ)); err != nil {
 		return err
 	}
 	say(fmt.Sprintf("%s booted healthy on %s: tagged %s = true, %s = %s", t.ami, typ, amitags.Verified, amitags.VerifiedInstanceType, typ))
 	return nil
+}
+
+// verifiedTags are the tags of an AMI whose first boot was verified healthy.
+// verifiedTags are the tags of an AMI whose first boot verified on instance type typ ("" on a
+// copy that was not launched itself).
+func verifiedTags(typ string) map[string]string {
+	tags := map[string]string{
+		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
+		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
+	}
+	if typ != "" {
+		tags[amitags.VerifiedInstanceType] = typ
+	}
+	return tags
+}
+
+// tagCopies tags each copy of the artifact that was not verified itself (an ami_regions copy:
+// the same image, copied after the bake) with the verified copies' result, dlami:verified =
+// true, and names them in dlami:verified_in, so that a pipeline that only takes verified AMIs
+// takes the copies too. It runs only when every verified copy booted healthy.
+func (p *PostProcessor) tagCopies(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), all map[string]string, verified []target) error {
+	launched := map[string]bool{}
+	var in []string
+	for _, t := range verified {
+		launched[t.region] = true
+		in = append(in, t.region+"/"+t.ami)
+	}
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, r := range slices.Sorted(maps.Keys(all)) {
+		if launched[r] {
+			continue
+		}
+		api, err := ec2For(ctx, r)
+		if err == nil {
+			tags := verifiedTags("")
+			tags[amitags.VerifiedIn] = strings.Join(in, ",")
+			err = launch.TagImage(ctx, api, all[r], tags)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tagging the ami_regions copy %s in %s as verified in %s: %w", all[r], r, strings.Join(in, ","), err))
+			continue
+		}
+		ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))
+	}
+	return errors.Join(errs...)
 }
 
 // check connects to the launched instance and judges its first boot.

@@ -375,3 +375,59 @@ func TestCancelledRunStillCleansUp(t *testing.T) {
 		t.Errorf("after Ctrl-C: instances %+v, key pairs %+v", rs.Instances, rs.KeyPairs)
 	}
 }
+
+// An artifact with an ami_regions copy: only region's copy is launched, and when it boots
+// healthy the copy is tagged dlami:verified = true too, naming the copy that was verified; a
+// first boot that could not be judged leaves the copy as untagged as the verified one.
+func TestAMIRegionsCopiesCarryTheVerification(t *testing.T) {
+	const east, west = "ami-0000000000000e011", "ami-0000000000000e012"
+	for _, tc := range []struct {
+		name  string
+		check error
+	}{{"healthy", nil}, {"unjudged", errors.New("SSH did not answer")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEC2(t, "us-east-1", "us-west-2")
+			f.own(t, "us-east-1", east, "snap-00000000000000e11")
+			f.own(t, "us-west-2", west, "snap-00000000000000e12")
+			p, err := configure(t, map[string]interface{}{"region": "us-east-1", "instance_type": "p5.48xlarge",
+				"skip_credential_validation": true, "report_dir": t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.ec2For = f.client
+			var checked []string
+			p.checkBoot = func(_ context.Context, _ packersdk.Ui, in *launch.Instance, tg target, _ string, _ func(string)) error {
+				checked = append(checked, tg.region+"/"+tg.ami)
+				return tc.check
+			}
+			_, keep, _, err := p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+east+",us-west-2:"+west))
+			if strings.Join(checked, " ") != "us-east-1/"+east {
+				t.Errorf("launched and checked %v, want only us-east-1/%s", checked, east)
+			}
+			if len(f.srv.State("us-west-2", false).Regions["us-west-2"].Instances) != 0 {
+				t.Error("an instance was launched in us-west-2: only region's copy is launched")
+			}
+			eastImg, _ := f.image("us-east-1", east)
+			westImg, _ := f.image("us-west-2", west)
+			if tc.check != nil {
+				if err == nil || eastImg.Tags[amitags.Verified] != "" || westImg.Tags[amitags.Verified] != "" {
+					t.Errorf("unjudged: err %v, tags %v / %v: want a failure and neither copy tagged", err, eastImg.Tags, westImg.Tags)
+				}
+				return
+			}
+			if err != nil || !keep {
+				t.Fatalf("PostProcess: keep %v, err %v", keep, err)
+			}
+			if eastImg.Tags[amitags.Verified] != "true" {
+				t.Errorf("verified copy tags %v", eastImg.Tags)
+			}
+			if westImg.Tags[amitags.Verified] != "true" || westImg.Tags[amitags.VerifiedIn] != "us-east-1/"+east ||
+				westImg.Tags[amitags.VerifiedAt] == "" || westImg.Tags[amitags.VerifiedBy] == "" {
+				t.Errorf("ami_regions copy tags %v: want %s = true and %s = us-east-1/%s", westImg.Tags, amitags.Verified, amitags.VerifiedIn, east)
+			}
+			if _, ok := eastImg.Tags[amitags.VerifiedIn]; ok {
+				t.Errorf("the launched copy names another copy in %s: %v", amitags.VerifiedIn, eastImg.Tags)
+			}
+		})
+	}
+}

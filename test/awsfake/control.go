@@ -45,6 +45,9 @@ type StateDump struct {
 	// The instance time metered in the regions above (instance_seconds,
 	// gpu_instance_seconds).
 	InstanceUsage
+	// ActionsServed is every AWS action the fake answered, in all regions, as IAM names
+	// ("ec2:RunInstances"), sorted (Server.ActionsServed).
+	ActionsServed []string `json:"actions_served"`
 }
 
 // State returns a copy of the fake's contents, for one region or all (""),
@@ -52,7 +55,7 @@ type StateDump struct {
 func (s *Server) State(region string, ownOnly bool) StateDump {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := StateDump{Account: s.account, Regions: map[string]RegionState{}, InstanceUsage: s.usage(region)}
+	out := StateDump{Account: s.account, Regions: map[string]RegionState{}, InstanceUsage: s.usage(region), ActionsServed: sortedKeys(s.served)}
 	for name, rd := range s.regions {
 		if region != "" && name != region {
 			continue

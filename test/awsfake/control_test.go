@@ -243,3 +243,44 @@ func TestControlRejectsUnknownFaultAction(t *testing.T) {
 		}
 	}
 }
+
+// The fake names every AWS action it answered, as IAM actions, in Go and in GET /_fake/state:
+// an answered fault counts (the call needed the permission), an unknown action does not.
+func TestActionsServed(t *testing.T) {
+	e := newEC2Env(t, nil)
+	if got := e.fake.ActionsServed(); len(got) != 0 {
+		t.Fatalf("a fresh fake served %v", got)
+	}
+	ssmValue(t, e.url, "us-east-1")
+	if _, err := e.client("us-west-2").DescribeVpcs(context.Background(), &ec2.DescribeVpcsInput{}); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SetFault(OpRunInstances, "us-east-1", Fault{AccessDenied: true})
+	if _, err := e.client("us-east-1").RunInstances(context.Background(), &ec2.RunInstancesInput{
+		ImageId: aws.String("ami-0123"), MinCount: aws.Int32(1), MaxCount: aws.Int32(1)}); err == nil {
+		t.Fatal("RunInstances: want the AccessDenied fault")
+	}
+	stsc := sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKE", "secret", "")})
+	if _, err := stsc.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := post(t, e.url, map[string]string{"Authorization": "AWS4-HMAC-SHA256 Credential=AKIAFAKE/20261130/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=x"},
+		"Action=LaunchRockets&Version=2016-11-15"); code != http.StatusBadRequest {
+		t.Errorf("unknown action answered %d", code)
+	}
+	want := "ec2:DescribeVpcs ec2:RunInstances ssm:GetParameter sts:GetCallerIdentity"
+	if got := strings.Join(e.fake.ActionsServed(), " "); got != want {
+		t.Errorf("ActionsServed() = %s, want %s", got, want)
+	}
+	code, out := control(t, http.MethodGet, e.url+"/_fake/state?region=us-east-1", nil)
+	served, _ := out["actions_served"].([]any)
+	var names []string
+	for _, a := range served {
+		s, _ := a.(string)
+		names = append(names, s)
+	}
+	if code != 200 || strings.Join(names, " ") != want {
+		t.Errorf("GET /_fake/state: %d actions_served %v, want %s (every region's)", code, out["actions_served"], want)
+	}
+}

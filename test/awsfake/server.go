@@ -54,6 +54,8 @@ type Server struct {
 	regions map[string]*regionData
 	faults  map[faultKey]*Fault
 	calls   []Call
+	// served: every "service:Action" answered, for IAM policy checks (ActionsServed).
+	served  map[string]bool
 	assumed []AssumeRoleCall
 	observe func(Call)
 	now     func() time.Time
@@ -289,6 +291,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) record(op string, scope CredentialScope, status int) {
 	c := Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status}
 	s.mu.Lock()
+	if a := iamAction(op); a != "" {
+		if s.served == nil {
+			s.served = map[string]bool{}
+		}
+		s.served[a] = true
+	}
 	if len(s.calls) >= maxCalls {
 		// A long-running demo server keeps the newest half.
 		s.calls = append(s.calls[:0], s.calls[maxCalls/2:]...)
@@ -299,6 +307,29 @@ func (s *Server) record(op string, scope CredentialScope, status int) {
 	if observe != nil {
 		observe(c)
 	}
+}
+
+// iamAction is the IAM action name of op, "service:Action" (ssm:GetParameter,
+// ec2:RunInstances, sts:AssumeRole), or "" for an action the fake does not know.
+func iamAction(op string) string {
+	switch {
+	case op == OpGetParameter || op == OpGetParametersByPath:
+		return "ssm:" + op
+	case op == OpAssumeRole || op == OpGetCallerIdentity:
+		return "sts:" + op
+	case op != OpAny && contains(ec2Ops(), op):
+		return "ec2:" + op
+	}
+	return ""
+}
+
+// ActionsServed lists, sorted, every AWS action the fake has answered (whatever the answer,
+// an injected fault included: the caller needed the permission to make the call), as IAM
+// names "service:Action". Tests compare it with the IAM policies the docs give.
+func (s *Server) ActionsServed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.served)
 }
 
 // Observe registers fn to be called after every answered request.

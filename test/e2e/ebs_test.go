@@ -137,8 +137,9 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if golden.Tags["dlami:verified"] != "true" || golden.Tags["dlami:verified_at"] == "" {
 			t.Errorf("golden AMI tags %v: want dlami:verified = true with dlami:verified_at", golden.Tags)
 		}
-		if cp.Tags["dlami:verified"] != "" {
-			t.Errorf("the us-west-2 copy was tagged %q although only region = %s was verified", cp.Tags["dlami:verified"], ebsRegion)
+		// The copy was not launched; it carries the verified copy's result and names it.
+		if cp.Tags["dlami:verified"] != "true" || cp.Tags["dlami:verified_in"] != ebsRegion+"/"+golden.ID {
+			t.Errorf("the %s copy's tags %v: want dlami:verified = true and dlami:verified_in = %s/%s", ebsCopyRegion, cp.Tags, ebsRegion, golden.ID)
 		}
 		verify := readReport(t, filepath.Join(out, "verify", ebsRegion))
 		if verify.Result != "pass" || checkStatus(verify, "first-boot-kernel") != "pass" || checkStatus(verify, "first-boot-packages") != "pass" || checkStatus(verify, "gpu") != "pass" {

@@ -48,6 +48,7 @@ func rebakeLoopSteps() []loopStep {
 		{label: "packer build", verbatim: true},
 		{label: "actions/upload-artifact@v4", standIn: "the artifact's path must hold the reports the action would upload"},
 		{label: "Report to the job summary", verbatim: true},
+		{label: "Clean up what the job left behind", standIn: "the fake holds nothing of the job's run id to clean up (no instance running, no key pair or security group), and the job's instances carry it; TestRebakeCleanupStepTerminatesWhatTheJobLeft runs the script against a stand-in aws (the CI container has no AWS CLI)"},
 	}
 }
 
@@ -409,6 +410,8 @@ func (j *rebakeJob) standIn(s workflowStep, env map[string]string) error {
 			return fmt.Errorf("aws-region %q, want the matrix region %q", with["aws-region"], j.exprs["matrix.region"])
 		}
 		return nil // packerEnv carries the fake keys; AWS_REGION is set per step
+	case "Clean up what the job left behind":
+		return j.nothingLeftOfRun(env["PKR_VAR_run_id"])
 	case "actions/upload-artifact@v4":
 		for _, f := range []string{"dlami-report.json", "dlami-report.junit.xml", "dlami-report.md"} {
 			if _, err := os.Stat(filepath.Join(with["path"], f)); err != nil {
@@ -418,6 +421,42 @@ func (j *rebakeJob) standIn(s workflowStep, env map[string]string) error {
 		return nil
 	}
 	return fmt.Errorf("no stand-in for %q", stepKey(s))
+}
+
+// nothingLeftOfRun checks the fake as the cleanup step would query EC2: every instance tagged
+// with the job's run id is terminated (the build's and the post-processor's, both tagged), and
+// no key pair or security group carries it.
+func (j *rebakeJob) nothingLeftOfRun(runID string) error {
+	if runID == "" {
+		return errors.New("PKR_VAR_run_id is empty")
+	}
+	region := j.exprs["matrix.region"]
+	rs := j.fake.state(j.t).Regions[region]
+	var errs []error
+	tagged := 0
+	for _, in := range rs.Instances {
+		if in.Tags[ciRunTag] != runID {
+			continue
+		}
+		tagged++
+		if in.State != "terminated" {
+			errs = append(errs, fmt.Errorf("instance %s of run %s is %s", in.ID, runID, in.State))
+		}
+	}
+	if tagged < 2 {
+		errs = append(errs, fmt.Errorf("%d instances tagged %s = %s in %s: want the build's and the verification's", tagged, ciRunTag, runID, region))
+	}
+	for _, kp := range rs.KeyPairs {
+		if kp.Tags[ciRunTag] == runID {
+			errs = append(errs, fmt.Errorf("key pair %s of run %s left", kp.Name, runID))
+		}
+	}
+	for _, sg := range rs.SecurityGroups {
+		if sg.Tags[ciRunTag] == runID {
+			errs = append(errs, fmt.Errorf("security group %s of run %s left", sg.ID, runID))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // readKeyValues reads a GITHUB_OUTPUT/GITHUB_ENV file of name=value lines.
@@ -482,6 +521,7 @@ func rebakeLoop(t *testing.T, e ebsEnv, fake *fakeAWS) {
 		"inputs.force":         "", // a scheduled run has no inputs
 		"secrets.GITHUB_TOKEN": "fake-github-token", "vars.PACKER_ROLE_ARN": "arn:aws:iam::123456789012:role/fake-packer",
 		"toJSON(vars)": "{}", "env.PACKER_VERSION": workflowEnv["PACKER_VERSION"],
+		"github.run_id": "4242",
 	}}
 	reportDir, err := j.expand(job.Env["PKR_VAR_report_dir"])
 	if err != nil {
@@ -501,6 +541,8 @@ func rebakeLoop(t *testing.T, e ebsEnv, fake *fakeAWS) {
 	decideAndBake := func(name string, wantRebake bool) jobRun {
 		t.Helper()
 		start := time.Now()
+		// Each run of the loop is a new attempt: its own run id.
+		j.exprs["github.run_attempt"] = strings.SplitN(name, "-", 2)[0]
 		r := j.run(name)
 		t.Logf("%s: rebake=%v, steps %q, %s", name, wantRebake, r.ran, time.Since(start).Round(time.Second))
 		if got := r.outputs["decide"]["needed"]; got != fmt.Sprint(wantRebake) {

@@ -378,10 +378,11 @@ func (s workflowStep) label() string {
 	return "run: " + strings.SplitN(s.Run, "\n", 2)[0]
 }
 
-// workflowJob is one job: its env and steps.
+// workflowJob is one job: its env, timeout-minutes and steps.
 type workflowJob struct {
-	Env   map[string]string
-	Steps []workflowStep
+	Env            map[string]string
+	TimeoutMinutes string
+	Steps          []workflowStep
 }
 
 // parseWorkflow reads a GitHub Actions workflow: the top-level env and each job's env and steps.
@@ -403,7 +404,7 @@ func parseWorkflow(text string) (env map[string]string, jobs map[string]workflow
 	jobs = map[string]workflowJob{}
 	for _, name := range js.Keys {
 		j := js.Map[name]
-		var job workflowJob
+		job := workflowJob{TimeoutMinutes: j.get("timeout-minutes").str()}
 		if job.Env, err = j.get("env").strMap(); err != nil {
 			return nil, nil, fmt.Errorf("jobs.%s.env: %w", name, err)
 		}

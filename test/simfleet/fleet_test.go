@@ -14,10 +14,33 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
-// needRoot skips outside CI and fails with CI=true: a missing prerequisite never passes.
+// needRoot skips outside CI and fails with CI=true: a missing prerequisite never passes. Under
+// -short it skips even with CI=true: the short run is the unit run (the release hook's, on a
+// non-root runner where CI=true too), and `make test` runs these as root.
 func needRoot(t *testing.T, what string) {
 	t.Helper()
+	if skip, why := rootlessShort(testing.Short(), what); skip {
+		t.Skip(why)
+	}
 	missing(t, "needs root for %s; run the tests as root (sudo)", what)
+}
+
+// needProcRoot: Close, and ProcessesUsing on this machine's /proc, read every process's
+// /proc/<pid>/root, which only root may (a non-root runner gets EACCES for root's processes).
+func needProcRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		needRoot(t, "reading every process's /proc/<pid>/root (the fleet's Close looks for its hosts' processes)")
+	}
+}
+
+// rootlessShort says whether a test that needs root and does not have it is skipped because
+// of -short, and why.
+func rootlessShort(short bool, what string) (bool, string) {
+	if !short {
+		return false, ""
+	}
+	return true, "needs root for " + what + ": skipped with -short, the unit run (make test runs it as root)"
 }
 
 func missing(t *testing.T, format string, args ...any) {
@@ -26,6 +49,19 @@ func missing(t *testing.T, format string, args ...any) {
 		t.Fatalf("precondition (CI=true): "+format, args...)
 	}
 	t.Skipf("precondition: "+format+" (with CI=true this fails)", args...)
+}
+
+// The release hook runs `go test -short ./...` as a non-root user with CI=true (GitHub sets it):
+// a root-only test must skip there, naming why, and still fail in CI's full run.
+func TestNeedRootSkipsUnderShortEvenInCI(t *testing.T) {
+	t.Setenv("CI", "true")
+	skip, why := rootlessShort(true, "mknod")
+	if !skip || !strings.Contains(why, "needs root for mknod") || !strings.Contains(why, "-short") {
+		t.Errorf("-short: skip %v %q, want a skip naming root and -short", skip, why)
+	}
+	if skip, _ := rootlessShort(false, "mknod"); skip {
+		t.Error("without -short the root-only test was skipped: with CI=true it must fail")
+	}
 }
 
 // fakeSimhost is a directory with executable boot, teardown and build-rootfs that do
@@ -55,6 +91,7 @@ func publicKeyLine(t *testing.T) string {
 }
 
 func TestNewChecksOptions(t *testing.T) {
+	needProcRoot(t)
 	sim := fakeSimhost(t)
 	noTeardown := t.TempDir()
 	if err := os.WriteFile(filepath.Join(noTeardown, "boot"), nil, 0o755); err != nil {
@@ -132,6 +169,7 @@ func TestStartRejectsBadSpecs(t *testing.T) {
 }
 
 func TestOperationsOnUnknownInstances(t *testing.T) {
+	needProcRoot(t)
 	f, err := New(Options{SimhostDir: fakeSimhost(t), StateRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,7 @@ func TestProcessesUsingRefusesBadDirs(t *testing.T) {
 // TestProcessesUsingRealProc checks the reader against this machine's /proc: this test
 // process (cwd in the package) is never reported, and nothing is reported for a fresh dir.
 func TestProcessesUsingRealProc(t *testing.T) {
+	needProcRoot(t)
 	got, err := ProcessesUsing("/proc", t.TempDir(), "/nonexistent/test/simhost")
 	if err != nil {
 		t.Fatal(err)
