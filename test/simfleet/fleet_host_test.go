@@ -23,9 +23,9 @@ import (
 // Addresses of this package's hosts: far above those the fake EC2 endpoint hands out from
 // 127.0.0.2 up, so an end-to-end run on the same machine never collides with these tests.
 const (
-	addrA = "127.0.0.201"
-	addrB = "127.0.0.202"
-	addrC = "127.0.0.203"
+	addrA = "127.0.200.1"
+	addrB = "127.0.200.2"
+	addrC = "127.0.200.3"
 )
 
 // hostFleet returns a fleet over this checkout's test/simhost, or skips/fails (CI=true)
