@@ -253,6 +253,40 @@ func (s SSH) MakeDir(ctx context.Context, dir string) error {
 	return s.short(ctx, "creating "+dir, "mkdir -p -m 0700 "+bundle.Quote(dir))
 }
 
+// makeTempDirScript creates $1 if missing and a new directory in it with mktemp -d (mode 0700
+// whatever the umask, the login user's), and prints the new directory's path. $2 is the prefix.
+const makeTempDirScript = `mkdir -p -- "$1" || exit 1
+d=$(mktemp -d "${1%/}/$2.XXXXXXXXXX") || exit 1
+chmod 0700 -- "$d" || exit 1
+printf '%s\n' "$d"`
+
+// MakeTempDir implements host.Files.
+func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, error) {
+	if !strings.HasPrefix(parent, "/") {
+		return "", fmt.Errorf("creating a folder in %q: not an absolute path", parent)
+	}
+	if prefix == "" || strings.HasPrefix(prefix, "-") || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+		return "", fmt.Errorf("creating a folder in %s: prefix %q must be letters, digits, '.', '_' and '-'", parent, prefix)
+	}
+	if parent = strings.TrimRight(parent, "/"); parent == "" {
+		parent = "/"
+	}
+	base := strings.TrimSuffix(parent, "/") + "/" + prefix + "."
+	var out, errOut Buffer
+	code, err := s.exec(ctx, ScriptCommand(makeTempDirScript)+" dlami-mktemp "+bundle.Quote(parent)+" "+bundle.Quote(prefix), &out, &errOut)
+	if err != nil {
+		return "", fmt.Errorf("creating a folder in %s: %w", parent, err)
+	}
+	if code != 0 {
+		return "", fmt.Errorf("creating a folder in %s: exit status %d: %s", parent, code, textcut.Head(strings.TrimSpace(errOut.String()+out.String()), 500))
+	}
+	dir := strings.TrimSuffix(out.String(), "\n")
+	if rest, ok := strings.CutPrefix(dir, base); !ok || len(rest) < 6 || strings.ContainsAny(rest, "/\n") {
+		return "", fmt.Errorf("creating a folder in %s: mktemp answered %q, not a folder %sXXXXXXXXXX", parent, textcut.Head(dir, 200), base)
+	}
+	return dir, nil
+}
+
 // Upload implements host.Files.
 func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 	errc := make(chan error, 1)

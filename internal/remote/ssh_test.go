@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,5 +362,57 @@ func TestStartIsBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Query waited on a session that never opened past its context")
+	}
+}
+
+// The staging folder must not be a name another user of the host can guess and create first:
+// each call makes a new folder with mktemp's random suffix, mode 0700 whatever the umask,
+// owned by the login user, inside a parent that is created when missing (and may hold
+// characters the shell would otherwise split on).
+func TestSSHMakeTempDir(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	ctx := context.Background()
+	parent := filepath.Join(t.TempDir(), "it's a folder", "nested")
+	a, err := s.MakeTempDir(ctx, parent+"/", "dlami-bake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.MakeTempDir(ctx, parent, "dlami-bake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("two calls answered the same folder %s", a)
+	}
+	for _, d := range []string{a, b} {
+		rest, ok := strings.CutPrefix(d, parent+"/dlami-bake.")
+		if !ok || len(rest) != 10 || strings.Contains(rest, "/") {
+			t.Errorf("folder %q is not %s/dlami-bake.XXXXXXXXXX", d, parent)
+		}
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() {
+			t.Fatalf("%s not created: %v", d, err)
+		}
+		if st.Mode().Perm() != 0o700 {
+			t.Errorf("%s has mode %o, want 0700", d, st.Mode().Perm())
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
+			t.Errorf("%s is owned by uid %d, want the login user %d", d, uid, os.Getuid())
+		}
+	}
+	for _, bad := range []struct{ parent, prefix string }{{"tmp", "x"}, {parent, "-rf"}, {parent, "a b"}, {parent, "a/../b"}, {parent, ""}} {
+		if d, err := s.MakeTempDir(ctx, bad.parent, bad.prefix); err == nil {
+			t.Errorf("MakeTempDir(%q, %q) = %s, want an error", bad.parent, bad.prefix, d)
+		}
+	}
+	// A parent the login user cannot write to is an error naming it, never a guessed path.
+	ro := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() != 0 {
+		if d, err := s.MakeTempDir(ctx, ro, "dlami-bake"); err == nil || !strings.Contains(err.Error(), ro) {
+			t.Errorf("read-only parent: %q %v, want an error naming %s", d, err, ro)
+		}
 	}
 }
