@@ -142,7 +142,7 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 const stopSession = `session_pids() {
   want=$1
   for f in /proc/[0-9]*/stat; do
-    read -r st <"$f" 2>/dev/null || continue
+    { read -r st <"$f"; } 2>/dev/null || continue
     set -- ${st##*) }
     [ "${4:-}" = "$want" ] || continue
     [ "$1" = Z ] && continue
@@ -172,11 +172,15 @@ stop_session() {
 // read its output or stop it any more, and a hung NCCL test would hold the GPUs. A session
 // process that exited but was not collected by its parent yet (a zombie) counts as gone: its
 // pid stays in /proc until then. The watchdog reads the session id as soon as the job wrote
-// it, so removing the staging folder does not disarm it. The pid file is removed when the job
-// ends, so a later Kill cannot reach a process that reused the id. setsid is called by its
-// absolute path: Packer's commands get no login PATH. $1 is the pid file, $2 the script.
+// it, so removing the staging folder does not disarm it. When the script exits, whatever it
+// left running in its session (`cmd &`, a subshell that sleeps and then runs apt-get) is
+// named on stderr and stopped: it would change the image after the drift check that follows
+// the job. Daemons are not touched: systemd starts services outside the session, as does
+// anything that called setsid itself. The pid file is removed when the job ends, so a later
+// Kill cannot reach a process that reused the id. setsid is called by its absolute path:
+// Packer's commands get no login PATH. $1 is the pid file, $2 the script.
 const jobScript = stopSession + `gone() {
-  read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 0
   case ${st##*) } in Z*|X*) return 0 ;; esac
   return 1
 }
@@ -207,6 +211,17 @@ if [ "$s" -gt 1 ]; then
 fi
 wait "$job"
 rc=$?
+g=$(cat "$1" 2>/dev/null)
+case $g in ''|*[!0-9]*) g=$job ;; esac
+left=$(session_pids "$g")
+if [ -n "$left" ]; then
+  echo "dlami: the job ended and left processes running in its session; stopping them:" >&2
+  for p in $left; do
+    c=$({ tr '\000' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)
+    echo "dlami:   pid $p: ${c:-?}" >&2
+  done
+  stop_session "$g"
+fi
 rm -f "$1"
 exit "$rc"`
 
