@@ -230,13 +230,16 @@ func (b *Bake) needRunUUID(context.Context) error {
 	return nil
 }
 
-// makeWorkDir creates this run's staging folder on the host.
+// makeWorkDir creates this run's staging folder on the host: a new folder with an
+// unpredictable name (mktemp -d, mode 0700, the login user's) inside remote_folder, so nobody
+// else on the host can create it first or put a script in it.
 func (b *Bake) makeWorkDir(prefix string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		b.workDir = fmt.Sprintf("%s/%s-%d", strings.TrimRight(b.opt.RemoteFolder, "/"), prefix, b.now().UnixNano())
-		if err := b.host.MakeDir(ctx, b.workDir); err != nil {
-			return fmt.Errorf("creating the remote folder: %w", err)
+		dir, err := b.host.MakeTempDir(ctx, b.opt.RemoteFolder, prefix)
+		if err != nil {
+			return fmt.Errorf("creating the staging folder in remote_folder %s (it must be a folder the SSH user can write to): %w", b.opt.RemoteFolder, err)
 		}
+		b.workDir = dir
 		return nil
 	}
 }

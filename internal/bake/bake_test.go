@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
@@ -400,5 +401,56 @@ func TestJobMemlockIsTheSchedulers(t *testing.T) {
 	r := readReport(t, opt.ReportDir)
 	if status(r, "memlock") != "pass" || status(r, "job-memlock") != "fail" || !strings.Contains(check(r, "job-memlock").Message, "slurmd.service has LimitMEMLOCK") {
 		t.Errorf("memlock %s, job-memlock %s: %s", status(r, "memlock"), status(r, "job-memlock"), check(r, "job-memlock").Message)
+	}
+}
+
+// The staging folder is a new mktemp -d folder in remote_folder (host.Files.MakeTempDir), never
+// a name built from the clock that another user of the host could create first: the bake and
+// the first-boot verification each ask for one, stage their scripts in it and remove it.
+func TestStagingFolderIsATempDir(t *testing.T) {
+	h := newFakeHost(t)
+	opt := options(t, layer.Spec{Name: "a", Inline: []string{"true"}})
+	opt.RemoteFolder = "/var/tmp/dlami"
+	opt.Now = func() time.Time { return time.Unix(1700000000, 42) }
+	var staged []string
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) {
+		for p := range h.files {
+			if strings.HasSuffix(p, "/layer.sh") {
+				staged = append(staged, p)
+			}
+		}
+		return 0, nil
+	}
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.tempDirs) != 1 {
+		t.Fatalf("MakeTempDir calls %v, want one (remote_folder, dlami-bake)", h.tempDirs)
+	}
+	parts := strings.Split(h.tempDirs[0], "|")
+	if parts[0] != "/var/tmp/dlami" || parts[1] != "dlami-bake" {
+		t.Errorf("MakeTempDir(%q, %q), want (/var/tmp/dlami, dlami-bake)", parts[0], parts[1])
+	}
+	dir := parts[2]
+	if len(staged) != 1 || !strings.HasPrefix(staged[0], dir+"/") {
+		t.Errorf("layer script staged at %v, want under %s", staged, dir)
+	}
+	for p := range h.files {
+		if strings.Contains(p, "1700000000") || strings.HasPrefix(p, dir) {
+			t.Errorf("left on the host or named by the clock: %s", p)
+		}
+	}
+
+	b, err := bom.Decode(h.files[opt.ManifestPath])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newFakeHost(t)
+	o := verifyOptions(t, b)
+	if err := Verify(context.Background(), v, &recordingUI{}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.tempDirs) != 1 || !strings.HasPrefix(v.tempDirs[0], "/tmp|dlami-verify|") {
+		t.Errorf("verification MakeTempDir calls %v, want one (/tmp, dlami-verify)", v.tempDirs)
 	}
 }

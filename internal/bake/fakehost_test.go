@@ -56,6 +56,8 @@ type fakeHost struct {
 	killed      []string
 	// settle is what the first-boot settle command prints.
 	settle fakeSection
+	// tempDirs are the folders MakeTempDir created, as "parent|prefix|dir".
+	tempDirs []string
 }
 
 type fakePkg struct {
@@ -302,6 +304,15 @@ func (h *fakeHost) Kill(_ context.Context, j host.Job) error {
 }
 
 func (h *fakeHost) MakeDir(context.Context, string) error { return nil }
+
+// MakeTempDir implements host.Files with names no clock predicts.
+func (h *fakeHost) MakeTempDir(_ context.Context, parent, prefix string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dir := fmt.Sprintf("%s/%s.fake%04dX", strings.TrimRight(parent, "/"), prefix, len(h.tempDirs)+1)
+	h.tempDirs = append(h.tempDirs, parent+"|"+prefix+"|"+dir)
+	return dir, nil
+}
 
 func (h *fakeHost) Upload(_ context.Context, dst string, data io.Reader) error {
 	var b bytes.Buffer

@@ -44,6 +44,11 @@ type Runner interface {
 type Files interface {
 	// MakeDir creates dir and its parents, owned by the login user, mode 0700.
 	MakeDir(ctx context.Context, dir string) error
+	// MakeTempDir creates a new directory with an unpredictable name inside parent (created
+	// if missing), as mktemp -d does: "<parent>/<prefix>.XXXXXXXXXX", owned by the login
+	// user, mode 0700. It returns the directory's path. prefix is letters, digits, '.', '_'
+	// and '-'; a name another user could guess and create first is never used.
+	MakeTempDir(ctx context.Context, parent, prefix string) (string, error)
 	// Upload writes data to dst as the login user.
 	Upload(ctx context.Context, dst string, data io.Reader) error
 	// Install puts data at the absolute path dst as root, creating parent directories.

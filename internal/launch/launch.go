@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -76,6 +77,15 @@ type Spec struct {
 	Fallbacks []Placement
 	// SSHCIDR is the source the temporary security group admits on port 22.
 	SSHCIDR string
+	// SSHCIDRs are the sources the temporary security group admits on port 22, all in one
+	// rule; when empty, SSHCIDR, else 0.0.0.0/0.
+	SSHCIDRs []string
+	// Metadata, when set, is the instance's MetadataOptions (the instance metadata service);
+	// nil sends none (EC2 applies the account's defaults).
+	Metadata *Metadata
+	// UserData is the instance's user data, as the fleet's launch template would pass it
+	// (sent base64-encoded, as RunInstances wants it).
+	UserData []byte
 	// Tags go on the instance and the temporaries, with RunTag and LaunchTag.
 	Tags map[string]string
 	// RunID names the run in RunTag (the Packer run UUID); empty means a generated id.
@@ -85,6 +95,22 @@ type Spec struct {
 	Poll time.Duration
 	// CleanupTimeout bounds the cleanup; 0 means CleanupTimeout.
 	CleanupTimeout time.Duration
+}
+
+// Metadata is RunInstances' MetadataOptions: "" and 0 leave a field unsent.
+type Metadata struct {
+	HTTPEndpoint            string // enabled, disabled
+	HTTPTokens              string // optional, required (IMDSv2 only)
+	HTTPPutResponseHopLimit int32  // 1-64
+	InstanceMetadataTags    string // enabled, disabled
+}
+
+// sshCIDRs are the sources the temporary security group admits.
+func (s Spec) sshCIDRs() []string {
+	if len(s.SSHCIDRs) > 0 {
+		return s.SSHCIDRs
+	}
+	return []string{cmp.Or(s.SSHCIDR, "0.0.0.0/0")}
 }
 
 // Placement is one candidate of a launch: an instance type in a subnet ("" is the region's
@@ -248,9 +274,13 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		}
 		in.securityGroup = aws.ToString(out.GroupId)
 		say("created temporary security group " + in.securityGroup)
-		cidr := cmp.Or(s.SSHCIDR, "0.0.0.0/0")
+		var ranges []types.IpRange
+		for _, c := range s.sshCIDRs() {
+			ranges = append(ranges, types.IpRange{CidrIp: aws.String(c)})
+		}
 		if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
-			GroupId: aws.String(in.securityGroup), IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), CidrIp: aws.String(cidr),
+			GroupId:       aws.String(in.securityGroup),
+			IpPermissions: []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), IpRanges: ranges}},
 		}); err != nil {
 			return fail(fmt.Errorf("opening port 22 in %s: %w", in.securityGroup, err))
 		}
@@ -367,6 +397,19 @@ func runInput(s Spec, keyName string, groups []string, tags map[string]string) *
 			}
 		}
 		run.CapacityReservationSpecification = crs
+	}
+	if m := s.Metadata; m != nil {
+		mo := &types.InstanceMetadataOptionsRequest{
+			HttpEndpoint: types.InstanceMetadataEndpointState(m.HTTPEndpoint), HttpTokens: types.HttpTokensState(m.HTTPTokens),
+			InstanceMetadataTags: types.InstanceMetadataTagsState(m.InstanceMetadataTags),
+		}
+		if m.HTTPPutResponseHopLimit != 0 {
+			mo.HttpPutResponseHopLimit = aws.Int32(m.HTTPPutResponseHopLimit)
+		}
+		run.MetadataOptions = mo
+	}
+	if len(s.UserData) > 0 {
+		run.UserData = aws.String(base64.StdEncoding.EncodeToString(s.UserData))
 	}
 	if s.MarketType != "" {
 		run.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketType(s.MarketType)}

@@ -501,3 +501,58 @@ func TestRetriedRunInstancesLaunchesOnce(t *testing.T) {
 	}
 	assertNothingLeft(t, f)
 }
+
+// What a real account needs of the verification launch reaches EC2: IMDSv2 metadata options,
+// the fleet's user data, and every source CIDR of the temporary group's SSH rule.
+func TestLaunchSendsMetadataUserDataAndCIDRs(t *testing.T) {
+	f := newFake(t)
+	api := f.client(region)
+	ctx := context.Background()
+	s := spec(region)
+	s.SSHCIDR = ""
+	s.SSHCIDRs = []string{"203.0.113.0/24", "198.51.100.7/32"}
+	s.Metadata = &Metadata{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 2, InstanceMetadataTags: "enabled"}
+	s.UserData = []byte("#!/bin/sh\necho 'nodeadm init' >/run/ud\n")
+	in, err := Launch(ctx, api, s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Cleanup(ctx, in, discard)
+	rs := f.state(region)
+	got := rs.Instances[0]
+	want := awsfake.MetadataOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 2, InstanceMetadataTags: "enabled"}
+	if got.MetadataOptions == nil || *got.MetadataOptions != want {
+		t.Errorf("metadata options %+v, want %+v", got.MetadataOptions, want)
+	}
+	if got.UserData != string(s.UserData) {
+		t.Errorf("user data %q, want %q", got.UserData, s.UserData)
+	}
+	for _, g := range rs.SecurityGroups {
+		if g.Name == "default" {
+			continue
+		}
+		if len(g.Ingress) != 1 || g.Ingress[0].FromPort != 22 || g.Ingress[0].ToPort != 22 || !slices.Equal(g.Ingress[0].CIDRs, s.SSHCIDRs) {
+			t.Errorf("ingress %+v: want one tcp 22 rule from %v", g.Ingress, s.SSHCIDRs)
+		}
+	}
+
+	// Without them: no metadata options (the account's defaults), no user data, 0.0.0.0/0.
+	f = newFake(t)
+	api = f.client(region)
+	s = spec(region)
+	s.SSHCIDR = ""
+	in, err = Launch(ctx, api, s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Cleanup(ctx, in, discard)
+	rs = f.state(region)
+	if rs.Instances[0].MetadataOptions != nil || rs.Instances[0].UserData != "" {
+		t.Errorf("unset: metadata %+v user data %q", rs.Instances[0].MetadataOptions, rs.Instances[0].UserData)
+	}
+	for _, g := range rs.SecurityGroups {
+		if g.Name != "default" && (len(g.Ingress) != 1 || !slices.Equal(g.Ingress[0].CIDRs, []string{"0.0.0.0/0"})) {
+			t.Errorf("default ingress %+v", g.Ingress)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 const stopSession = `session_pids() {
   want=$1
   for f in /proc/[0-9]*/stat; do
-    read -r st <"$f" 2>/dev/null || continue
+    { read -r st <"$f"; } 2>/dev/null || continue
     set -- ${st##*) }
     [ "${4:-}" = "$want" ] || continue
     [ "$1" = Z ] && continue
@@ -172,11 +172,15 @@ stop_session() {
 // read its output or stop it any more, and a hung NCCL test would hold the GPUs. A session
 // process that exited but was not collected by its parent yet (a zombie) counts as gone: its
 // pid stays in /proc until then. The watchdog reads the session id as soon as the job wrote
-// it, so removing the staging folder does not disarm it. The pid file is removed when the job
-// ends, so a later Kill cannot reach a process that reused the id. setsid is called by its
-// absolute path: Packer's commands get no login PATH. $1 is the pid file, $2 the script.
+// it, so removing the staging folder does not disarm it. When the script exits, whatever it
+// left running in its session (`cmd &`, a subshell that sleeps and then runs apt-get) is
+// named on stderr and stopped: it would change the image after the drift check that follows
+// the job. Daemons are not touched: systemd starts services outside the session, as does
+// anything that called setsid itself. The pid file is removed when the job ends, so a later
+// Kill cannot reach a process that reused the id. setsid is called by its absolute path:
+// Packer's commands get no login PATH. $1 is the pid file, $2 the script.
 const jobScript = stopSession + `gone() {
-  read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 0
   case ${st##*) } in Z*|X*) return 0 ;; esac
   return 1
 }
@@ -207,6 +211,17 @@ if [ "$s" -gt 1 ]; then
 fi
 wait "$job"
 rc=$?
+g=$(cat "$1" 2>/dev/null)
+case $g in ''|*[!0-9]*) g=$job ;; esac
+left=$(session_pids "$g")
+if [ -n "$left" ]; then
+  echo "dlami: the job ended and left processes running in its session; stopping them:" >&2
+  for p in $left; do
+    c=$({ tr '\000' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)
+    echo "dlami:   pid $p: ${c:-?}" >&2
+  done
+  stop_session "$g"
+fi
 rm -f "$1"
 exit "$rc"`
 
@@ -251,6 +266,40 @@ func (s SSH) Kill(ctx context.Context, j host.Job) error {
 // MakeDir implements host.Files.
 func (s SSH) MakeDir(ctx context.Context, dir string) error {
 	return s.short(ctx, "creating "+dir, "mkdir -p -m 0700 "+bundle.Quote(dir))
+}
+
+// makeTempDirScript creates $1 if missing and a new directory in it with mktemp -d (mode 0700
+// whatever the umask, the login user's), and prints the new directory's path. $2 is the prefix.
+const makeTempDirScript = `mkdir -p -- "$1" || exit 1
+d=$(mktemp -d "${1%/}/$2.XXXXXXXXXX") || exit 1
+chmod 0700 -- "$d" || exit 1
+printf '%s\n' "$d"`
+
+// MakeTempDir implements host.Files.
+func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, error) {
+	if !strings.HasPrefix(parent, "/") {
+		return "", fmt.Errorf("creating a folder in %q: not an absolute path", parent)
+	}
+	if prefix == "" || strings.HasPrefix(prefix, "-") || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+		return "", fmt.Errorf("creating a folder in %s: prefix %q must be letters, digits, '.', '_' and '-'", parent, prefix)
+	}
+	if parent = strings.TrimRight(parent, "/"); parent == "" {
+		parent = "/"
+	}
+	base := strings.TrimSuffix(parent, "/") + "/" + prefix + "."
+	var out, errOut Buffer
+	code, err := s.exec(ctx, ScriptCommand(makeTempDirScript)+" dlami-mktemp "+bundle.Quote(parent)+" "+bundle.Quote(prefix), &out, &errOut)
+	if err != nil {
+		return "", fmt.Errorf("creating a folder in %s: %w", parent, err)
+	}
+	if code != 0 {
+		return "", fmt.Errorf("creating a folder in %s: exit status %d: %s", parent, code, textcut.Head(strings.TrimSpace(errOut.String()+out.String()), 500))
+	}
+	dir := strings.TrimSuffix(out.String(), "\n")
+	if rest, ok := strings.CutPrefix(dir, base); !ok || len(rest) < 6 || strings.ContainsAny(rest, "/\n") {
+		return "", fmt.Errorf("creating a folder in %s: mktemp answered %q, not a folder %sXXXXXXXXXX", parent, textcut.Head(dir, 200), base)
+	}
+	return dir, nil
 }
 
 // Upload implements host.Files.

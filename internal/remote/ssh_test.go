@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,5 +362,125 @@ func TestStartIsBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Query waited on a session that never opened past its context")
+	}
+}
+
+// The staging folder must not be a name another user of the host can guess and create first:
+// each call makes a new folder with mktemp's random suffix, mode 0700 whatever the umask,
+// owned by the login user, inside a parent that is created when missing (and may hold
+// characters the shell would otherwise split on).
+func TestSSHMakeTempDir(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	ctx := context.Background()
+	parent := filepath.Join(t.TempDir(), "it's a folder", "nested")
+	a, err := s.MakeTempDir(ctx, parent+"/", "dlami-bake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.MakeTempDir(ctx, parent, "dlami-bake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("two calls answered the same folder %s", a)
+	}
+	for _, d := range []string{a, b} {
+		rest, ok := strings.CutPrefix(d, parent+"/dlami-bake.")
+		if !ok || len(rest) != 10 || strings.Contains(rest, "/") {
+			t.Errorf("folder %q is not %s/dlami-bake.XXXXXXXXXX", d, parent)
+		}
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() {
+			t.Fatalf("%s not created: %v", d, err)
+		}
+		if st.Mode().Perm() != 0o700 {
+			t.Errorf("%s has mode %o, want 0700", d, st.Mode().Perm())
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
+			t.Errorf("%s is owned by uid %d, want the login user %d", d, uid, os.Getuid())
+		}
+	}
+	for _, bad := range []struct{ parent, prefix string }{{"tmp", "x"}, {parent, "-rf"}, {parent, "a b"}, {parent, "a/../b"}, {parent, ""}} {
+		if d, err := s.MakeTempDir(ctx, bad.parent, bad.prefix); err == nil {
+			t.Errorf("MakeTempDir(%q, %q) = %s, want an error", bad.parent, bad.prefix, d)
+		}
+	}
+	// A parent the login user cannot write to is an error naming it, never a guessed path.
+	ro := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() != 0 {
+		if d, err := s.MakeTempDir(ctx, ro, "dlami-bake"); err == nil || !strings.Contains(err.Error(), ro) {
+			t.Errorf("read-only parent: %q %v, want an error naming %s", d, err, ro)
+		}
+	}
+}
+
+// alive reports whether pid is a live process (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// When a job's script exits, what it left running in its session (a background subshell
+// that would run apt-get later, its output redirected so nothing holds the SSH session open;
+// a process of a group of its own) is stopped and named in the
+// job's output, before Run returns; a daemon that left the session (as systemd's services
+// are, and anything that called setsid) keeps running.
+func TestSSHJobStopsItsLeftoversWhenItEnds(t *testing.T) {
+	s := SSH{C: newLocalComm(t)}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	body := fmt.Sprintf(`(sleep 300; echo LEFTOVER-RAN >%[1]s/ran) </dev/null >/dev/null 2>&1 &
+echo $! >%[1]s/leftover
+timeout 300 sleep 301 &
+echo $! >%[1]s/group
+setsid sh -c 'echo $$ >%[1]s/daemon; exec sleep 302' </dev/null >/dev/null 2>&1 &
+while [ ! -s %[1]s/daemon ]; do sleep 0.05; done
+echo done
+exit 3
+`, dir)
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := s.Run(ctx, host.Job{Name: "layer", Script: script, PIDFile: filepath.Join(dir, "pid"), Output: &out})
+	if err != nil || code != 3 {
+		t.Fatalf("run: code %d err %v (want the script's own exit status 3)", code, err)
+	}
+	pid := func(name string) int {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	daemon := pid("daemon")
+	t.Cleanup(func() { _ = syscall.Kill(daemon, syscall.SIGKILL) })
+	for _, name := range []string{"leftover", "group"} {
+		if p := pid(name); alive(p) {
+			t.Errorf("the job's %s process %d still runs after the job ended", name, p)
+		}
+	}
+	if !alive(daemon) {
+		t.Errorf("the daemon %d that left the job's session was stopped too", daemon)
+	}
+	if o := out.String(); !strings.Contains(o, "left processes running in its session; stopping them") || !strings.Contains(o, "sleep 300") || !strings.Contains(o, "timeout 300 sleep 301") {
+		t.Errorf("output does not name the leftovers:\n%s", o)
+	}
+	if strings.Contains(out.String(), "sleep 302") {
+		t.Errorf("the daemon was named as a leftover:\n%s", out.String())
 	}
 }

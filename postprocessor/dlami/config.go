@@ -55,8 +55,24 @@ type Config struct {
 	SubnetIDs []string `mapstructure:"subnet_ids"`
 	// Security groups for the instance; default a temporary group admitting SSH.
 	SecurityGroupIDs []string `mapstructure:"security_group_ids"`
-	// Source CIDR the temporary security group admits on port 22. Default 0.0.0.0/0.
+	// Source CIDR the temporary security group admits on port 22. Default 0.0.0.0/0. Set this
+	// or `temporary_security_group_source_cidrs`, not both.
 	SSHCIDR string `mapstructure:"temporary_security_group_source_cidr"`
+	// Source CIDRs the temporary security group admits on port 22, as amazon-ebs's setting of
+	// the same name: IPv4 network addresses such as `["10.0.0.0/16", "203.0.113.7/32"]`.
+	// Default `["0.0.0.0/0"]`. Neither applies with `security_group_ids`.
+	SSHCIDRs []string `mapstructure:"temporary_security_group_source_cidrs"`
+	// The verification instance's instance metadata service, amazon-ebs's `metadata_options`
+	// block: IMDSv2 is required (`http_tokens = "required"`) unless the block says otherwise.
+	MetadataOptions MetadataOptions `mapstructure:"metadata_options"`
+	// User data for the verification instance, so its first boot is the fleet's (nodeadm's
+	// NodeConfig, a Slurm node's slurmd configuration, a cloud-config): what a first boot does
+	// with it is what the first-boot checks judge. At most 16 KiB. Set this or
+	// `user_data_file`, not both.
+	UserData string `mapstructure:"user_data"`
+	// A file whose content is the verification instance's user data (read when the template is
+	// validated; relative to the directory Packer runs in).
+	UserDataFile string `mapstructure:"user_data_file"`
 	// Whether the instance gets a public IP address; default the subnet's setting.
 	AssociatePublicIPAddress *bool `mapstructure:"associate_public_ip_address"`
 	// Instance profile name for the instance.
@@ -109,6 +125,8 @@ type Config struct {
 	Expect checks.Expectations `mapstructure:"expect"`
 
 	ctx interpolate.Context
+	// userData is user_data or user_data_file's content, read by prepareLaunch.
+	userData []byte
 }
 
 // What to do with a failed AMI.
@@ -157,6 +175,7 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 		errs = append(errs, fmt.Errorf("on_failure %q: use keep, tag or deregister", c.OnFailure))
 	}
 	errs = append(errs, c.checkCandidates()...)
+	errs = append(errs, c.prepareLaunch()...)
 	if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
 		errs = append(errs, err)
 	}

@@ -292,6 +292,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags, RunID: run.id,
 		Poll: p.poll, CleanupTimeout: p.cleanupTimeout,
 	}
+	c.launchSettings(&spec)
 	lctx, lcancel := context.WithTimeout(ctx, c.SSHTimeout)
 	in, err := launch.Launch(lctx, api, spec, say)
 	lcancel()

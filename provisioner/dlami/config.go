@@ -57,7 +57,9 @@ type Config struct {
 	CheckTimeout time.Duration `mapstructure:"check_timeout"`
 	// Remote directory for uploaded scripts and files; must allow execution. An absolute
 	// path of letters, digits, `.`, `_`, `-` and `/`, without `..`: the upload hands it to the
-	// remote shell unquoted. Defaults to /tmp.
+	// remote shell unquoted. Each bake stages its files in a new folder inside it, created with
+	// `mktemp -d` (`dlami-bake.XXXXXXXXXX`: a name nobody can guess and create first, mode 0700,
+	// owned by the SSH user) and removed when the bake ends. Defaults to /tmp.
 	RemoteFolder string `mapstructure:"remote_folder"`
 	// Where the bill of materials is written inside the image. Defaults to
 	// /etc/dlami-bake/manifest.json.

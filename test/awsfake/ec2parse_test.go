@@ -2,6 +2,7 @@ package awsfake
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,15 @@ func TestParseRunInstances(t *testing.T) {
 		{"bad tag resource", base + "&TagSpecification.1.ResourceType=image&TagSpecification.1.Tag.1.Key=k", nil, "not a valid taggable"},
 		{"bad volume type", base + "&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1&BlockDeviceMapping.1.Ebs.VolumeType=ssd", nil, "volumeType"},
 		{"two subnets", base + "&SubnetId=subnet-0a&NetworkInterface.1.SubnetId=subnet-0b", nil, "InvalidParameterCombination"},
+		{"metadata options", base + "&MetadataOptions.HttpEndpoint=enabled&MetadataOptions.HttpTokens=required&MetadataOptions.HttpPutResponseHopLimit=2&MetadataOptions.InstanceMetadataTags=enabled",
+			func(in RunInstancesInput) bool {
+				return in.MetadataOptions != nil && *in.MetadataOptions == MetadataOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 2, InstanceMetadataTags: "enabled"}
+			}, ""},
+		{"no metadata options", base, func(in RunInstancesInput) bool { return in.MetadataOptions == nil }, ""},
+		{"bad http tokens", base + "&MetadataOptions.HttpTokens=yes", nil, "MetadataOptions.HttpTokens"},
+		{"bad http endpoint", base + "&MetadataOptions.HttpEndpoint=on", nil, "MetadataOptions.HttpEndpoint"},
+		{"hop limit over 64", base + "&MetadataOptions.HttpPutResponseHopLimit=65", nil, "HttpPutResponseHopLimit"},
+		{"hop limit 0", base + "&MetadataOptions.HttpPutResponseHopLimit=0", nil, "HttpPutResponseHopLimit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +273,7 @@ func FuzzParseRunInstances(f *testing.F) {
 	fuzzParser(f, []string{
 		"ImageId=ami-0abc&InstanceType=p6-b200.48xlarge&MinCount=1&MaxCount=1&KeyName=k&SecurityGroupId.1=sg-0a",
 		"ImageId=ami-0abc&MinCount=1&MaxCount=2&NetworkInterface.1.SubnetId=subnet-0a&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1&BlockDeviceMapping.1.Ebs.VolumeSize=9",
+		"ImageId=ami-0abc&MinCount=1&MaxCount=1&MetadataOptions.HttpTokens=required&MetadataOptions.HttpEndpoint=enabled&MetadataOptions.HttpPutResponseHopLimit=2&MetadataOptions.InstanceMetadataTags=disabled&UserData=IyEvYmluL3NoCg%3D%3D",
 	}, ParseRunInstances, func(t *testing.T, in RunInstancesInput) {
 		if !strings.HasPrefix(in.ImageID, "ami-") || in.MinCount < 1 || in.MinCount > in.MaxCount || in.MaxCount > MaxInstancesPerLaunch ||
 			!instanceTypeShape.MatchString(in.InstanceType) || len(in.UserData) > 16<<10 {
@@ -278,9 +289,17 @@ func FuzzParseRunInstances(f *testing.F) {
 				t.Fatalf("accepted block device %+v", bd)
 			}
 		}
+		if m := in.MetadataOptions; m != nil {
+			if m.HTTPPutResponseHopLimit < 0 || m.HTTPPutResponseHopLimit > 64 || !validIMDS(m.HTTPEndpoint, "enabled", "disabled") ||
+				!validIMDS(m.HTTPTokens, "optional", "required") || !validIMDS(m.InstanceMetadataTags, "enabled", "disabled") {
+				t.Fatalf("accepted metadata options %+v", m)
+			}
+		}
 		checkTagSpecs(t, in.TagSpecs)
 	})
 }
+
+func validIMDS(v string, want ...string) bool { return v == "" || slices.Contains(want, v) }
 
 func FuzzParseDescribeInstances(f *testing.F) {
 	fuzzParser(f, []string{"InstanceId.1=i-0a&InstanceId.2=i-0b", "Filter.1.Name=instance-state-name&Filter.1.Value.1=running&MaxResults=5&NextToken=fake-next-5"},

@@ -58,6 +58,11 @@ type Instance struct {
 	Layers                []string          `json:"layers,omitempty"` // the AMI's layers the host booted from
 	Tags                  map[string]string `json:"tags,omitempty"`
 	ClientToken           string            `json:"client_token,omitempty"`
+	// MetadataOptions are the launch's MetadataOptions.* (IMDS), as sent; absent when the
+	// launch sent none (EC2 then applies the account's defaults).
+	MetadataOptions *MetadataOptions `json:"metadata_options,omitempty"`
+	// UserData is the launch's user data, decoded from base64.
+	UserData string `json:"user_data,omitempty"`
 	// Stuck marks an instance the stuck-pending fault keeps in pending.
 	Stuck bool `json:"stuck,omitempty"`
 	// RunningSeconds is this instance's metered time (see usage.go), filled in by State.
@@ -118,6 +123,58 @@ type RunInstancesInput struct {
 	BlockDevices     []BlockDevice
 	TagSpecs         []TagSpecification
 	ClientToken      string
+	MetadataOptions  *MetadataOptions
+}
+
+// MetadataOptions is RunInstances' MetadataOptions (the instance metadata service, IMDS):
+// what the launch asked for, empty fields unsent.
+type MetadataOptions struct {
+	HTTPEndpoint            string `json:"http_endpoint,omitempty"`
+	HTTPTokens              string `json:"http_tokens,omitempty"`
+	HTTPPutResponseHopLimit int    `json:"http_put_response_hop_limit,omitempty"`
+	InstanceMetadataTags    string `json:"instance_metadata_tags,omitempty"`
+	HTTPProtocolIPv6        string `json:"http_protocol_ipv6,omitempty"`
+}
+
+// parseMetadataOptions reads MetadataOptions.*, refusing values EC2 refuses (its enums,
+// a hop limit outside 1-64); nil when none was sent.
+func parseMetadataOptions(form url.Values) (*MetadataOptions, error) {
+	const p = "MetadataOptions."
+	var m MetadataOptions
+	sent := false
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"HttpEndpoint", &m.HTTPEndpoint}, {"HttpTokens", &m.HTTPTokens}, {"InstanceMetadataTags", &m.InstanceMetadataTags}, {"HttpProtocolIpv6", &m.HTTPProtocolIPv6}} {
+		v, ok := form[p+f.name]
+		if !ok {
+			continue
+		}
+		sent = true
+		want := []string{"enabled", "disabled"}
+		if f.name == "HttpTokens" {
+			want = []string{"optional", "required"}
+		}
+		if len(v) != 1 || !contains(want, v[0]) {
+			return nil, inputError("InvalidParameterValue", "Invalid value '%s' for %s%s. Valid values: %s", strings.Join(v, ","), p, f.name, strings.Join(want, ", "))
+		}
+		*f.dst = v[0]
+	}
+	if _, ok := form[p+"HttpPutResponseHopLimit"]; ok {
+		sent = true
+		n, err := intParam(form, p+"HttpPutResponseHopLimit", 0, 1, 64)
+		if err == nil && n == 0 {
+			err = inputError("InvalidParameterValue", "Value () for parameter %sHttpPutResponseHopLimit is invalid. Expecting a value between 1 and 64", p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		m.HTTPPutResponseHopLimit = n
+	}
+	if !sent {
+		return nil, nil
+	}
+	return &m, nil
 }
 
 // MaxInstancesPerLaunch bounds RunInstances MaxCount: each instance is a
@@ -190,6 +247,9 @@ func ParseRunInstances(form url.Values) (RunInstancesInput, error) {
 		in.UserData = b
 	}
 	if in.BlockDevices, err = parseBlockDevices(form); err != nil {
+		return in, err
+	}
+	if in.MetadataOptions, err = parseMetadataOptions(form); err != nil {
 		return in, err
 	}
 	if in.TagSpecs, err = parseTagSpecifications(form, "instance", "volume", "network-interface"); err != nil {
@@ -347,6 +407,7 @@ func (s *Server) newInstance(region string, rd *regionData, img *Image, in RunIn
 		SubnetID: rd.subnet.ID, AvailabilityZone: rd.subnet.AvailabilityZone, SecurityGroupIDs: groups, Address: addr,
 		State: StatePending, LaunchTime: ec2Time(now), Architecture: orDefault(img.Architecture, "x86_64"),
 		RootDeviceName: orDefault(img.RootDeviceName, "/dev/sda1"), Layers: append([]string(nil), img.Layers...), ClientToken: in.ClientToken,
+		MetadataOptions: in.MetadataOptions, UserData: string(in.UserData),
 	}, machineMu: &sync.Mutex{}, seq: s.instanceSeq}
 	applyTags(&r.Tags, tagsFor(in.TagSpecs, "instance"))
 	s.attachVolumes(rd, r, img, in, now)
