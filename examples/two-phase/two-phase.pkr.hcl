@@ -30,6 +30,12 @@ variable "region" {
   default = "us-east-1"
 }
 
+variable "dlami_build" {
+  type        = string
+  description = "DLAMI build (YYYYMMDD) to bake on: the build whose kernel and driver the expect block names. Move them together, after reviewing the DLAMI release notes."
+  default     = "20261002"
+}
+
 variable "build_instance_type" {
   type        = string
   default     = "c7i.8xlarge"
@@ -59,6 +65,8 @@ locals {
 
 data "dlami" "base" {
   region = var.region
+  # Pinned: the expect block names this build's kernel and driver.
+  build = var.dlami_build
 }
 
 source "amazon-ebs" "golden" {
@@ -120,5 +128,13 @@ build {
     capacity_reservation_id = var.capacity_block_id
     market_type             = var.capacity_block_id == "" ? "" : "capacity-block"
     on_failure              = "deregister"
+  }
+
+  # A sequence of its own: when the verification cannot judge the AMI (no GPU capacity, SSH),
+  # the post-processor fails without touching it and Packer would deregister it; this keeps it,
+  # registered without dlami:verified (see examples/README.md).
+  post-processor "manifest" {
+    output     = "${var.report_dir}/packer-manifest.json"
+    strip_path = true
   }
 }

@@ -22,7 +22,8 @@ source "amazon-ebs" "launch" {
   source_ami    = data.dlami.base.ami_id
   instance_type = "p5.48xlarge"
   communicator  = "none"
-  ami_name      = "launch-${formatdate("YYYYMMDDhhmmss", timestamp())}"
+  # The capacity cases run one after another within a second: a name of their own each.
+  ami_name      = "launch-${formatdate("YYYYMMDDhhmmss", timestamp())}-${uuidv4()}"
 }
 
 build {
