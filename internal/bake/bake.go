@@ -85,6 +85,10 @@ type Options struct {
 	DeferValidation bool
 	// NodeCheck, when set, installs dlami-node-check into the image (nodecheck.go).
 	NodeCheck *nodecheck.Config
+	// ImageHygiene, when set, is the bake's last step (hygiene.go): after the bill of
+	// materials, it removes the build's SSH key, the host keys, the machine id, cloud-init's
+	// instance state, logs and shell history, and checks that they are gone (image-hygiene).
+	ImageHygiene *Hygiene
 }
 
 // Defaults of Options fields left zero.
@@ -201,20 +205,24 @@ func (b *Bake) bakePlan() plan {
 		// A bake without validation reports only what it did.
 		p.checkIDs = nil
 	}
+	if b.opt.ImageHygiene != nil {
+		p.checkIDs = append(slices.Clone(p.checkIDs), result.ImageHygiene)
+	}
 	p.steps = append(p.steps, b.needRunUUID, b.makeWorkDir("dlami-bake"), b.startGuard)
 	for _, l := range b.opt.Layers {
 		p.steps = append(p.steps, func(ctx context.Context) error { return b.runLayer(ctx, l) })
 	}
+	// Image hygiene ends every plan: it takes the build's SSH access away.
 	if b.opt.DeferValidation {
 		// The first phase of a two-phase bake, on a build instance without GPUs: everything
 		// the guard judges, nothing that needs the GPU host.
-		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.deferValidation, b.judged("the first phase"), b.writeBOM)
+		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.deferValidation, b.judged("the first phase"), b.writeBOM, b.imageHygiene)
 	}
 	if !b.opt.Validate {
-		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil })
+		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil }, b.imageHygiene)
 	}
 	return p.then(b.hostSuite, b.jobMemlock, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
-		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM)
+		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM, b.imageHygiene)
 }
 
 // then adds steps to the end of p.

@@ -260,7 +260,7 @@ func (b *Bake) xidSince(ctx context.Context, mark facts.Mark) error {
 func (b *Bake) deferValidation(ctx context.Context) error {
 	b.stage("validation deferred")
 	typ := b.buildInstanceType(ctx)
-	ids := append([]string{}, result.HostIDs...)
+	ids := append(append([]string{}, result.HostIDs...), result.JobMemlock)
 	if b.opt.SkipNCCL {
 		b.record(skipped("nccl.skip = true", result.NCCLIDs...)...)
 	} else {

@@ -61,6 +61,10 @@ const (
 	// and the node check's own verdict in a first-boot verification.
 	JobMemlock = "job-memlock"
 	NodeCheck  = "node-check"
+	// ImageHygiene is the bake's last step with image_hygiene = true: the build's SSH key,
+	// the host keys, the machine id, cloud-init's instance state and shell history are gone,
+	// read back after the cleanup. Reported only by bakes that ask for it.
+	ImageHygiene = "image-hygiene"
 )
 
 // Prefixes of the IDs of results that are not checks: each layer is a result entry

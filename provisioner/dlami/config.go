@@ -89,6 +89,13 @@ type Config struct {
 	// Install dlami-node-check into the image with a systemd unit that judges every boot
 	// against this bake's bill of materials. Off unless the block is set.
 	NodeCheck *NodeCheckConfig `mapstructure:"node_check"`
+	// Clean the image as the last step of this provisioner, after the bill of materials: remove
+	// the key Packer logged in with from the SSH user's and root's `authorized_keys` (other keys
+	// stay), the SSH host keys, the machine id (`/etc/machine-id` emptied), cloud-init's instance
+	// state, logs and shell history, then check they are gone (check `image-hygiene`). It takes
+	// the build's SSH access away: set it on the last `dlami` provisioner of the build, after
+	// every provisioner that needs SSH. Defaults to false.
+	ImageHygiene bool `mapstructure:"image_hygiene"`
 
 	ctx interpolate.Context
 }

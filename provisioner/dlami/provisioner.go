@@ -6,15 +6,18 @@ package dlami
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
@@ -95,6 +98,9 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	}
 	opt := p.opt
 	opt.RunUUID = runUUID(generated)
+	if p.config.ImageHygiene {
+		opt.ImageHygiene = hygiene(generated, ui)
+	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
 	return bake.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
@@ -116,6 +122,32 @@ func interruptible(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(sig); cancel() }
+}
+
+// hygiene is image_hygiene's view of how Packer logged in: the SSH user, and the public key
+// of the private key it used (the builder's temporary key, or ssh_private_key_file), so that
+// only that key's authorized_keys lines are removed.
+func hygiene(generated map[string]interface{}, ui packersdk.Ui) *bake.Hygiene {
+	h := &bake.Hygiene{}
+	h.LoginUser, _ = generated["User"].(string)
+	pem, _ := generated["SSHPrivateKey"].(string)
+	if pem == "" {
+		if f, _ := generated["SSHPrivateKeyFile"].(string); f != "" {
+			if b, err := os.ReadFile(f); err == nil {
+				pem = string(b)
+			} else {
+				ui.Error(fmt.Sprintf("dlami: image_hygiene: reading ssh_private_key_file %s: %v (the build key cannot be removed from authorized_keys)", f, err))
+			}
+		}
+	}
+	if pem != "" {
+		if signer, err := ssh.ParsePrivateKey([]byte(pem)); err == nil {
+			h.BuildKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+		} else {
+			ui.Error(fmt.Sprintf("dlami: image_hygiene: the private key Packer logged in with is unreadable here (%v): the build key cannot be removed from authorized_keys", err))
+		}
+	}
+	return h
 }
 
 // runUUID takes PackerRunUUID from the generated data, else from PACKER_RUN_UUID.

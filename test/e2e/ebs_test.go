@@ -149,6 +149,13 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if n := verifyInstances(s, ebsRegion, golden.ID); n != 1 {
 			t.Errorf("%d verification instances of %s, want 1", n, golden.ID)
 		}
+		// image_hygiene = true: the last step of the bake cleaned the image, and the
+		// post-processor's verification above reached it all the same.
+		if st := checkStatus(rep, "image-hygiene"); st != "pass" {
+			t.Errorf("image-hygiene = %s, want pass", st)
+		}
+		assertHygienicImage(t, fake, golden)
+		assertCleanedUp(t, fake.state(t), ebsRegion)
 	})
 
 	t.Run("golden-on-golden", func(t *testing.T) {

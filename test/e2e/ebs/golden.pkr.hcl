@@ -73,6 +73,9 @@ build {
 
   provisioner "dlami" {
     report_dir = var.report_dir
+    # The last step of the bake: the build's key, host keys, machine id, cloud-init state,
+    # logs and history leave the image (check image-hygiene).
+    image_hygiene = true
 
     layer {
       name         = "slurm"
