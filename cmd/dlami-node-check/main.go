@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	checkTimeout := fl.Duration("check-timeout", 0, "bound of each probe command (default: the config's, else 60s)")
 	nccl := fl.Bool("nccl", false, "run the 1-node NCCL test too (default: the config's)")
 	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodecheck.DefaultScontrol+")")
+	loginUser := fl.String("login-user", "", "the user whose new logins the memlock check judges (default: the config's, the bake's SSH user)")
 	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	usage := 2
@@ -92,12 +93,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		Timeout:      secondsOr(cfg.TimeoutSeconds, nodecheck.DefaultTimeout),
 		CheckTimeout: secondsOr(cfg.CheckTimeoutSeconds, 60*time.Second),
 		NCCL:         cfg.NCCL, Scontrol: or(cfg.Scontrol, nodecheck.DefaultScontrol),
-		Version: version.PluginVersion.FormattedVersion(),
+		Version: version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
 	}
 	apply := map[string]func(){
 		"action": func() { o.Action = *action }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
 		"textfile": func() { o.Textfile = *textfile }, "timeout": func() { o.Timeout = *timeout },
 		"check-timeout": func() { o.CheckTimeout = *checkTimeout }, "nccl": func() { o.NCCL = *nccl }, "scontrol": func() { o.Scontrol = *scontrol },
+		"login-user": func() { o.LoginUser = *loginUser },
 	}
 	for name, f := range apply {
 		if set[name] {

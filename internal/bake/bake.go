@@ -124,6 +124,9 @@ type Bake struct {
 	rebootLayer string
 	// plan is what this run does.
 	plan plan
+	// freshLogin: the SSH session is a fresh login of the image (a first boot), so its own
+	// memlock limit counts (checks.Target.SessionIsLogin).
+	freshLogin bool
 	// base is the guard's baseline, the layers are judged against it.
 	base guard.Snapshot
 	// bootLog is the kernel log read with the baseline, before any layer ran.

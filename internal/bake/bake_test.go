@@ -269,10 +269,54 @@ func TestFailedLayerFailsTheBake(t *testing.T) {
 	}
 }
 
+// The memlock check judges what a new login gets after the layers, not Packer's own SSH
+// session, which opened before them: a layer's limits file that lowers memlock fails the bake
+// although the session still says unlimited, and one that raises it passes although the
+// session says 64 KiB.
+func TestMemlockJudgesANewLoginNotTheSession(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		session string
+		file    string
+		fail    bool
+	}{
+		{"a layer lowers it", "unlimited", "*  soft  memlock  65536\n*  hard  memlock  65536", true},
+		{"a layer raises it", "64", "*  -  memlock  unlimited", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newFakeHost(t)
+			h.hostOut["host.memlock"] = fakeSection{out: tt.session}
+			if !tt.fail {
+				// Before the layer nothing sets memlock and logins start from 64 KiB.
+				h.hostOut["host.limits_files"] = fakeSection{out: ""}
+				h.hostOut["host.limits_base"] = fakeSection{out: "init 65536 65536 bytes\nsshd 1187 65536 65536 bytes"}
+			}
+			h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.addLimitsFile("99-memlock.conf", tt.file)
+				return 0, nil
+			}
+			opt := options(t, layer.Spec{Name: "limits", Inline: []string{"install -m 0644 99-memlock.conf /etc/security/limits.d/"}})
+			err := Run(context.Background(), h, &recordingUI{}, opt)
+			c := check(readReport(t, opt.ReportDir), "memlock")
+			if tt.fail {
+				if err == nil || c.Status != "fail" || !strings.Contains(c.Message, "99-memlock.conf:1") || !strings.Contains(c.Actual, "65536 KiB") {
+					t.Fatalf("err %v; memlock %s %q: %s", err, c.Status, c.Actual, c.Message)
+				}
+				return
+			}
+			if err != nil || c.Status != "pass" || !strings.Contains(c.Evidence, "this SSH session: 64 KiB (fixed when the session opened") {
+				t.Fatalf("err %v; memlock %s %q: %s\n%s", err, c.Status, c.Actual, c.Message, c.Evidence)
+			}
+		})
+	}
+}
+
 func TestHostFailureSkipsNCCLUnlessKeepGoing(t *testing.T) {
 	for _, keepGoing := range []bool{false, true} {
 		h := newFakeHost(t)
-		h.hostOut["host.memlock"] = fakeSection{out: "64"}
+		h.addLimitsFile("99-site.conf", "* - memlock 64")
 		opt := options(t)
 		opt.KeepGoing = keepGoing
 		if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {

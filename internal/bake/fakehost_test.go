@@ -230,6 +230,17 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 	return out, nil
 }
 
+// addLimitsFile adds a file to /etc/security/limits.d as a layer writing it would: what a new
+// login gets changes, the probe's own session ("host.memlock") does not.
+func (h *fakeHost) addLimitsFile(name, text string) {
+	s := h.hostOut["host.limits_files"]
+	s.out = strings.TrimRight(s.out, "\n") + "\n==> /etc/security/limits.d/" + name
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		s.out += "\n| " + l
+	}
+	h.hostOut["host.limits_files"] = s
+}
+
 // dmesgSoFar is what the kernel logged since boot beyond the fixture.
 func (h *fakeHost) dmesgSoFar() string {
 	if b, ok := h.files["/dmesg-extra"]; ok {

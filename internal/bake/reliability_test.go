@@ -260,7 +260,7 @@ func TestEveryFailingEndingIsMachineReadable(t *testing.T) {
 			o.Layers = []layer.Spec{{Name: "x", Files: []layer.File{{Source: "/nonexistent/file", Destination: "/etc/x"}}}}
 		},
 		"drift":     func(h *fakeHost, o *Options) { installKernel1015(h) },
-		"host fail": func(h *fakeHost, o *Options) { h.hostOut["host.memlock"] = fakeSection{out: "64"} },
+		"host fail": func(h *fakeHost, o *Options) { h.addLimitsFile("99-site.conf", "* - memlock 64") },
 	}
 	for name, set := range cases {
 		h := newFakeHost(t)

@@ -33,6 +33,7 @@ func (b *Bake) readHost(ctx context.Context) (facts.Host, checks.Target, time.Du
 		return h, checks.Target{}, took, err
 	}
 	t := checks.Resolve(h, b.opt.Expect, b.opt.InstanceType)
+	t.SessionIsLogin = b.freshLogin
 	if b.rebootLayer != "" {
 		// A mark of the old boot puts every line of the current boot after it.
 		t.KernelLogSince = &facts.Mark{

@@ -52,6 +52,7 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 	}
 	b := newBake(h, ui, Options{Common: o.Common, Validate: true})
 	b.rep.Launch = o.Launch
+	b.freshLogin = true
 	b.plan = b.firstBootPlan(o)
 	return b.withReports(ctx, b.plan.run)
 }

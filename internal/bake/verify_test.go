@@ -114,3 +114,20 @@ func TestVerifyUsesTheBakesGuardPolicy(t *testing.T) {
 		t.Fatal("without the bake's policy the excluded package must be judged (the test proves the policy is what passes it)")
 	}
 }
+
+// On a first boot the SSH session is a fresh login of the image, so its own memlock limit is a
+// second witness: limited there fails even when the limits files say unlimited (something
+// outside pam_limits lowers it), while the same session in a bake is only evidence.
+func TestVerifyJudgesTheFreshLoginsMemlock(t *testing.T) {
+	b := bakedBOM(t)
+	h := newFakeHost(t)
+	h.hostOut["host.memlock"] = fakeSection{out: "64"}
+	o := verifyOptions(t, b)
+	if err := Verify(context.Background(), h, &recordingUI{}, o); err == nil {
+		t.Fatal("a first boot whose login has 64 KiB of memlock passed")
+	}
+	c := check(readReport(t, o.ReportDir), "memlock")
+	if c.Status != "fail" || c.Actual != "64 KiB for this login" || !strings.Contains(c.Message, "outside pam_limits") {
+		t.Errorf("memlock %s %q: %s", c.Status, c.Actual, c.Message)
+	}
+}

@@ -78,6 +78,10 @@ type Target struct {
 	// KernelLogSince, when set, limits the xid check to the kernel log after a mark (a layer's
 	// reboot) and names the step in its verdict.
 	KernelLogSince *facts.Mark
+	// SessionIsLogin says the probe's own session is a fresh login of the image (a first
+	// boot): its memlock limit is then a second witness of what a login gets. A bake's SSH
+	// session opened before the layers ran, so there it is only evidence.
+	SessionIsLogin bool
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,

@@ -72,8 +72,12 @@ type Host struct {
 	Domains Fact[[]string]
 	// GDRDevice is the file type of /dev/gdrdrv as stat names it ("character special file").
 	GDRDevice Fact[string]
-	// Memlock is the locked-memory limit of the probe's session.
+	// Memlock is the locked-memory limit of the probe's own session. Over SSH in a bake that
+	// session opened before any layer ran, so it is evidence, not the verdict: LoginMemlock is.
 	Memlock Fact[Memlock]
+	// LoginMemlock is the locked-memory limit a new login session of the login user gets, as
+	// pam_limits applies the limits files now on the host.
+	LoginMemlock Fact[LoginMemlock]
 	// NVMe is what is mounted at the local NVMe mount point.
 	NVMe Fact[Mount]
 	// Lfs is the Lustre utilities' version (lfs --version).
@@ -110,6 +114,17 @@ func (m Memlock) String() string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d KiB", m.KiB)
+}
+
+// LoginMemlock is the memlock limit a new login of User gets: Soft is what `ulimit -l` will
+// print, Hard the most a process may raise it to. From says where the soft value comes from
+// (a limits file's line, or the limit the session inherits), Notes how it was worked out.
+type LoginMemlock struct {
+	User  string
+	Soft  Memlock
+	Hard  Memlock
+	From  string
+	Notes []string
 }
 
 // Mount is what findmnt says of a mount point: whether something is mounted, at which target,

@@ -52,6 +52,8 @@ type Config struct {
 	Scontrol            string `json:"scontrol"`
 	// Before are the units the systemd unit runs before (for the record).
 	Before []string `json:"before"`
+	// LoginUser is the user whose new logins the memlock check judges (the bake's SSH user).
+	LoginUser string `json:"login_user,omitempty"`
 }
 
 // Encode renders c as indented JSON.

@@ -36,6 +36,8 @@ type fakeNode struct {
 	docker   string            // daemon.json, "" = absent
 	hangOn   string            // a section whose command never ends (until ctx does)
 	commands [][]string
+	// shells are the probe commands' shells by section name, as last asked.
+	shells map[string]string
 	// scontrol answers scontrol calls.
 	scontrol func(argv []string) (string, int)
 	ncclOut  string
@@ -190,6 +192,10 @@ func (n *fakeNode) Query(ctx context.Context, cmds []bundle.Command) (map[string
 		}
 		n.mu.Lock()
 		s := n.answer(c.Name)
+		if n.shells == nil {
+			n.shells = map[string]string{}
+		}
+		n.shells[c.Name] = c.Shell
 		n.mu.Unlock()
 		out[c.Name] = bundle.Section{Name: c.Name, Output: strings.TrimRight(s.out, "\n"), ExitCode: s.code, TimedOut: bundle.TimedOut(s.code)}
 	}
@@ -621,3 +627,33 @@ func TestLabelEscaping(t *testing.T) {
 }
 
 var _ = errors.New
+
+// The node check runs as root, so it judges the memlock of the login user it is told (the
+// bake's SSH user, from its config or --login-user), and warns, never passes, without one.
+func TestNodeMemlockOfTheLoginUser(t *testing.T) {
+	n := newNode(t)
+	o := options(t, ModeReport, ActionReport)
+	out := Run(context.Background(), n.env(n.bom()), o)
+	c, _ := result.Find(out.Report.Checks, result.Memlock)
+	if c.Status != result.Warn || !strings.Contains(c.Message, "--login-user") {
+		t.Errorf("no login user: memlock %s: %s", c.Status, c.Message)
+	}
+
+	o.LoginUser = "ubuntu"
+	out = Run(context.Background(), n.env(n.bom()), o)
+	if st := status(t, out, result.Memlock); st != result.Pass {
+		t.Errorf("login user ubuntu, 01_efa.conf: memlock %s", st)
+	}
+	if sh := n.shells["host.login_user"]; !strings.Contains(sh, "u='ubuntu'") {
+		t.Errorf("the probe does not ask for ubuntu: %s", sh)
+	}
+
+	s := n.host["host.limits_files"]
+	s.out += "\n==> /etc/security/limits.d/99-site.conf\n| ubuntu hard memlock 64"
+	n.host["host.limits_files"] = s
+	out = Run(context.Background(), n.env(n.bom()), o)
+	c, _ = result.Find(out.Report.Checks, result.Memlock)
+	if c.Status != result.Fail || !strings.Contains(c.Actual, "64 KiB for a new login of ubuntu") || out.Exit != 1 {
+		t.Errorf("a limits file caps ubuntu at 64 KiB: memlock %s %q, exit %d", c.Status, c.Actual, out.Exit)
+	}
+}

@@ -31,7 +31,7 @@ func TestEvaluateHostHealthyP6B200(t *testing.T) {
 		result.EFADriver:    "3.3.0g",
 		result.EFAInstaller: "installer 1.50.0, libfabric 2.6.0amzn1.0, aws-ofi-nccl 1.21.1-1",
 		result.EFADevices:   "8 PCI EFA functions, 8 rdmap devices, 8 fi_info domains",
-		result.Memlock:      "unlimited",
+		result.Memlock:      "unlimited for a new login of ubuntu",
 		result.Lustre:       "lfs 2.15.6, module 2.15.6",
 		result.Xid:          "none",
 	}

@@ -24,8 +24,13 @@ func TestGDRCopyMemlockNVMeLustreFaults(t *testing.T) {
 			set(s, sectionLsmod, "Segmentation fault", 0)
 		}, nil, []string{result.GDRCopy}, "header"},
 		{"gdrcopy pin", nil, func(e *judge.Expectations) { e.GDRCopy = "2.6" }, []string{result.GDRCopy}, "GDRCopy"},
-		{"memlock 64", func(s map[string]bundle.Section) { set(s, sectionMemlock, "64", 0) }, nil, []string{result.Memlock}, "limited"},
-		{"memlock garbage", func(s map[string]bundle.Section) { set(s, sectionMemlock, "sh: ulimit: bad option", 0) }, nil, []string{result.Memlock}, "printed"},
+		{"memlock 64 from a limits file", func(s map[string]bundle.Section) {
+			set(s, sectionLimitsFiles, s[sectionLimitsFiles].Output+"\n==> /etc/security/limits.d/99-site.conf\n| *  -  memlock  64", 0)
+		}, nil, []string{result.Memlock}, "gets locked memory 64 KiB (from /etc/security/limits.d/99-site.conf:1"},
+		{"limits files unreadable", func(s map[string]bundle.Section) {
+			set(s, sectionLimitsFiles, "==> /etc/security/limits.d/99-site.conf\nsed: can't read /etc/security/limits.d/99-site.conf: Permission denied", 1)
+		}, nil, []string{result.Memlock}, "could not be worked out"},
+		{"limits files garbage", func(s map[string]bundle.Section) { set(s, sectionLimitsFiles, "sh: ulimit: bad option", 0) }, nil, []string{result.Memlock}, "neither a file header"},
 		{"NVMe not mounted", func(s map[string]bundle.Section) { set(s, sectionNVMe, "", 1) }, nil, []string{result.NVMe}, "not mounted"},
 		{"NVMe mounted elsewhere", func(s map[string]bundle.Section) {
 			set(s, sectionNVMe, "/mnt /dev/nvme1n1 ext4 3.5T", 0)

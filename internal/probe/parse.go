@@ -44,6 +44,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		Domains:          parseWith(sections, sectionFiInfo, fiinfo.ParseDomains),
 		GDRDevice:        parseWith(sections, sectionGDRDevice, func(out string) (string, error) { return firstLine(out), nil }),
 		Memlock:          parseMemlock(sections),
+		LoginMemlock:     parseLoginMemlock(sections),
 		NVMe:             parseMount(sections),
 		Lfs:              parseWith(sections, sectionLfs, parseLfs),
 		KernelLog:        parseKernelLog(sections),

@@ -31,6 +31,10 @@ type Options struct {
 	NVMePath string
 	// CheckTimeoutSeconds bounds each command; 0 means bundle.DefaultTimeoutSeconds.
 	CheckTimeoutSeconds int
+	// LoginUser is the user whose new login's memlock limit is worked out; "" is the user the
+	// probe runs as (the SSH user in a bake). The node check runs as root and names the
+	// bake's login user.
+	LoginUser string
 }
 
 func (o Options) timeout() int {
@@ -95,8 +99,8 @@ done`
 const dmesgShell = `sudo -n "$1" 2>/dev/null || "$1"`
 
 // hostCommands returns the read-only commands the host suite reads, for one bundle. The bundle
-// must run as the ordinary login user, not under sudo: `ulimit -l` has to report the login
-// session's limit. Only the kernel log needs root, and asks for it with `sudo -n`. Every tool
+// runs as the ordinary login user, not under sudo: `ulimit -l` reports that session's limit
+// (evidence beside the limit a new login gets, which the limits files decide). Only the kernel log needs root, and asks for it with `sudo -n`. Every tool
 // is called at its real absolute path (package hosttools).
 func hostCommands(o Options) []bundle.Command {
 	t := o.timeout()
@@ -134,7 +138,7 @@ func hostCommands(o Options) []bundle.Command {
 		cmd(sectionMemlock, "ulimit -l"),
 		tool(sectionNVMe, hosttools.Findmnt, `"$1" -n -o TARGET,SOURCE,FSTYPE,SIZE --mountpoint `+shellWord(o.NVMePath)),
 		tool(sectionLfs, hosttools.Lfs, `"$1" --version`),
-	}, kernelLogCommands(o)...)
+	}, append(loginMemlockCommands(o), kernelLogCommands(o)...)...)
 }
 
 // kernelLogCommands read the kernel log and the boot it belongs to: the end of the host

@@ -270,11 +270,12 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 // FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatNodeCheckConfig struct {
-	Action   *string  `mapstructure:"action" cty:"action" hcl:"action"`
-	Before   []string `mapstructure:"before" cty:"before" hcl:"before"`
-	NCCL     *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	Timeout  *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	Textfile *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
+	Action    *string  `mapstructure:"action" cty:"action" hcl:"action"`
+	Before    []string `mapstructure:"before" cty:"before" hcl:"before"`
+	NCCL      *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	Timeout   *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	Textfile  *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
+	LoginUser *string  `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
 }
 
 // FlatMapstructure returns a new FlatNodeCheckConfig.
@@ -289,11 +290,12 @@ func (*NodeCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcld
 // The decoded values from this spec will then be applied to a FlatNodeCheckConfig.
 func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"action":   &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
-		"before":   &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
-		"nccl":     &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
-		"timeout":  &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
-		"textfile": &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
+		"action":     &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
+		"before":     &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
+		"nccl":       &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
+		"timeout":    &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
+		"textfile":   &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
+		"login_user": &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,7 +37,13 @@ type NodeCheckConfig struct {
 	// writes none. Defaults to /var/lib/prometheus/node-exporter/dlami_node_check.prom (the
 	// textfile directory of Ubuntu's prometheus-node-exporter).
 	Textfile string `mapstructure:"textfile"`
+	// The user whose new logins the memlock check judges on the node (the check runs as root,
+	// and pam_limits gives root other limits). Defaults to the user Packer logged in as.
+	LoginUser string `mapstructure:"login_user"`
 }
+
+// loginUserRE is what useradd takes by default (NAME_REGEX of adduser): no shell syntax.
+var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
 // prepare fills in the defaults and reports every bad setting, naming it.
 func (n *NodeCheckConfig) prepare(validate bool) []error {
@@ -54,6 +61,9 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 		n.Textfile = nodecheck.DefaultTextfile
 	}
 	var errs []error
+	if n.LoginUser != "" && !loginUserRE.MatchString(n.LoginUser) {
+		errs = append(errs, fmt.Errorf("node_check.login_user %q: a user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', at most 32)", n.LoginUser))
+	}
 	if !slices.Contains(nodecheck.Actions, n.Action) {
 		errs = append(errs, fmt.Errorf("node_check.action %q: use %s", n.Action, strings.Join(nodecheck.Actions, ", ")))
 	}
@@ -85,7 +95,7 @@ func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration
 	c := &nodecheck.Config{
 		Action: n.Action, BOMPath: manifestPath, OutDir: nodecheck.DefaultOutDir, Textfile: n.Textfile,
 		TimeoutSeconds: int(n.Timeout / time.Second), CheckTimeoutSeconds: int(checkTimeout / time.Second),
-		NCCL: n.NCCL, Scontrol: nodecheck.DefaultScontrol, Before: n.Before,
+		NCCL: n.NCCL, Scontrol: nodecheck.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
 	}
 	if c.Textfile == "none" {
 		c.Textfile = ""

@@ -101,6 +101,12 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	if p.config.ImageHygiene {
 		opt.ImageHygiene = hygiene(generated, ui)
 	}
+	if opt.NodeCheck != nil && opt.NodeCheck.LoginUser == "" {
+		// The node check runs as root: it judges the memlock of the user Packer logged in as.
+		nc := *opt.NodeCheck
+		nc.LoginUser, _ = generated["User"].(string)
+		opt.NodeCheck = &nc
+	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
 	return bake.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
