@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -149,4 +150,25 @@ func TestLoginUserShell(t *testing.T) {
 	if !strings.Contains(sh, "u="+bundle.Quote("ubuntu'; touch /tmp/pwned; '")) {
 		t.Errorf("user not quoted: %s", sh)
 	}
+}
+
+// Whatever the four sections print, the login memlock fact is read or carries a problem, and
+// never claims unlimited for a soft limit its hard limit caps.
+func FuzzParseLoginMemlock(f *testing.F) {
+	s := healthySections(f)
+	f.Add(s[sectionLoginUser].Output, s[sectionLimitsFiles].Output, s[sectionLimitsBase].Output)
+	f.Add(rootUser, "==> /etc/security/limits.conf\n| root - memlock 1\n| ubuntu -", baseInitUnlim)
+	f.Fuzz(func(t *testing.T, user, files, base string) {
+		m := maps.Clone(s)
+		set(m, sectionLoginUser, user, 0)
+		set(m, sectionLimitsFiles, files, 0)
+		set(m, sectionLimitsBase, base, 0)
+		lm := parseLoginMemlock(m)
+		if lm.OK() == (lm.Problem != "") {
+			t.Fatalf("ok %v with problem %q", lm.OK(), lm.Problem)
+		}
+		if lm.OK() && lm.Value.Soft.Unlimited && !lm.Value.Hard.Unlimited {
+			t.Fatalf("soft unlimited over hard %s", lm.Value.Hard)
+		}
+	})
 }
