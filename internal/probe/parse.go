@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
@@ -47,6 +48,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		NVMe:             parseMount(sections),
 		Lfs:              parseWith(sections, sectionLfs, parseLfs),
 		KernelLog:        parseKernelLog(sections),
+		KernelJournal:    parseWith(sections, sectionJournalKernel, parseKernelJournal),
 		Health: facts.Health{
 			GPUs:         parseWith(sections, sectionGPUHealth, gpuhealth.Parse),
 			NVLink:       parseWith(sections, sectionNVLinkStatus, nvlink.ParseStatus),
@@ -277,4 +279,15 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 		boot = strings.TrimSpace(b.Output)
 	}
 	return facts.Read(facts.KernelLog{Text: ansiEscape.ReplaceAllString(s.Output, ""), BootID: boot}, ev)
+}
+
+// parseKernelJournal reads journalctl -k -b 0. Empty output is a read journal that holds no
+// kernel message of this boot (no journal files, Storage=none): a fact, judged by the xid
+// check, not a problem.
+func parseKernelJournal(out string) (facts.KernelJournal, error) {
+	entries, err := kjournal.Parse(out)
+	if err != nil {
+		return facts.KernelJournal{}, fmt.Errorf("journalctl -k -b 0: %w", err)
+	}
+	return facts.KernelJournal{Entries: entries}, nil
 }
