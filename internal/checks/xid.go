@@ -85,8 +85,12 @@ func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJ
 			msg, strings.TrimSpace(dm.Evidence+"\n"+journal.Evidence))
 	}
 	// The journal's records that dmesg no longer shows, each matched once (the same message
-	// logged twice is two records).
+	// logged twice is two records). An empty ring buffer (dmesg -c) leaves the journal's
+	// records alone to judge.
 	lines := log.Value.Lines()
+	if len(lines) == 0 {
+		dm = check(result.Xid, result.Pass, BasisRule, expected, "none", "", "")
+	}
 	inDmesg := map[string]int{}
 	for _, l := range lines {
 		inDmesg[kernlog.Text(l)]++
@@ -103,6 +107,9 @@ func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJ
 		return dm
 	}
 	c := classifyXid(append(slices.Clone(lines), only...), expected, ignore, "")
+	if len(lines) == 0 && c.Status == result.Pass {
+		c.Message = strings.TrimPrefix(c.Message+"; ", "; ") + fmt.Sprintf("the kernel ring buffer is empty (cleared with dmesg -c): judged from the journal's %d kernel records of this boot", len(only))
+	}
 	if c.Status == result.Fail {
 		events, unparsed := xid.Parse(strings.Join(only, "\n"))
 		n := len(unparsed)
@@ -134,6 +141,13 @@ func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target
 			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may hold were not judged"
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
+	}
+	if len(log.Value.Lines()) == 0 {
+		msg := "dmesg printed nothing: the kernel ring buffer is empty (cleared with dmesg -c), so it proves nothing"
+		if when != "" {
+			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may have held were not judged"
+		}
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log empty", msg, log.Evidence)
 	}
 	lines := log.Value.Lines()
 	if since != nil {

@@ -118,6 +118,10 @@ func TestJudgeBoot(t *testing.T) {
 			[]string{"could not be read", "journalctl: not found", "passwordless sudo"}, "kernel journal unreadable"},
 		{"journal unreadable and an Xid: both told", dmesg(all(xid79)...), facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), nil, result.Fail,
 			[]string{"Xid 79", "and the kernel journal could not be read"}, ""},
+		{"ring buffer emptied (dmesg -c), journal clean: judged from the journal", dmesg(), journalOf(t, healthy...), nil, result.Pass,
+			[]string{"ring buffer is empty", "3 kernel records"}, "none"},
+		{"ring buffer emptied, journal keeps nothing: fail", dmesg(), facts.Read(facts.KernelJournal{}, ""), nil, result.Fail,
+			[]string{"dmesg printed nothing"}, "kernel log empty"},
 		{"dmesg unreadable: fail whatever the journal", facts.Unread[facts.KernelLog]("dmesg printed nothing", ""), journalOf(t, healthy...), nil, result.Fail,
 			[]string{"dmesg printed nothing"}, "kernel log unreadable"},
 	}
