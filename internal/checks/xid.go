@@ -73,6 +73,9 @@ func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJ
 	}
 	if len(journal.Value.Entries) == 0 {
 		if dm.Status == result.Fail {
+			if len(log.Value.Lines()) == 0 {
+				dm.Message += "; and the journal holds no kernel message of this boot either (journald Storage=none, or ReadKMsg=no): " + journalHowTo
+			}
 			return dm
 		}
 		msg := "the journal holds no kernel message of this boot (journald Storage=none, or ReadKMsg=no): " +

@@ -1,8 +1,9 @@
 # xid-cleared-no-journal: the burn-in of xid-cleared-by-layer (Xid 79 logged, then `dmesg -c`)
 # on a host whose journald keeps nothing (knob journal-storage none: journald.conf
-# Storage=none). The Xid is gone from everywhere the plugin can read, so the xid check cannot
-# judge what a layer cleared: it warns (never passes) and says how to keep the kernel log in
-# the journal; a warning does not fail the build.
+# Storage=none). The ring buffer is empty and the journal holds nothing of the boot: there is
+# no kernel log left to judge, so the xid check fails closed (an empty dmesg proves nothing)
+# and says how to keep the kernel log in the journal. journal-storage-none is the same host
+# without the burn-in: there dmesg still has the boot's lines and the check warns.
 
 build {
   sources = ["source.null.dlami"]
