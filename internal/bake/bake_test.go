@@ -405,6 +405,53 @@ func TestXidBeforeLayersSurvivesAClearedLog(t *testing.T) {
 	}
 }
 
+// A layer that logs an Xid and clears the ring buffer (a burn-in that ends with dmesg -c)
+// cannot hide it either: the baseline's log never saw it, dmesg no longer shows it, but
+// journald kept it, and the whole-boot verdict reads the journal.
+func TestXidDuringALayerSurvivesAClearedLog(t *testing.T) {
+	burnIn := func(h *fakeHost) {
+		h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.logKernel("[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.")
+			delete(h.files, "/dmesg-extra") // dmesg -c
+			return 0, nil
+		}
+	}
+	h := newFakeHost(t)
+	burnIn(h)
+	opt := options(t, layer.Spec{Name: "burn-in", Inline: []string{"all_reduce_perf", "dmesg -c"}})
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+		t.Fatal("an Xid a layer logged and cleared from the ring buffer passed")
+	}
+	r := readReport(t, opt.ReportDir)
+	if c := check(r, "xid"); c.Status != "fail" || !strings.Contains(c.Message, "Xid 79") || !strings.Contains(c.Message, "only in the journal") {
+		t.Errorf("xid: %s: %s", c.Status, c.Message)
+	}
+
+	// journald keeps no kernel message (Storage=none): the same layer cannot be judged, and
+	// the check says so instead of passing.
+	h = newFakeHost(t)
+	burnIn(h)
+	h.hostOut["host.journal_kernel"] = fakeSection{}
+	h.layerHook[0] = func(_ context.Context, h *fakeHost) (int, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.logKernel("[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.")
+		delete(h.files, "/dmesg-extra")
+		delete(h.files, "/journal-extra") // nothing stored
+		return 0, nil
+	}
+	opt = options(t, layer.Spec{Name: "burn-in", Inline: []string{"all_reduce_perf", "dmesg -c"}})
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatalf("a warning failed the bake: %v", err)
+	}
+	r = readReport(t, opt.ReportDir)
+	if c := check(r, "xid"); c.Status != "warn" || !strings.Contains(c.Message, "Storage=persistent") {
+		t.Errorf("xid without a journal: %s: %s", c.Status, c.Message)
+	}
+}
+
 // Drift after the last layer's drift check (a process a layer left behind, unattended-upgrades
 // during the NCCL test) fails the bake: the guard looks once more before the verdict and the
 // bill of materials.

@@ -18,6 +18,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 )
 
 // fakeHost is an in-memory build host that implements host.Host directly: a small model of
@@ -219,6 +220,9 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 		case c.Name == "host.dmesg":
 			s = h.hostOut[c.Name]
 			s.out += h.dmesgSoFar()
+		case c.Name == "host.journal_kernel":
+			s = h.hostOut[c.Name]
+			s.out += h.journalSoFar()
 		default:
 			var ok bool
 			if s, ok = h.hostOut[c.Name]; !ok {
@@ -247,6 +251,36 @@ func (h *fakeHost) dmesgSoFar() string {
 		return "\n" + string(b)
 	}
 	return ""
+}
+
+// journalSoFar is what journald kept of this boot's kernel log beyond the fixture: the lines
+// in /journal-extra (dmesg-style), which clearing the ring buffer (/dmesg-extra) leaves alone,
+// in journalctl -o short-monotonic's format with journald's own later timestamps.
+func (h *fakeHost) journalSoFar() string {
+	b, ok := h.files["/journal-extra"]
+	if !ok {
+		return ""
+	}
+	var out strings.Builder
+	for i, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		fmt.Fprintf(&out, "\n[%5d.%06d] ip-10-1-42-17 kernel: %s", 900+i, 0, kernlog.Text(l))
+	}
+	return out.String()
+}
+
+// logKernel logs lines (dmesg-style) the way the kernel does: into the ring buffer and, as
+// journald reads them, into the journal.
+func (h *fakeHost) logKernel(lines string) {
+	for _, f := range []string{"/dmesg-extra", "/journal-extra"} {
+		if b, ok := h.files[f]; ok {
+			if strings.Contains(string(b), lines) {
+				continue // the same test's lines again (a second NCCL run): logged once
+			}
+			h.files[f] = []byte(strings.TrimRight(string(b), "\n") + "\n" + lines)
+		} else {
+			h.files[f] = []byte(lines)
+		}
+	}
 }
 
 // Run implements host.Runner.
@@ -283,7 +317,7 @@ func (h *fakeHost) Run(ctx context.Context, j host.Job) (int, error) {
 			h.t.Errorf("fake host: %s is not the NCCL script", j.Script)
 		}
 		if h.dmesgAdd != "" {
-			h.files["/dmesg-extra"] = []byte(h.dmesgAdd)
+			h.logKernel(h.dmesgAdd)
 		}
 		hook, out, code := h.ncclHook, h.ncclOut, h.ncclCode
 		h.underLoad = true
@@ -394,6 +428,8 @@ func (h *fakeHost) rebootLocked() {
 	h.reboots++
 	h.running = strings.TrimPrefix(h.images[len(h.images)-1], "/boot/vmlinuz-")
 	delete(h.files, "/dmesg-extra")
+	// journalctl -b 0 shows only the new boot.
+	delete(h.files, "/journal-extra")
 	h.newBoot()
 }
 

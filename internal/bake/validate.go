@@ -103,7 +103,7 @@ func (b *Bake) jobMemlock(ctx context.Context) error {
 // xidBeforeLayers keeps the verdict on an Xid the kernel logged before the layers ran, in this
 // same boot, when the log no longer shows it: a layer cleared the ring buffer.
 func (b *Bake) xidBeforeLayers(cur result.Check, h facts.Host, t checks.Target) result.Check {
-	if !b.bootLog.OK() || b.rebootLayer != "" || cur.Status == result.Fail ||
+	if !b.bootLog.OK() || len(b.bootLog.Value.Lines()) == 0 || b.rebootLayer != "" || cur.Status == result.Fail ||
 		!h.KernelLog.OK() || h.KernelLog.Value.BootID != b.bootLog.Value.BootID {
 		return cur
 	}

@@ -2,10 +2,12 @@ package checks
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/xid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -30,10 +32,100 @@ func xidExpected(ignore []int) (string, map[int]bool) {
 	return e, set
 }
 
-// judgeXid is the host suite's xid check: every line of this boot's kernel log, or, after a
-// layer's reboot, the lines since the mark the bake set in the target.
+// judgeXid is the host suite's xid check: this whole boot, from dmesg and the journal's copy of
+// the kernel log, or, after a layer's reboot, the lines since the mark the bake set in the
+// target (dmesg's).
 func judgeXid(h facts.Host, t Target) result.Check {
-	return JudgeKernelLog(h.KernelLog, t.KernelLogSince, t)
+	if t.KernelLogSince != nil {
+		return JudgeKernelLog(h.KernelLog, t.KernelLogSince, t)
+	}
+	return judgeBoot(h.KernelLog, h.KernelJournal, t)
+}
+
+// journalHowTo says how to make journald keep the kernel log.
+const journalHowTo = "keep it: Storage=persistent in /etc/systemd/journald.conf (or Storage=auto, Ubuntu's default, " +
+	"with /var/log/journal present) and ReadKMsg=yes, then restart systemd-journald"
+
+// judgeBoot judges every Xid of this boot: the ring buffer dmesg reads loses what a layer
+// cleared (dmesg -c) and what overflowed it, so the journal's copy of the kernel log (journald
+// reads each record as it is logged) is judged with it. A record in both is one event: they
+// are matched by message, timestamps stripped (the journal's are journald's own clock). A
+// journal that cannot be read fails; one that holds no kernel message of this boot warns,
+// naming what could not be seen: neither passes what it could not judge.
+func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
+	expected, ignore := xidExpected(t.Expect.IgnoreXids)
+	expected += "; dmesg and this boot's journal"
+	dm := JudgeKernelLog(log, nil, t)
+	dm.Expected = expected
+	if !log.OK() {
+		return dm
+	}
+	if !journal.OK() {
+		msg := "the kernel journal could not be read (journalctl -k -b 0): " + journal.Problem +
+			"; an Xid a layer cleared from the ring buffer (dmesg -c), or that overflowed it, was not judged " +
+			"(the login user needs passwordless sudo for systemd's journalctl, /usr/bin/journalctl)"
+		if dm.Status == result.Fail {
+			dm.Message += "; and " + msg
+			dm.Evidence = strings.TrimSpace(dm.Evidence + "\n" + journal.Evidence)
+			return dm
+		}
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel journal unreadable", msg, journal.Evidence)
+	}
+	if len(journal.Value.Entries) == 0 {
+		if dm.Status == result.Fail {
+			if len(log.Value.Lines()) == 0 {
+				dm.Message += "; and the journal holds no kernel message of this boot either (journald Storage=none, or ReadKMsg=no): " + journalHowTo
+			}
+			return dm
+		}
+		msg := "the journal holds no kernel message of this boot (journald Storage=none, or ReadKMsg=no): " +
+			"an Xid a layer cleared from the ring buffer (dmesg -c), or that overflowed it, cannot be seen, " +
+			"so only dmesg's lines were judged; " + journalHowTo
+		if dm.Message != "" {
+			msg = dm.Message + "; " + msg
+		}
+		return check(result.Xid, result.Warn, BasisRule, expected, "dmesg: "+dm.Actual+"; journal: no kernel messages of this boot",
+			msg, strings.TrimSpace(dm.Evidence+"\n"+journal.Evidence))
+	}
+	// The journal's records that dmesg no longer shows, each matched once (the same message
+	// logged twice is two records). An empty ring buffer (dmesg -c) leaves the journal's
+	// records alone to judge.
+	lines := log.Value.Lines()
+	if len(lines) == 0 {
+		dm = check(result.Xid, result.Pass, BasisRule, expected, "none", "", "")
+	}
+	inDmesg := map[string]int{}
+	for _, l := range lines {
+		inDmesg[kernlog.Text(l)]++
+	}
+	var only []string
+	for _, e := range journal.Value.Entries {
+		if inDmesg[e.Message] > 0 {
+			inDmesg[e.Message]--
+			continue
+		}
+		only = append(only, e.Line)
+	}
+	if len(only) == 0 {
+		return dm
+	}
+	c := classifyXid(append(slices.Clone(lines), only...), expected, ignore, "")
+	if len(lines) == 0 && c.Status == result.Pass {
+		c.Message = strings.TrimPrefix(c.Message+"; ", "; ") + fmt.Sprintf("the kernel ring buffer is empty (cleared with dmesg -c): judged from the journal's %d kernel records of this boot", len(only))
+	}
+	if c.Status == result.Fail {
+		events, unparsed := xid.Parse(strings.Join(only, "\n"))
+		n := len(unparsed)
+		for _, e := range events {
+			if !ignore[e.Xid] || e.SXid {
+				n++
+			}
+		}
+		if n > 0 {
+			c.Message += fmt.Sprintf("; %d of them only in the journal: logged in this boot, then cleared from the ring buffer (dmesg -c) or overflowed out of it", n)
+		}
+	}
+	return c
 }
 
 // JudgeKernelLog is the one judge of Xids and SXids: any that is not ignored fails, and so
@@ -52,6 +144,13 @@ func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target
 			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may hold were not judged"
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
+	}
+	if len(log.Value.Lines()) == 0 {
+		msg := "dmesg printed nothing: the kernel ring buffer is empty (cleared with dmesg -c), so it proves nothing"
+		if when != "" {
+			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may have held were not judged"
+		}
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log empty", msg, log.Evidence)
 	}
 	lines := log.Value.Lines()
 	if since != nil {

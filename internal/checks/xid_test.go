@@ -1,11 +1,14 @@
 package checks
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -59,5 +62,96 @@ func TestJudgeXidAfter(t *testing.T) {
 	tg.Expect.IgnoreXids = []int{74}
 	if c := xidAfter(before, during, p, tg); c.Status != result.Pass {
 		t.Errorf("ignored Xid 74 during: %s: %s", c.Status, c.Message)
+	}
+}
+
+// journalOf renders dmesg-style lines as journalctl -k -o short-monotonic prints them, with
+// the journal's own (different) timestamps.
+func journalOf(t *testing.T, lines ...string) facts.Fact[facts.KernelJournal] {
+	t.Helper()
+	var b strings.Builder
+	for i, l := range lines {
+		fmt.Fprintf(&b, "[%5d.%06d] ip-10-1-42-17 kernel: %s\n", 3+i, 100+i, kernlog.Text(l))
+	}
+	es, err := kjournal.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return facts.Read(facts.KernelJournal{Entries: es}, "")
+}
+
+func TestJudgeBoot(t *testing.T) {
+	xid79 := "[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=1, name=x, GPU has fallen off the bus."
+	xid74 := "[  812.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
+	healthy := strings.Split(healthyLog, "\n")
+	dmesg := func(lines ...string) facts.Fact[facts.KernelLog] {
+		return facts.Read(facts.KernelLog{Text: strings.Join(lines, "\n"), BootID: "boot-1"}, "")
+	}
+	all := func(extra ...string) []string { return append(slices.Clone(healthy), extra...) }
+	tests := []struct {
+		name    string
+		dmesg   facts.Fact[facts.KernelLog]
+		journal facts.Fact[facts.KernelJournal]
+		ignore  []int
+		status  result.Status
+		want    []string // substrings of the message
+		actual  string
+	}{
+		{"both clean", dmesg(healthy...), journalOf(t, healthy...), nil, result.Pass, nil, "none"},
+		{"cleared from the ring buffer, kept in the journal", dmesg(), journalOf(t, all(xid79)...), nil, result.Fail,
+			[]string{"Xid 79", "x1", "1 of them only in the journal", "dmesg -c"}, "1 events"},
+		{"ring buffer lost its head (overflow): the journal has it", dmesg(healthy[2:]...), journalOf(t, all(xid79)...), nil, result.Fail,
+			[]string{"Xid 79 on PCI 0000:51:00 x1"}, ""},
+		{"in both: one event, not two", dmesg(all(xid79)...), journalOf(t, all(xid79)...), nil, result.Fail,
+			[]string{"Xid 79 on PCI 0000:51:00 x1"}, "1 events"},
+		{"logged twice, once cleared: two events", dmesg(all(xid79)...), journalOf(t, all(xid79, xid79)...), nil, result.Fail,
+			[]string{"x2", "1 of them only in the journal"}, "2 events"},
+		{"only dmesg has it (journald missed it)", dmesg(all(xid79)...), journalOf(t, healthy...), nil, result.Fail,
+			[]string{"Xid 79"}, "1 events"},
+		{"ignored in the journal too", dmesg(healthy...), journalOf(t, all(xid74)...), []int{74}, result.Pass,
+			[]string{"only ignored Xids: Xid 74"}, "1 ignored events"},
+		{"journal holds nothing: warn, never pass", dmesg(healthy...), facts.Read(facts.KernelJournal{}, "[host.journal_kernel: exit 0]\n"), nil, result.Warn,
+			[]string{"no kernel message of this boot", "Storage=persistent", "dmesg -c"}, "journal: no kernel messages"},
+		{"journal holds nothing, dmesg has an Xid: fail", dmesg(all(xid79)...), facts.Read(facts.KernelJournal{}, ""), nil, result.Fail,
+			[]string{"Xid 79"}, ""},
+		{"journal unreadable: fail", dmesg(healthy...), facts.Unread[facts.KernelJournal]("host.journal_kernel: command not found (exit 127): journalctl: not found", ""), nil, result.Fail,
+			[]string{"could not be read", "journalctl: not found", "passwordless sudo"}, "kernel journal unreadable"},
+		{"journal unreadable and an Xid: both told", dmesg(all(xid79)...), facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), nil, result.Fail,
+			[]string{"Xid 79", "and the kernel journal could not be read"}, ""},
+		{"ring buffer emptied (dmesg -c), journal clean: judged from the journal", dmesg(), journalOf(t, healthy...), nil, result.Pass,
+			[]string{"ring buffer is empty", "3 kernel records"}, "none"},
+		{"ring buffer emptied, journal keeps nothing: fail", dmesg(), facts.Read(facts.KernelJournal{}, ""), nil, result.Fail,
+			[]string{"dmesg printed nothing", "journal holds no kernel message", "Storage=persistent"}, "kernel log empty"},
+		{"dmesg unreadable: fail whatever the journal", facts.Unread[facts.KernelLog]("dmesg printed nothing", ""), journalOf(t, healthy...), nil, result.Fail,
+			[]string{"dmesg printed nothing"}, "kernel log unreadable"},
+	}
+	for _, tt := range tests {
+		tg := Target{}
+		tg.Expect.IgnoreXids = tt.ignore
+		c := judgeXid(facts.Host{KernelLog: tt.dmesg, KernelJournal: tt.journal}, tg)
+		if c.Status != tt.status || !strings.Contains(c.Actual, tt.actual) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(c.Message, w) {
+				t.Errorf("%s: message %q lacks %q", tt.name, c.Message, w)
+			}
+		}
+		if c.ID != result.Xid || !strings.Contains(c.Expected, "journal") {
+			t.Errorf("%s: id %q expected %q", tt.name, c.ID, c.Expected)
+		}
+	}
+}
+
+// After a layer's reboot the lines since the mark are judged from dmesg alone: the journal is
+// not read into that verdict, so its problems do not change it.
+func TestJudgeXidSinceMarkReadsDmesg(t *testing.T) {
+	tg := Target{KernelLogSince: &facts.Mark{Position: kernlog.Position{BootID: "old"}, During: "since the reboot of layer \"x\""}}
+	h := facts.Host{
+		KernelLog:     facts.Read(facts.KernelLog{Text: healthyLog, BootID: "boot-1"}, ""),
+		KernelJournal: facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""),
+	}
+	if c := judgeXid(h, tg); c.Status != result.Pass {
+		t.Errorf("since a mark: %s: %s", c.Status, c.Message)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
@@ -84,6 +85,10 @@ type Host struct {
 	Lfs Fact[string]
 	// KernelLog is this boot's kernel log.
 	KernelLog Fact[KernelLog]
+	// KernelJournal is this boot's kernel messages as journald kept them: the copy of the
+	// kernel log that `dmesg -c` and a ring-buffer overflow cannot remove. Read, it may still
+	// hold nothing (journald Storage=none, ReadKMsg=no): the xid check tells that apart.
+	KernelJournal Fact[KernelJournal]
 	// Health is what the GPUs and the fabric report of their health.
 	Health Health
 }
@@ -156,6 +161,12 @@ func (l KernelLog) End() kernlog.Position { return kernlog.Mark(l.Text, l.BootID
 
 // After returns the lines logged after p.
 func (l KernelLog) After(p kernlog.Position) []string { return kernlog.After(l.Text, l.BootID, p) }
+
+// KernelJournal is this boot's kernel messages from the journal (journalctl -k -b 0), in
+// order. Entries is empty when the journal holds none of this boot.
+type KernelJournal struct {
+	Entries []kjournal.Entry
+}
 
 // Mark is a named position in a host's kernel log: the lines after it belong to a step ("during
 // the NCCL test", "since the reboot of layer \"x\"").

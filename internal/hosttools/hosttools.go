@@ -25,6 +25,8 @@ var (
 	// Findmnt and Dmesg come from util-linux.
 	Findmnt = tool("findmnt", "/usr/bin/findmnt", "/bin/findmnt")
 	Dmesg   = tool("dmesg", "/usr/bin/dmesg", "/bin/dmesg")
+	// Journalctl is systemd's (Ubuntu 24.04: /usr/bin/journalctl; /bin on unmerged images).
+	Journalctl = tool("journalctl", "/usr/bin/journalctl", "/bin/journalctl")
 	// Lfs is lustre-client-utils'.
 	Lfs = tool("lfs", "/usr/bin/lfs", "/usr/sbin/lfs")
 	// Uname and DpkgQuery are coreutils' and dpkg's.

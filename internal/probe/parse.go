@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
@@ -48,6 +49,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		NVMe:             parseMount(sections),
 		Lfs:              parseWith(sections, sectionLfs, parseLfs),
 		KernelLog:        parseKernelLog(sections),
+		KernelJournal:    parseWith(sections, sectionJournalKernel, parseKernelJournal),
 		Health: facts.Health{
 			GPUs:         parseWith(sections, sectionGPUHealth, gpuhealth.Parse),
 			NVLink:       parseWith(sections, sectionNVLinkStatus, nvlink.ParseStatus),
@@ -266,10 +268,9 @@ var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 
 func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelLog] {
 	ev := evidence(sections, sectionDmesg)
+	// An empty ring buffer (exit 0, no output: a layer ran dmesg -c) is read, and empty: the
+	// xid check fails on it unless the journal's copy of the boot can be judged instead.
 	s, problem := get(sections, sectionDmesg)
-	if problem == "" && strings.TrimSpace(s.Output) == "" {
-		problem = "dmesg printed nothing"
-	}
 	if problem != "" {
 		return facts.Unread[facts.KernelLog](problem, ev)
 	}
@@ -278,4 +279,15 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 		boot = strings.TrimSpace(b.Output)
 	}
 	return facts.Read(facts.KernelLog{Text: ansiEscape.ReplaceAllString(s.Output, ""), BootID: boot}, ev)
+}
+
+// parseKernelJournal reads journalctl -k -b 0. Empty output is a read journal that holds no
+// kernel message of this boot (no journal files, Storage=none): a fact, judged by the xid
+// check, not a problem.
+func parseKernelJournal(out string) (facts.KernelJournal, error) {
+	entries, err := kjournal.Parse(out)
+	if err != nil {
+		return facts.KernelJournal{}, fmt.Errorf("journalctl -k -b 0: %w", err)
+	}
+	return facts.KernelJournal{Entries: entries}, nil
 }

@@ -73,6 +73,7 @@ const (
 	sectionNVMe          = "host.nvme_mount"
 	sectionLfs           = "host.lfs_version"
 	sectionDmesg         = "host.dmesg"
+	sectionJournalKernel = "host.journal_kernel"
 	sectionBootID        = "host.boot_id"
 	sectionSettle        = "host.settle"
 	sectionBaselines     = "guard.baselines"
@@ -97,6 +98,17 @@ done`
 // unprivileged read where kernel.dmesg_restrict is 0. "$1" is dmesg's path. The parser also
 // strips colours: a pseudo-terminal (ssh_pty) makes util-linux colour its output.
 const dmesgShell = `sudo -n "$1" 2>/dev/null || "$1"`
+
+// journalShell reads this boot's kernel messages from the journal as root without ever
+// prompting. "$1" is journalctl's path. Unlike dmesgShell it does not fall back on any failure:
+// a root read that fails must fail the section, because an unprivileged journalctl outside
+// the systemd-journal and adm groups sees only its own user's journal and exits 0 with no
+// kernel line, which would read as "the journal keeps none". It falls back only when sudo
+// itself refuses. -q drops the "-- No entries --" line and the access hints; -b 0 is this
+// boot by its id; --no-pager, because a pty (ssh_pty) would start one.
+const journalShell = `if sudo -n true 2>/dev/null; then exec sudo -n "$1" ` + journalArgs + `; fi; exec "$1" ` + journalArgs
+
+const journalArgs = `-k -b 0 -q --no-pager -o short-monotonic`
 
 // hostCommands returns the read-only commands the host suite reads, for one bundle. The bundle
 // runs as the ordinary login user, not under sudo: `ulimit -l` reports that session's limit
@@ -138,6 +150,10 @@ func hostCommands(o Options) []bundle.Command {
 		cmd(sectionMemlock, "ulimit -l"),
 		tool(sectionNVMe, hosttools.Findmnt, `"$1" -n -o TARGET,SOURCE,FSTYPE,SIZE --mountpoint `+shellWord(o.NVMePath)),
 		tool(sectionLfs, hosttools.Lfs, `"$1" --version`),
+		// The journal's copy of this boot's kernel log, for the xid check's whole-boot verdict:
+		// what a layer cleared from the ring buffer (dmesg -c), or what overflowed it, is still
+		// there. Only here: the judgments since a mark (the NCCL test) read dmesg alone.
+		tool(sectionJournalKernel, hosttools.Journalctl, journalShell),
 	}, append(loginMemlockCommands(o), kernelLogCommands(o)...)...)
 }
 

@@ -27,7 +27,52 @@ func TestXidFaults(t *testing.T) {
 			set(s, sectionDmesg, "dmesg: read kernel buffer failed: Operation not permitted", 1)
 		}, nil, []string{result.Xid}, "sudo"},
 		{"dmesg timed out", func(s map[string]bundle.Section) { set(s, sectionDmesg, "", 124) }, nil, []string{result.Xid}, "timed out"},
+		// A layer logged an Xid and cleared the ring buffer (dmesg -c): only journald kept it.
+		{"Xid only in the journal", func(s map[string]bundle.Section) {
+			set(s, sectionJournalKernel, s[sectionJournalKernel].Output+"\n[  812.000101] ip-10-1-42-17 kernel: NVRM: Xid (PCI:0000:1e:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.", 0)
+			set(s, sectionDmesg, "[  815.000001] ena 0000:00:05.0: Elastic Network Adapter (ENA) link up", 0)
+		}, nil, []string{result.Xid}, "only in the journal"},
+		{"journalctl missing", func(s map[string]bundle.Section) {
+			set(s, sectionJournalKernel, "journalctl: not found (looked in /usr/bin/journalctl, /bin/journalctl, PATH)", 127)
+		}, nil, []string{result.Xid}, "journalctl: not found"},
+		{"journalctl failed", func(s map[string]bundle.Section) {
+			set(s, sectionJournalKernel, "No journal files were opened due to insufficient permissions.", 1)
+		}, nil, []string{result.Xid}, "exited 1"},
+		{"journal unparsable", func(s map[string]bundle.Section) {
+			set(s, sectionJournalKernel, "Journal file /var/log/journal/x/system.journal corrupted, ignoring file.\n"+s[sectionJournalKernel].Output, 0)
+		}, nil, []string{result.Xid}, "corrupted"},
 	})
+}
+
+// journald keeping nothing of this boot (Storage=none) is a warning, never a pass: what a
+// layer cleared from the ring buffer cannot be seen.
+func TestJournalWithoutKernelMessagesWarns(t *testing.T) {
+	checks := evaluate(t, func(s map[string]bundle.Section) { set(s, sectionJournalKernel, "", 0) }, nil)
+	for _, c := range checks {
+		switch {
+		case c.ID == result.Xid && (c.Status != result.Warn || !strings.Contains(c.Message, "Storage=persistent")):
+			t.Errorf("xid: %s: %s", c.Status, c.Message)
+		case c.ID != result.Xid && c.Status != result.Pass:
+			t.Errorf("%s: %s: %s", c.ID, c.Status, c.Message)
+		}
+	}
+}
+
+// The healthy fixture's journal holds the same records as its dmesg (other timestamps, one
+// record of systemd's): nothing is counted twice and the check passes.
+func TestJournalAndDmesgAgree(t *testing.T) {
+	s := healthySections(t)
+	h := ParseHost(s)
+	if !h.KernelJournal.OK() || len(h.KernelJournal.Value.Entries) != 11 {
+		t.Fatalf("journal: %q, %d entries", h.KernelJournal.Problem, len(h.KernelJournal.Value.Entries))
+	}
+	xid := "NVRM: Xid (PCI:0000:1e:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus."
+	set(s, sectionDmesg, s[sectionDmesg].Output+"\n[  812.000001] "+xid, 0)
+	set(s, sectionJournalKernel, s[sectionJournalKernel].Output+"\n[  812.000090] ip-10-1-42-17 kernel: "+xid, 0)
+	c := statusOf(judge.EvaluateHost(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
+	if c.Status != result.Fail || !strings.Contains(c.Message, "x1") || strings.Contains(c.Message, "only in the journal") {
+		t.Errorf("an Xid in both: %s %q: %s", c.Status, c.Actual, c.Message)
+	}
 }
 
 // With ssh_pty = true util-linux colours dmesg; the colours must not hide an Xid.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dcgmdiag"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pingpong"
@@ -541,5 +542,89 @@ func TestNCCLForcedOntoTheNetwork(t *testing.T) {
 	r, err = nccltests.ParseString(h.run([]string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_DEBUG=INFO"}, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
 	if err != nil || !r.Transport.NVLS || r.Transport.DataPaths[0] != "P2P/CUMEM/read" {
 		t.Errorf("default: %+v %v", r.Transport, err)
+	}
+}
+
+// journalctl -k -b 0 prints journald's copy of this boot's kernel log in the format the
+// plugin's parser reads; the kernel lines all_reduce_perf logs reach both the ring buffer and
+// the journal, and clearing the ring buffer (what dmesg -c does to kmsg) leaves the journal's
+// copy alone. knob nccl-dmesg-runs 1 logs the lines on the first run of the boot only.
+func TestJournalctlKeepsWhatDmesgCleared(t *testing.T) {
+	h := newHost(t, "p6-b200.48xlarge", map[string]string{
+		"nccl-dmesg":      "NVRM: Xid (PCI:0000:51:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.",
+		"nccl-dmesg-runs": "1",
+	})
+	run := filepath.Join(h.prefix, "run/dlami-sim")
+	boot := "[    0.000000] Linux version 7.0.0-1014-aws\n[   12.311904] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  595.91.07\n"
+	for _, f := range []string{"kmsg", "journal-kmsg"} {
+		if err := os.WriteFile(filepath.Join(run, f), []byte(boot), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(run, "boot-time"), []byte(strconv.FormatInt(time.Now().Unix()-60, 10)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	journal := func() []kjournal.Entry {
+		t.Helper()
+		out := h.run([]string{"HOSTNAME=ip-10-1-42-17"}, "root/usr/bin/journalctl", "-k", "-b", "0", "-q", "--no-pager", "-o", "short-monotonic")
+		es, err := kjournal.Parse(out)
+		if err != nil {
+			t.Fatalf("journalctl output: %v\n%s", err, out)
+		}
+		return es
+	}
+	if es := journal(); len(es) != 2 || es[1].Host != "ip-10-1-42-17" || !es[1].Kernel() || es[1].Stamp != 12.311904 ||
+		es[1].Message != "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  595.91.07" {
+		t.Fatalf("boot lines: %+v", es)
+	}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, nccl, "-b", "8", "-e", "1M", "-f", "2")
+	if err := os.WriteFile(filepath.Join(run, "kmsg"), nil, 0o644); err != nil { // dmesg -c
+		t.Fatal(err)
+	}
+	h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, nccl, "-b", "8", "-e", "1M", "-f", "2")
+	es := journal()
+	var xids int
+	for _, e := range es {
+		if strings.Contains(e.Message, "NVRM: Xid (PCI:0000:51:00): 79") {
+			xids++
+			if e.Stamp <= 12.311904 {
+				t.Errorf("Xid stamped %v, before the boot lines", e.Stamp)
+			}
+		}
+	}
+	if len(es) != 3 || xids != 1 {
+		t.Errorf("journal after two runs (Xid on the first only) and a cleared ring buffer: %+v", es)
+	}
+	if b, _ := os.ReadFile(filepath.Join(run, "kmsg")); strings.Contains(string(b), "Xid") {
+		t.Errorf("the second run logged the Xid again: %q", b)
+	}
+
+	// Without -q an empty journal says so; the realtime format names the host too.
+	if out := h.run([]string{"HOSTNAME=h"}, "root/usr/bin/journalctl", "-k", "-b", "--no-pager"); !strings.Contains(out, " h kernel: NVRM: Xid") {
+		t.Errorf("short output: %q", out)
+	}
+	if _, _, code := h.runErr(nil, "root/usr/bin/journalctl", "-k", "-b", "-1"); code == 0 {
+		t.Error("a previous boot was answered")
+	}
+	if _, _, code := h.runErr(nil, "root/usr/bin/journalctl", "-u", "ssh"); code == 0 {
+		t.Error("a unit's journal was answered")
+	}
+
+	// journal-storage none: boot-hook makes no journal file; journalctl finds no journal files,
+	// prints nothing with -q and exits 0 (systemd's journal_access_check_and_warn).
+	if err := os.Remove(filepath.Join(run, "journal-kmsg")); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.run(nil, "root/usr/bin/journalctl", "-k", "-b", "0", "-q", "--no-pager", "-o", "short-monotonic"); out != "" {
+		t.Errorf("no journal, -q: %q", out)
+	}
+	if out, errs, code := h.runErr(nil, "root/usr/bin/journalctl", "-k", "-b", "0", "--no-pager"); code != 0 || out != "-- No entries --\n" || !strings.Contains(errs, "No journal files were found.") {
+		t.Errorf("no journal: %d %q %q", code, out, errs)
+	}
+	// all_reduce_perf still logs into the ring buffer only.
+	h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, nccl, "-b", "8", "-e", "1M", "-f", "2")
+	if _, err := os.Stat(filepath.Join(run, "journal-kmsg")); err == nil {
+		t.Error("kmsg_append made a journal where journald keeps none")
 	}
 }

@@ -79,3 +79,14 @@ func stamp(line string) (float64, bool) {
 	}
 	return v, true
 }
+
+// Text returns a dmesg line without its "[seconds.micros] " timestamp: the message, as the
+// journal's copy of the same record carries it (whose own timestamp differs).
+func Text(line string) string {
+	t := strings.TrimLeft(line, " \t")
+	if _, ok := stamp(t); !ok {
+		return strings.TrimSpace(line)
+	}
+	_, rest, _ := strings.Cut(t, "]")
+	return strings.TrimSpace(rest)
+}

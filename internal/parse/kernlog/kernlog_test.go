@@ -78,3 +78,17 @@ func FuzzAfter(f *testing.F) {
 		}
 	})
 }
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"[  812.000001] NVRM: Xid (PCI:0000:1e:00): 79, GPU": "NVRM: Xid (PCI:0000:1e:00): 79, GPU",
+		"[    0.000000] Linux version 7.0.0-1014-aws":        "Linux version 7.0.0-1014-aws",
+		"no stamp at all":                    "no stamp at all",
+		"[Fri Apr  5 21:29:39 2024] NVRM: x": "[Fri Apr  5 21:29:39 2024] NVRM: x",
+		"[1.5]":                              "",
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -219,16 +219,20 @@ uptime_now() {
 }
 
 # kmsg_append LINE...: appends kernel log lines stamped with the current
-# simulated uptime (the lines dmesg prints until the next reboot).
+# simulated uptime (the lines dmesg prints until the next reboot), and, as
+# journald reads every record as it is logged, to the journal's copy
+# (journal-kmsg, which dmesg -c leaves alone; absent when the knob
+# journal-storage is none).
 kmsg_append() {
-	local l us
+	local l us recs=""
 	uptime_now
 	us=$KMSG_US
-	{
-		for l in "$@"; do
-			printf '[%5d.%06d] %s\n' $((us / 1000000)) $((us % 1000000)) "$l"
-			us=$((us + 7))
-		done
-	} >>"$SIM_RUN/kmsg"
+	for l in "$@"; do
+		printf -v l '[%5d.%06d] %s\n' $((us / 1000000)) $((us % 1000000)) "$l"
+		recs+=$l
+		us=$((us + 7))
+	done
+	printf '%s' "$recs" >>"$SIM_RUN/kmsg"
+	[ -f "$SIM_RUN/journal-kmsg" ] && printf '%s' "$recs" >>"$SIM_RUN/journal-kmsg"
 	echo "$us" >"$SIM_RUN/kmsg-last" 2>/dev/null || true
 }
