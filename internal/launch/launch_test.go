@@ -374,7 +374,9 @@ func TestCleanupRetriesUntilTheDeadline(t *testing.T) {
 func TestCleanupNamesTheInstanceItCouldNotTerminate(t *testing.T) {
 	f := newFake(t)
 	s := spec(region)
-	s.CleanupTimeout = 200 * time.Millisecond
+	// Long enough that the first answer (the refusal the error must carry) arrives on a
+	// loaded 2-core CI machine; at 200 ms it sometimes did not.
+	s.CleanupTimeout = 3 * time.Second
 	in, err := Launch(context.Background(), f.client(region), s, discard)
 	if err != nil {
 		t.Fatal(err)
