@@ -33,13 +33,26 @@ func xidExpected(ignore []int) (string, map[int]bool) {
 }
 
 // judgeXid is the host suite's xid check: this whole boot, from dmesg and the journal's copy of
-// the kernel log, or, after a layer's reboot, the lines since the mark the bake set in the
-// target (dmesg's).
+// the kernel log, or the lines since the mark the bake set in the target. A mark of an earlier
+// boot (a layer's reboot) puts all of this boot after it, which is what the journal's -b 0
+// holds: then the whole boot is judged from both, and the verdict names the step, so a later
+// layer's dmesg -c hides nothing either.
 func judgeXid(h facts.Host, t Target) result.Check {
-	if t.KernelLogSince != nil {
-		return JudgeKernelLog(h.KernelLog, t.KernelLogSince, t)
+	since := t.KernelLogSince
+	if since == nil {
+		return judgeBoot(h.KernelLog, h.KernelJournal, t)
 	}
-	return judgeBoot(h.KernelLog, h.KernelJournal, t)
+	if !h.KernelLog.OK() || since.Position.BootID == h.KernelLog.Value.BootID {
+		return JudgeKernelLog(h.KernelLog, since, t)
+	}
+	c := judgeBoot(h.KernelLog, h.KernelJournal, t)
+	if c.Message != "" {
+		c.Message = since.During + ": " + c.Message
+	}
+	if c.Status == result.Fail {
+		c.Actual += " " + since.During
+	}
+	return c
 }
 
 // journalHowTo says how to make journald keep the kernel log.

@@ -143,15 +143,31 @@ func TestJudgeBoot(t *testing.T) {
 	}
 }
 
-// After a layer's reboot the lines since the mark are judged from dmesg alone: the journal is
-// not read into that verdict, so its problems do not change it.
-func TestJudgeXidSinceMarkReadsDmesg(t *testing.T) {
-	tg := Target{KernelLogSince: &facts.Mark{Position: kernlog.Position{BootID: "old"}, During: "since the reboot of layer \"x\""}}
-	h := facts.Host{
-		KernelLog:     facts.Read(facts.KernelLog{Text: healthyLog, BootID: "boot-1"}, ""),
-		KernelJournal: facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""),
+// After a layer's reboot all of this boot is after the mark (of the boot before): it is judged
+// from dmesg and the journal as a whole boot is, and the verdict names the step. A mark of this
+// same boot (the NCCL test's) judges dmesg's lines after it alone.
+func TestJudgeXidSinceMark(t *testing.T) {
+	xid79 := "[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=1, name=x, GPU has fallen off the bus."
+	healthy := strings.Split(healthyLog, "\n")
+	reboot := &facts.Mark{Position: kernlog.Position{BootID: "old"}, During: "since the reboot of layer \"x\""}
+	dmesg := facts.Read(facts.KernelLog{Text: healthyLog, BootID: "boot-1"}, "")
+	tests := []struct {
+		name    string
+		since   *facts.Mark
+		journal facts.Fact[facts.KernelJournal]
+		status  result.Status
+		want    string
+	}{
+		{"reboot mark, both clean", reboot, journalOf(t, healthy...), result.Pass, ""},
+		{"reboot mark, cleared by a later layer, kept in the journal", reboot, journalOf(t, append(slices.Clone(healthy), xid79)...), result.Fail, "since the reboot of layer \"x\": Xid 79"},
+		{"reboot mark, journal unreadable", reboot, facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), result.Fail, "since the reboot of layer \"x\": the kernel journal could not be read"},
+		{"mark of this boot: dmesg alone", &facts.Mark{Position: dmesg.Value.End(), During: "during the NCCL test"},
+			facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), result.Pass, ""},
 	}
-	if c := judgeXid(h, tg); c.Status != result.Pass {
-		t.Errorf("since a mark: %s: %s", c.Status, c.Message)
+	for _, tt := range tests {
+		c := judgeXid(facts.Host{KernelLog: dmesg, KernelJournal: tt.journal}, Target{KernelLogSince: tt.since})
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.want) {
+			t.Errorf("%s: %s: %s", tt.name, c.Status, c.Message)
+		}
 	}
 }
