@@ -156,7 +156,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 	t.Run("hung-tool", func(t *testing.T) {
 		start := time.Now()
 		n := boot(t, "hang", "", map[string]string{
-			"usr/bin/lfs": "#!/bin/sh\nexec sleep 3600\n",
+			"usr/bin/lfs":                      "#!/bin/sh\nexec sleep 3600\n",
 			"etc/dlami-node-check/config.json": `{"action": "block", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout_seconds": 15, "check_timeout_seconds": 60, "before": ["slurmd.service"]}`,
 		})
 		took := time.Since(start)
