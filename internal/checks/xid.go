@@ -66,6 +66,24 @@ const journalHowTo = "keep it: Storage=persistent in /etc/systemd/journald.conf 
 // journal that cannot be read fails; one that holds no kernel message of this boot warns,
 // naming what could not be seen: neither passes what it could not judge.
 func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
+	c := judgeBootRecords(log, journal, t)
+	// journalctl skips a journal file it cannot read (truncated by an unclean shutdown,
+	// corrupted) and says so: its records were not judged, so the boot is not proven clean.
+	if !journal.OK() || len(journal.Value.Ignored) == 0 || c.Status != result.Pass {
+		return c
+	}
+	msg := fmt.Sprintf("journalctl ignored %d journal file(s) it could not read, whose records were not judged: %s; "+
+		"rotate the journal (journalctl --rotate) and remove the damaged files, or check them with journalctl --verify",
+		len(journal.Value.Ignored), textcut.Head(strings.Join(journal.Value.Ignored, "; "), 600))
+	if c.Message != "" {
+		msg = c.Message + "; " + msg
+	}
+	return check(result.Xid, result.Warn, BasisRule, c.Expected, c.Actual+"; journal files ignored", msg,
+		strings.TrimSpace(c.Evidence+"\n"+strings.Join(journal.Value.Ignored, "\n")))
+}
+
+// judgeBootRecords judges the records dmesg and the journal hold (judgeBoot).
+func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
 	expected, ignore := xidExpected(t.Expect.IgnoreXids)
 	expected += "; dmesg and this boot's journal"
 	dm := JudgeKernelLog(log, nil, t)

@@ -80,6 +80,11 @@ func journalOf(t *testing.T, lines ...string) facts.Fact[facts.KernelJournal] {
 	return facts.Read(facts.KernelJournal{Entries: es}, "")
 }
 
+func withIgnored(j facts.Fact[facts.KernelJournal], warnings ...string) facts.Fact[facts.KernelJournal] {
+	j.Value.Ignored = warnings
+	return j
+}
+
 func TestJudgeBoot(t *testing.T) {
 	xid79 := "[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=1, name=x, GPU has fallen off the bus."
 	xid74 := "[  812.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
@@ -114,6 +119,10 @@ func TestJudgeBoot(t *testing.T) {
 			[]string{"no kernel message of this boot", "Storage=persistent", "dmesg -c"}, "journal: no kernel messages"},
 		{"journal holds nothing, dmesg has an Xid: fail", dmesg(all(xid79)...), facts.Read(facts.KernelJournal{}, ""), nil, result.Fail,
 			[]string{"Xid 79"}, ""},
+		{"journal files ignored (truncated), the rest clean: warn, never pass", dmesg(healthy...), withIgnored(journalOf(t, healthy...), "Journal file /var/log/journal/m/system@1-2.journal~ is truncated, ignoring file."), nil, result.Warn,
+			[]string{"ignored 1 journal file", "is truncated", "journalctl --rotate"}, "journal files ignored"},
+		{"journal files ignored and an Xid: fail", dmesg(), withIgnored(journalOf(t, all(xid79)...), "Journal file /x corrupted, ignoring file."), nil, result.Fail,
+			[]string{"Xid 79"}, "1 events"},
 		{"journal unreadable: fail", dmesg(healthy...), facts.Unread[facts.KernelJournal]("host.journal_kernel: command not found (exit 127): journalctl: not found", ""), nil, result.Fail,
 			[]string{"could not be read", "journalctl: not found", "passwordless sudo"}, "kernel journal unreadable"},
 		{"journal unreadable and an Xid: both told", dmesg(all(xid79)...), facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), nil, result.Fail,

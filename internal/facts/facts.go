@@ -166,6 +166,9 @@ func (l KernelLog) After(p kernlog.Position) []string { return kernlog.After(l.T
 // order. Entries is empty when the journal holds none of this boot.
 type KernelJournal struct {
 	Entries []kjournal.Entry
+	// Ignored are journalctl's warnings of journal files it skipped (truncated, corrupted):
+	// their records are not in Entries.
+	Ignored []string
 }
 
 // Mark is a named position in a host's kernel log: the lines after it belong to a step ("during

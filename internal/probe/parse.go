@@ -285,9 +285,9 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 // kernel message of this boot (no journal files, Storage=none): a fact, judged by the xid
 // check, not a problem.
 func parseKernelJournal(out string) (facts.KernelJournal, error) {
-	entries, err := kjournal.Parse(out)
+	o, err := kjournal.ParseOutput(out)
 	if err != nil {
 		return facts.KernelJournal{}, fmt.Errorf("journalctl -k -b 0: %w", err)
 	}
-	return facts.KernelJournal{Entries: entries}, nil
+	return facts.KernelJournal{Entries: o.Entries, Ignored: o.Ignored}, nil
 }

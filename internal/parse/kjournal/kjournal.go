@@ -56,10 +56,43 @@ var (
 // "-- Boot … --" separator of another boot) is an error: a journal that cannot be read whole
 // is not a clean one.
 func Parse(out string) ([]Entry, error) {
+	o, err := ParseOutput(out)
+	return o.Entries, err
+}
+
+// Output is what journalctl printed: the entries, and the journal files it said it ignored.
+type Output struct {
+	Entries []Entry
+	// Ignored are the warnings of journal files journalctl could not read and skipped
+	// (truncated by an unclean shutdown, corrupted, an unsupported feature): their records
+	// are missing from Entries. journalctl prints them whatever -q says.
+	Ignored []string
+}
+
+// ignoredFile matches the warnings of systemd's journal_access_check_and_warn()
+// (src/shared/journal-util.c): "Journal file PATH is truncated, ignoring file.", "... uses an
+// unsupported feature, ignoring file." (with a second line "Use SYSTEMD_LOG_LEVEL=debug
+// journalctl --file=PATH to see the details."), "... corrupted, ignoring file.", and "An error
+// was encountered while opening journal file or directory PATH, ignoring file: ERROR".
+var (
+	ignoredFile = regexp.MustCompile(`^(Journal file \S+ (is truncated|uses an unsupported feature|corrupted), ignoring file\.|An error was encountered while opening journal file or directory \S+, ignoring file: .*)$`)
+	ignoredHint = regexp.MustCompile(`^Use SYSTEMD_LOG_LEVEL=debug journalctl --file=\S+ to see the details\.$`)
+)
+
+// ParseOutput is Parse keeping journalctl's warnings of ignored journal files apart.
+func ParseOutput(out string) (Output, error) {
 	var entries []Entry
+	var ignored []string
 	for n, raw := range strings.Split(out, "\n") {
 		line := strings.TrimRight(ansiEscape.ReplaceAllString(raw, ""), "\r")
 		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if ignoredFile.MatchString(line) {
+			ignored = append(ignored, line)
+			continue
+		}
+		if ignoredHint.MatchString(line) && len(ignored) > 0 {
 			continue
 		}
 		if strings.TrimSpace(line) == "-- No entries --" {
@@ -68,7 +101,7 @@ func Parse(out string) ([]Entry, error) {
 		if m := entryLine.FindStringSubmatch(line); m != nil {
 			e, err := entry(m[1], m[2])
 			if err != nil {
-				return nil, fmt.Errorf("journal line %d: %w: %q", n+1, err, textcut.Head(line, 200))
+				return Output{}, fmt.Errorf("journal line %d: %w: %q", n+1, err, textcut.Head(line, 200))
 			}
 			e.Line = line
 			entries = append(entries, e)
@@ -76,16 +109,16 @@ func Parse(out string) ([]Entry, error) {
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			if len(entries) == 0 {
-				return nil, fmt.Errorf("journal line %d: a continuation line before any entry: %q", n+1, textcut.Head(line, 200))
+				return Output{}, fmt.Errorf("journal line %d: a continuation line before any entry: %q", n+1, textcut.Head(line, 200))
 			}
 			prev := entries[len(entries)-1]
 			entries = append(entries, Entry{Stamp: prev.Stamp, Host: prev.Host, Identifier: prev.Identifier,
 				Message: strings.TrimSpace(line), Line: line, Continuation: true})
 			continue
 		}
-		return nil, fmt.Errorf("journal line %d is not a journalctl -o short-monotonic entry: %q", n+1, textcut.Head(line, 200))
+		return Output{}, fmt.Errorf("journal line %d is not a journalctl -o short-monotonic entry: %q", n+1, textcut.Head(line, 200))
 	}
-	return entries, nil
+	return Output{Entries: entries, Ignored: ignored}, nil
 }
 
 // entry reads what follows the timestamp: "[HOST ]IDENTIFIER: MESSAGE".

@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 			in:   "\x1b[1m[    1.000000] h kernel: bold\x1b[0m\r\n",
 			want: []Entry{{Stamp: 1, Host: "h", Identifier: "kernel", Message: "bold"}},
 		},
-		{name: "a warning on stderr", in: "Journal file /var/log/journal/x/system.journal is truncated, ignoring file.\n[    1.000000] h kernel: x", err: "line 1 is not"},
+		{name: "an error on stderr", in: "Failed to iterate through journal: Bad message\n[    1.000000] h kernel: x", err: "line 1 is not"},
 		{name: "permission error", in: "No journal files were opened due to insufficient permissions.", err: "not a journalctl"},
 		{name: "another boot's separator", in: "[    1.000000] h kernel: x\n-- Boot 0123456789abcdef0123456789abcdef --\n[    1.000000] h kernel: y", err: "line 2"},
 		{name: "continuation first", in: "   dangling", err: "before any entry"},
@@ -162,4 +162,31 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// journalctl's warnings of journal files it skipped are kept apart from the records, not read
+// as an unparsable journal: a truncated archive after an unclean shutdown is common.
+func TestParseOutputIgnoredFiles(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "truncated-file-warning.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseOutput(string(b) +
+		"Journal file /var/log/journal/x/system.journal uses an unsupported feature, ignoring file.\n" +
+		"Use SYSTEMD_LOG_LEVEL=debug journalctl --file=/var/log/journal/x/system.journal to see the details.\n" +
+		"Journal file /var/log/journal/x/user-1000.journal corrupted, ignoring file.\n" +
+		"An error was encountered while opening journal file or directory /var/log/journal/y, ignoring file: Input/output error\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Entries) != 2 || len(o.Ignored) != 4 || !strings.Contains(o.Ignored[0], "is truncated") {
+		t.Fatalf("entries %d, ignored %q", len(o.Entries), o.Ignored)
+	}
+	// The hint line alone is not a warning of ours: unreadable.
+	if _, err := ParseOutput("Use SYSTEMD_LOG_LEVEL=debug journalctl --file=/x to see the details.\n"); err == nil {
+		t.Error("a lone hint line parsed")
+	}
+	if _, err := ParseOutput("Failed to open journal: Permission denied\n"); err == nil {
+		t.Error("an error that is not an ignored file parsed")
+	}
 }
