@@ -62,7 +62,9 @@ func TestJournalWithoutKernelMessagesWarns(t *testing.T) {
 // read as a warning of the probe's fact, not as an unparsable journal: xid warns, naming it.
 func TestJournalFileIgnoredWarns(t *testing.T) {
 	const w = "Journal file /var/log/journal/3896cb836fb54877836a1c5b0928ffc1/system@00061e84932b9110-fcfc2bf59397404f.journal~ is truncated, ignoring file."
-	checks := evaluate(t, func(s map[string]bundle.Section) { set(s, sectionJournalKernel, w+"\n"+s[sectionJournalKernel].Output, 0) }, nil)
+	checks := evaluate(t, func(s map[string]bundle.Section) {
+		set(s, sectionJournalKernel, w+"\n"+s[sectionJournalKernel].Output, 0)
+	}, nil)
 	for _, c := range checks {
 		if c.ID == result.Xid && (c.Status != result.Warn || !strings.Contains(c.Message, "system@00061e84932b9110") || !strings.Contains(c.Evidence, w)) {
 			t.Errorf("xid: %s: %s", c.Status, c.Message)
