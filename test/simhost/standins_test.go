@@ -628,3 +628,36 @@ func TestJournalctlKeepsWhatDmesgCleared(t *testing.T) {
 		t.Error("kmsg_append made a journal where journald keeps none")
 	}
 }
+
+// image_hygiene's journalctl --rotate then --vacuum-time=1s empties what the journal held of
+// this boot (the rotated file is the archive the vacuum deletes); a vacuum without a rotation
+// deletes nothing of it. Only root may do either.
+func TestJournalctlRotateVacuum(t *testing.T) {
+	h := newHost(t, "p6-b200.48xlarge", nil)
+	kmsg := filepath.Join(h.prefix, "run/dlami-sim/journal-kmsg")
+	if err := os.WriteFile(kmsg, []byte("[   12.311904] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  595.91.07\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() != 0 {
+		if _, errs, code := h.runErr(nil, "root/usr/bin/journalctl", "--rotate"); code != 1 || !strings.Contains(errs, "Permission denied") {
+			t.Fatalf("non-root --rotate: exit %d: %s", code, errs)
+		}
+		return
+	}
+	held := func() int {
+		b, err := os.ReadFile(kmsg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	h.run(nil, "root/usr/bin/journalctl", "--vacuum-time=1s")
+	if held() == 0 {
+		t.Fatal("a vacuum without a rotation deleted the active file's records")
+	}
+	h.run(nil, "root/usr/bin/journalctl", "--rotate")
+	_, errs, code := h.runErr(nil, "root/usr/bin/journalctl", "--vacuum-time=1s")
+	if code != 0 || !strings.Contains(errs, "Vacuuming done") || held() != 0 {
+		t.Fatalf("rotate + vacuum: exit %d, %q, %d bytes left", code, errs, held())
+	}
+}
