@@ -389,29 +389,13 @@ func matchDomain(domain string, rng int, lo, hi uint64, u User, o Options) (int,
 	}
 	switch {
 	case strings.HasPrefix(domain, "@"):
-		switch rng {
-		case rangeNone:
-			return srcGroup, u.inGroupNamed(domain[1:])
-		case rangeOne:
-			return srcGroup, u.inGroupID(hi)
-		case rangeMM:
-			return srcGroup, u.GID >= lo && u.GID <= hi
-		case rangeMin:
-			return srcGroup, u.GID >= lo
-		}
+		return srcGroup, groupHolds(domain, rng, lo, hi, u)
 	case strings.HasPrefix(domain, "%"):
 		return 0, false
-	default:
-		switch rng {
-		case rangeNone:
-			return srcDefault, domain == "*"
-		case rangeOne, rangeMM:
-			return srcUser, u.UID >= lo && u.UID <= hi
-		case rangeMin:
-			return srcUser, u.UID >= lo
-		}
+	case domain == "*":
+		return srcDefault, true
 	}
-	return 0, false
+	return srcUser, uidRangeHolds(rng, lo, hi, u)
 }
 
 // noLimitsApplies is pam_limits' "<domain> -" line: for the user, a group of the user or a
@@ -421,21 +405,30 @@ func noLimitsApplies(domain string, rng int, lo, hi uint64, u User, o Options) b
 		return true
 	}
 	if strings.HasPrefix(domain, "@") {
-		if o.RootOnlyLiteral && u.UID == 0 {
-			return false
-		}
-		switch rng {
-		case rangeNone:
-			return u.inGroupNamed(domain[1:])
-		case rangeOne:
-			return u.inGroupID(hi)
-		case rangeMM:
-			return u.GID >= lo && u.GID <= hi
-		case rangeMin:
-			return u.GID >= lo
-		}
-		return false
+		return !(o.RootOnlyLiteral && u.UID == 0) && groupHolds(domain, rng, lo, hi, u)
 	}
+	return uidRangeHolds(rng, lo, hi, u)
+}
+
+// groupHolds says whether an "@" domain's group (by name, ":gid", or a range of primary
+// gids) holds u.
+func groupHolds(domain string, rng int, lo, hi uint64, u User) bool {
+	switch rng {
+	case rangeNone:
+		return u.inGroupNamed(domain[1:])
+	case rangeOne:
+		return u.inGroupID(hi)
+	case rangeMM:
+		return u.GID >= lo && u.GID <= hi
+	case rangeMin:
+		return u.GID >= lo
+	}
+	return false
+}
+
+// uidRangeHolds says whether a uid domain (":uid", "min:max", "min:") holds u; a plain name
+// is no range.
+func uidRangeHolds(rng int, lo, hi uint64, u User) bool {
 	switch rng {
 	case rangeOne, rangeMM:
 		return u.UID >= lo && u.UID <= hi
