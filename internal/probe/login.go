@@ -18,21 +18,23 @@ const (
 	sectionLimitsBase  = "host.limits_base"
 )
 
-// limitsFilesShell prints limits.conf and limits.d/*.conf, every line prefixed with "| " under
-// a "==> PATH" header (pamlimits.ParseFiles). A file that cannot be read fails the section:
+// dumpFilesShell prints the files the globs name, every line prefixed with "| " under a
+// "==> PATH" header (pamlimits.ParseFiles). A file that cannot be read fails the section:
 // pam_limits would refuse the login, and the probe must not guess.
-const limitsFilesShell = `for f in ` + pamlimits.ConfPath + ` ` + pamlimits.Dir + `/*.conf; do
+func dumpFilesShell(globs string) string {
+	return `for f in ` + globs + `; do
   [ -f "$f" ] || continue
   printf '==> %s\n' "$f"
   sed 's/^/| /' "$f" || exit 1
 done`
+}
 
-// pamFilesShell prints the PAM configuration, so that the parser can follow sshd's includes.
-const pamFilesShell = `for f in /etc/pam.d/*; do
-  [ -f "$f" ] || continue
-  printf '==> %s\n' "$f"
-  sed 's/^/| /' "$f" || exit 1
-done`
+// limitsFilesShell prints limits.conf and limits.d/*.conf; pamFilesShell the PAM
+// configuration, so that the parser can follow sshd's includes.
+var (
+	limitsFilesShell = dumpFilesShell(pamlimits.ConfPath + ` ` + pamlimits.Dir + `/*.conf`)
+	pamFilesShell    = dumpFilesShell(`/etc/pam.d/*`)
+)
 
 // limitsBaseShell prints the memlock limits a login starts from where no limits file sets
 // them: PID 1's (Debian's and Ubuntu's pam_limits initialise every limit from
@@ -212,6 +214,7 @@ func loginMemlock(u pamlimits.User, files []pamlimits.File, stack pamlimits.Stac
 	if !needStart {
 		starts = []start{{}}
 	}
+	var lowest pamlimits.Value
 	first := true
 	for _, s := range starts {
 		soft, hard := s.soft, s.hard
@@ -231,7 +234,8 @@ func loginMemlock(u pamlimits.User, files []pamlimits.File, stack pamlimits.Stac
 				from = s.what + " (its hard limit caps the soft one)"
 			}
 		}
-		if first || soft.Less(asValue(lm.Soft)) {
+		if first || soft.Less(lowest) {
+			lowest = soft
 			lm.Soft, lm.Hard, lm.From = memlock(soft), memlock(hard), from
 			first = false
 		}
@@ -248,11 +252,4 @@ func memlock(v pamlimits.Value) facts.Memlock {
 		return facts.Memlock{Unlimited: true}
 	}
 	return facts.Memlock{KiB: v.Bytes / 1024}
-}
-
-func asValue(m facts.Memlock) pamlimits.Value {
-	if m.Unlimited {
-		return pamlimits.Value{Infinite: true}
-	}
-	return pamlimits.Value{Bytes: m.KiB * 1024}
 }
