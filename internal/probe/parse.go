@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
@@ -263,9 +264,7 @@ func parseLfs(out string) (string, error) {
 	return "", fmt.Errorf("lfs --version printed %q", textcut.Head(firstLine(out), 80))
 }
 
-// ansiEscape matches the SGR colour sequences util-linux's dmesg prints on a terminal.
-var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
-
+// parseKernelLog reads dmesg's section, colours removed (ssh_pty makes util-linux colour it).
 func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelLog] {
 	ev := evidence(sections, sectionDmesg)
 	// An empty ring buffer (exit 0, no output: a layer ran dmesg -c) is read, and empty: the
@@ -278,7 +277,7 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 	if b, p := get(sections, sectionBootID); p == "" {
 		boot = strings.TrimSpace(b.Output)
 	}
-	return facts.Read(facts.KernelLog{Text: ansiEscape.ReplaceAllString(s.Output, ""), BootID: boot}, ev)
+	return facts.Read(facts.KernelLog{Text: kernlog.Uncolored(s.Output), BootID: boot}, ev)
 }
 
 // parseKernelJournal reads journalctl -k -b 0. Empty output is a read journal that holds no

@@ -4,9 +4,18 @@
 package kernlog
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
+
+// ansiEscape matches the SGR colour sequences dmesg and journalctl print on a terminal (a
+// pseudo-terminal, ssh_pty, makes them colour their output).
+var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+
+// Uncolored returns kernel log text without its colour sequences, so that matchers read the
+// words.
+func Uncolored(s string) string { return ansiEscape.ReplaceAllString(s, "") }
 
 // Position is where a kernel log ended when it was read.
 type Position struct {

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -45,11 +46,7 @@ type Entry struct {
 	Continuation bool
 }
 
-var (
-	entryLine = regexp.MustCompile(`^\[\s*(\d+\.\d{6})\] (.*)$`)
-	// ansiEscape matches the SGR colour sequences journalctl prints on a terminal.
-	ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
-)
+var entryLine = regexp.MustCompile(`^\[\s*(\d+\.\d{6})\] (.*)$`)
 
 // Parse reads journalctl's output. Anything that is not an entry, a continuation of one or
 // the "-- No entries --" line of a run without -q (a warning journalctl printed on stderr, a
@@ -84,7 +81,7 @@ func ParseOutput(out string) (Output, error) {
 	var entries []Entry
 	var ignored []string
 	for n, raw := range strings.Split(out, "\n") {
-		line := strings.TrimRight(ansiEscape.ReplaceAllString(raw, ""), "\r")
+		line := strings.TrimRight(kernlog.Uncolored(raw), "\r")
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
