@@ -59,17 +59,6 @@ type InstanceUsage struct {
 	GPUInstanceSeconds float64 `json:"gpu_instance_seconds"`
 }
 
-// add counts one instance's running time into u.
-func (u *InstanceUsage) add(instanceType string, ran time.Duration) {
-	if ran <= 0 {
-		return
-	}
-	u.InstanceSeconds[instanceType] += ran.Seconds()
-	if IsGPUInstanceType(instanceType) {
-		u.GPUInstanceSeconds += ran.Seconds()
-	}
-}
-
 // Usage returns the instance time metered in region, or in every region
 // when region is "".
 func (s *Server) Usage(region string) InstanceUsage {
@@ -78,17 +67,32 @@ func (s *Server) Usage(region string) InstanceUsage {
 	return s.usage(region)
 }
 
-// usage runs under s.mu.
+// usage runs under s.mu. Running times are summed as whole nanoseconds and
+// turned into seconds once, at the end: summing float seconds in the map's
+// random order made two readings of the same instances differ in the last
+// bit, so a delta of "no GPU time" came out as -3.6e-15.
 func (s *Server) usage(region string) InstanceUsage {
-	u := InstanceUsage{InstanceSeconds: map[string]float64{}}
+	byType := map[string]time.Duration{}
+	var gpu time.Duration
 	now := s.now()
 	for name, rd := range s.regions {
 		if region != "" && name != region {
 			continue
 		}
 		for _, r := range rd.instances {
-			u.add(r.InstanceType, r.meter.total(now))
+			ran := r.meter.total(now)
+			if ran <= 0 {
+				continue
+			}
+			byType[r.InstanceType] += ran
+			if IsGPUInstanceType(r.InstanceType) {
+				gpu += ran
+			}
 		}
+	}
+	u := InstanceUsage{InstanceSeconds: make(map[string]float64, len(byType)), GPUInstanceSeconds: gpu.Seconds()}
+	for instanceType, ran := range byType {
+		u.InstanceSeconds[instanceType] = ran.Seconds()
 	}
 	return u
 }

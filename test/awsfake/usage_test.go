@@ -117,3 +117,41 @@ func TestIsGPUInstanceType(t *testing.T) {
 		}
 	}
 }
+
+// The same instances read twice give the same figures to the last bit: a
+// test that asserts a phase spent no GPU time subtracts two readings and
+// compares with zero (TestTwoPhase saw -3.6e-15 when float seconds were
+// summed in the map's random order).
+func TestUsageReadingsAreExact(t *testing.T) {
+	e := newEC2Env(t, nil)
+	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e.fake.SetNow(clock.Now)
+	e.fake.SetTransitionPolls(0)
+	c := e.client("us-east-1")
+	var ids []string
+	for i := range 12 {
+		id := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "p5.48xlarge"}).InstanceId)
+		polls(t, c, id, 1)
+		ids = append(ids, id)
+		clock.Advance(time.Duration(i+1)*1234567891 + 7) // odd, fractional seconds
+	}
+	if _, err := c.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		polls(t, c, id, 1)
+	}
+	first := e.fake.Usage("")
+	if first.GPUInstanceSeconds <= 0 {
+		t.Fatalf("usage %+v: the GPU instances were not metered", first)
+	}
+	for range 50 {
+		again := e.fake.Usage("")
+		if d := again.GPUInstanceSeconds - first.GPUInstanceSeconds; d != 0 {
+			t.Fatalf("two readings of the same stopped instances differ by %g GPU seconds", d)
+		}
+		if again.InstanceSeconds["p5.48xlarge"] != first.InstanceSeconds["p5.48xlarge"] {
+			t.Fatalf("instance_seconds[p5.48xlarge] %v, then %v", first.InstanceSeconds["p5.48xlarge"], again.InstanceSeconds["p5.48xlarge"])
+		}
+	}
+}
