@@ -31,13 +31,20 @@ func (c *testClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// Instances are metered by type from running until stopped or terminated;
-// a running one up to now. Pending time does not count.
-func TestInstanceSecondsByType(t *testing.T) {
+// newMeteredEnv is a fake whose clock the test moves by hand and whose
+// instances leave pending at the first poll, so metered times are exact.
+func newMeteredEnv(t *testing.T) (*ec2Env, *testClock) {
 	e := newEC2Env(t, nil)
 	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	e.fake.SetNow(clock.Now)
 	e.fake.SetTransitionPolls(0)
+	return e, clock
+}
+
+// Instances are metered by type from running until stopped or terminated;
+// a running one up to now. Pending time does not count.
+func TestInstanceSecondsByType(t *testing.T) {
+	e, clock := newMeteredEnv(t)
 	c := e.client("us-east-1")
 	gpu := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "p5.48xlarge"}).InstanceId)
 	cpu := aws.ToString(e.run(t, c, &ec2.RunInstancesInput{InstanceType: "t3.micro"}).InstanceId)
@@ -123,10 +130,7 @@ func TestIsGPUInstanceType(t *testing.T) {
 // compares with zero (TestTwoPhase saw -3.6e-15 when float seconds were
 // summed in the map's random order).
 func TestUsageReadingsAreExact(t *testing.T) {
-	e := newEC2Env(t, nil)
-	clock := &testClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	e.fake.SetNow(clock.Now)
-	e.fake.SetTransitionPolls(0)
+	e, clock := newMeteredEnv(t)
 	c := e.client("us-east-1")
 	var ids []string
 	for i := range 12 {
