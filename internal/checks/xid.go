@@ -102,9 +102,10 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel journal unreadable", msg, journal.Evidence)
 	}
+	lines := log.Value.Lines()
 	if len(journal.Value.Entries) == 0 {
 		if dm.Status == result.Fail {
-			if len(log.Value.Lines()) == 0 {
+			if len(lines) == 0 {
 				dm.Message += "; and the journal holds no kernel message of this boot either (journald Storage=none, or ReadKMsg=no): " + journalHowTo
 			}
 			return dm
@@ -121,7 +122,6 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 	// The journal's records that dmesg no longer shows, each matched once (the same message
 	// logged twice is two records). An empty ring buffer (dmesg -c) leaves the journal's
 	// records alone to judge.
-	lines := log.Value.Lines()
 	if len(lines) == 0 {
 		dm = check(result.Xid, result.Pass, BasisRule, expected, "none", "", "")
 	}
@@ -176,14 +176,14 @@ func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
 	}
-	if len(log.Value.Lines()) == 0 {
+	lines := log.Value.Lines()
+	if len(lines) == 0 {
 		msg := "dmesg printed nothing: the kernel ring buffer is empty (cleared with dmesg -c), so it proves nothing"
 		if when != "" {
 			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may have held were not judged"
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log empty", msg, log.Evidence)
 	}
-	lines := log.Value.Lines()
 	if since != nil {
 		lines = log.Value.After(since.Position)
 	}
