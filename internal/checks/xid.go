@@ -148,7 +148,7 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 		events, unparsed := xid.Parse(strings.Join(only, "\n"))
 		n := len(unparsed)
 		for _, e := range events {
-			if !ignore[e.Xid] || e.SXid {
+			if !isIgnored(e, ignore) {
 				n++
 			}
 		}
@@ -206,6 +206,10 @@ func FoldXid(earlier, later result.Check) result.Check {
 	return later
 }
 
+// isIgnored reports whether ignore_xids excuses e. It names Xids only: an SXid (an NVSwitch
+// error) with the same number is never excused.
+func isIgnored(e xid.Event, ignore map[int]bool) bool { return ignore[e.Xid] && !e.SXid }
+
 // classifyXid classifies lines; when is "" for the whole log, or names the step the lines come
 // from.
 func classifyXid(lines []string, expected string, ignore map[int]bool, when string) result.Check {
@@ -219,7 +223,7 @@ func classifyXid(lines []string, expected string, ignore map[int]bool, when stri
 	groups := map[key][]xid.Event{}
 	var bad, ignored []xid.Event
 	for _, e := range events {
-		if ignore[e.Xid] && !e.SXid {
+		if isIgnored(e, ignore) {
 			ignored = append(ignored, e)
 			continue
 		}
