@@ -3,6 +3,7 @@ package bake
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -216,6 +217,13 @@ func (b *Bake) imageHygiene(ctx context.Context) error {
 
 const hygieneExpected = "no build key in authorized_keys, no SSH host keys, an empty /etc/machine-id, no cloud-init instance state, no shell history"
 
+// hygieneFields is how many fields each kind of the probe's lines has, at least and at most
+// (probe); a line of another kind, or shape, is unreadable.
+var hygieneFields = map[string][2]int{
+	"keys": {3, 4}, "hostkeys": {2, math.MaxInt}, "machine-id": {2, 2}, "dbus-machine-id": {2, 2},
+	"cloud": {3, 3}, "history": {3, 3}, "logs": {2, 2},
+}
+
 // judgeHygiene judges the probe's answer. Anything it cannot read, or an answer without its
 // last line, fails: an image is only clean when every fact says so.
 func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
@@ -230,7 +238,11 @@ func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
 	saw := map[string]bool{}
 	for _, l := range lines[:len(lines)-1] {
 		f := strings.Fields(l)
-		if len(f) < 2 {
+		kind := ""
+		if len(f) > 0 {
+			kind = f[0]
+		}
+		if n, ok := hygieneFields[kind]; !ok || len(f) < n[0] || len(f) > n[1] {
 			bad = append(bad, "unreadable line "+strconv.Quote(l))
 			continue
 		}
@@ -239,8 +251,6 @@ func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
 		case "keys":
 			if len(f) == 4 && f[3] != "build=0" {
 				bad = append(bad, f[1]+" still holds the build key ("+strings.TrimPrefix(f[3], "build=")+" line(s))")
-			} else if len(f) != 3 && len(f) != 4 {
-				bad = append(bad, "unreadable line "+strconv.Quote(l))
 			}
 		case "hostkeys":
 			if f[1] != "0" {
@@ -264,9 +274,6 @@ func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
 			if f[2] != "size=0" {
 				bad = append(bad, "shell history left: "+f[1])
 			}
-		case "logs":
-		default:
-			bad = append(bad, "unreadable line "+strconv.Quote(l))
 		}
 	}
 	for _, k := range []string{"hostkeys", "machine-id", "dbus-machine-id", "logs"} {

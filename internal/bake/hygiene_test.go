@@ -123,6 +123,7 @@ func TestImageHygieneJudgesTheReadBack(t *testing.T) {
 		{"history", fakeSection{out: strings.Replace(cleanProbe, "logs", "history /root/.bash_history size=120\nlogs", 1)}, buildKey, "fail", "shell history left: /root/.bash_history"},
 		{"sudo refused", fakeSection{out: "sudo: a password is required", code: 1}, buildKey, "fail", "reading the image's state as root"},
 		{"cut short", fakeSection{out: "keys /root/.ssh/authorized_keys lines=1 build=0\nhostkeys 0"}, buildKey, "fail", "reading the image's state"},
+		{"a line cut short", fakeSection{out: strings.Replace(cleanProbe, "logs", "history /root/.bash_history\nlogs", 1)}, buildKey, "fail", `unreadable line "history /root/.bash_history"`},
 		{"no answer for a fact", fakeSection{out: "hostkeys 0\nlogs nonempty=0\ndone"}, buildKey, "fail", "no answer for machine-id"},
 		{"unknown build key", fakeSection{out: cleanProbe}, "", "warn", "the key Packer logged in with is not known"},
 	} {
@@ -161,4 +162,24 @@ func TestHygieneScriptsParse(t *testing.T) {
 	if !strings.HasPrefix(probe, "sudo -n /bin/sh -c '") {
 		t.Errorf("probe %q: want one quoted script run as root", textcut.Head(probe, 80))
 	}
+}
+
+// Whatever the probe prints, the judge neither panics nor passes an answer that lacks its
+// closing "done" line or came from a failed read.
+func FuzzJudgeHygiene(f *testing.F) {
+	f.Add(cleanProbe, 0, buildKey)
+	f.Add("history /root/.bash_history\ndone", 0, buildKey)
+	f.Add("keys /root/.ssh/authorized_keys lines=1 build=1\nhostkeys 2 a b\ndone", 0, "")
+	f.Add("sudo: a password is required", 1, buildKey)
+	f.Fuzz(func(t *testing.T, out string, code int, key string) {
+		c := judgeHygiene(bundle.Section{Output: out, ExitCode: code}, Hygiene{LoginUser: "ubuntu", BuildKey: key})
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		closed := code == 0 && lines[len(lines)-1] == "done"
+		if !closed && !c.Status.Failing() {
+			t.Errorf("judged %s on an answer without its closing line (exit %d): %q", c.Status, code, out)
+		}
+		if c.Status == result.Pass && len(strings.Fields(key)) < 2 {
+			t.Errorf("passed without knowing the build key: %q", out)
+		}
+	})
 }
