@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -227,14 +228,14 @@ var hygieneFields = map[string][2]int{
 // judgeHygiene judges the probe's answer. Anything it cannot read, or an answer without its
 // last line, fails: an image is only clean when every fact says so.
 func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
-	c := result.Check{ID: result.ImageHygiene, Basis: "rule", Expected: hygieneExpected}
+	c := result.Check{ID: result.ImageHygiene, Basis: checks.BasisRule, Expected: hygieneExpected}
 	lines := strings.Split(strings.TrimSpace(s.Output), "\n")
 	if s.TimedOut || s.ExitCode != 0 || len(lines) == 0 || lines[len(lines)-1] != "done" {
 		c.Status, c.Actual = result.Fail, "unreadable"
 		c.Message = fmt.Sprintf("reading the image's state as root (sudo -n) failed (exit %d): %s", s.ExitCode, textcut.Head(s.Output, 300))
 		return c
 	}
-	var bad, warn []string
+	var bad []string
 	saw := map[string]bool{}
 	for _, l := range lines[:len(lines)-1] {
 		f := strings.Fields(l)
@@ -287,10 +288,8 @@ func judgeHygiene(s bundle.Section, h Hygiene) result.Check {
 		return c
 	}
 	if len(strings.Fields(h.BuildKey)) < 2 {
-		warn = append(warn, "the key Packer logged in with is not known (ssh_agent_auth, a password, or an encrypted private key), so no authorized_keys line was removed: remove the build's key yourself, or log in with ssh_private_key_file or the builder's temporary key")
-	}
-	if len(warn) > 0 {
-		c.Status, c.Actual, c.Message = result.Warn, "clean; authorized_keys not judged", strings.Join(warn, "; ")
+		c.Status, c.Actual = result.Warn, "clean; authorized_keys not judged"
+		c.Message = "the key Packer logged in with is not known (ssh_agent_auth, a password, or an encrypted private key), so no authorized_keys line was removed: remove the build's key yourself, or log in with ssh_private_key_file or the builder's temporary key"
 		return c
 	}
 	c.Status, c.Actual = result.Pass, "clean"

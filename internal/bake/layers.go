@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
@@ -24,7 +25,7 @@ const layerTailBytes = 4000
 func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 	stage := fmt.Sprintf("layer %q", l.Name)
 	b.stage(stage)
-	entry := result.Check{ID: result.LayerPrefix + l.Name, Basis: "rule", Expected: "exit 0"}
+	entry := result.Check{ID: result.LayerPrefix + l.Name, Basis: checks.BasisRule, Expected: "exit 0"}
 	start := b.now()
 	tail := newTailWriter(layerTailBytes)
 	done := func(st result.Status, actual, msg string) {
