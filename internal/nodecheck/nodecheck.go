@@ -73,10 +73,6 @@ const (
 // is cut there.
 const NPDMaxMessage = 80
 
-// DrainPrefix starts the Slurm drain reason; only a node drained with it is undrained by
-// ModeSlurm, as NHC undrains only what NHC drained.
-const DrainPrefix = "dlami-node-check:"
-
 // Env is what the engine may do on the node.
 type Env struct {
 	// Runner runs the probe's read-only commands on this node.
@@ -401,11 +397,11 @@ func (r *run) finish(parent context.Context) Outcome {
 	drained := false
 	switch {
 	case len(failed) > 0 && (r.opt.Mode == ModeSlurm || r.opt.Mode == ModeBoot && r.opt.Action == ActionDrain):
-		note, err := r.drain(actx, failed)
+		note, err := r.slurm().Drain(actx, failed)
 		out.Notes = append(out.Notes, note)
 		drained = err == nil
 	case len(failed) == 0 && r.opt.Mode == ModeSlurm:
-		if note := r.undrain(actx); note != "" {
+		if note := r.slurm().Resume(actx); note != "" {
 			out.Notes = append(out.Notes, note)
 		}
 	}
@@ -473,78 +469,10 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// slurmNode is this node's Slurm name: the short host name.
-func (r *run) slurmNode() (string, error) {
-	h, err := r.env.Hostname()
-	if err != nil {
-		return "", fmt.Errorf("the host name: %w", err)
-	}
-	short, _, _ := strings.Cut(strings.TrimSpace(h), ".")
-	if short == "" || strings.ContainsAny(short, " \t\n=") {
-		return "", fmt.Errorf("the host name %q is not a Slurm node name", h)
-	}
-	return short, nil
-}
-
-// drain drains the node in Slurm with the failed ids as the reason.
-func (r *run) drain(ctx context.Context, failed []string) (string, error) {
-	node, err := r.slurmNode()
-	if err == nil {
-		reason := DrainPrefix + " " + strings.Join(failed, ",")
-		var out string
-		var code int
-		out, code, err = r.env.Command(ctx, []string{r.opt.Scontrol, "update", "nodename=" + node, "state=drain", "reason=" + reason}, nil)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("%s exited %d: %s", r.opt.Scontrol, code, textcut.Head(oneLine(out), 300))
-		}
-		if err == nil {
-			return fmt.Sprintf("drained Slurm node %s: reason %q", node, reason), nil
-		}
-	}
-	return "could not drain the node in Slurm: " + err.Error(), err
-}
-
-// undrain resumes the node when it is drained with this command's reason (and only then: a
-// drain an administrator or another check set stays).
-func (r *run) undrain(ctx context.Context) string {
-	node, err := r.slurmNode()
-	if err != nil {
-		return "could not look at the Slurm node: " + err.Error()
-	}
-	out, code, err := r.env.Command(ctx, []string{r.opt.Scontrol, "-o", "show", "node", node}, nil)
-	if err != nil || code != 0 {
-		return fmt.Sprintf("could not read Slurm node %s (exit %d, %v): left as it is", node, code, err)
-	}
-	state, reason := nodeField(out, "State"), nodeField(out, "Reason")
-	if !strings.Contains(state, "DRAIN") || !strings.HasPrefix(reason, DrainPrefix) {
-		return ""
-	}
-	out, code, err = r.env.Command(ctx, []string{r.opt.Scontrol, "update", "nodename=" + node, "state=resume"}, nil)
-	if err != nil || code != 0 {
-		return fmt.Sprintf("could not resume Slurm node %s (exit %d, %v): %s", node, code, err, textcut.Head(oneLine(out), 200))
-	}
-	return fmt.Sprintf("resumed Slurm node %s: it passes again (it was drained with %q)", node, reason)
-}
-
-// nodeField reads KEY=value from `scontrol -o show node`: values run to the next " Key=";
-// Reason, which may hold spaces, runs to the end or to its " [user@time]" suffix.
-func nodeField(out, key string) string {
-	i := strings.Index(" "+out, " "+key+"=")
-	if i < 0 {
-		return ""
-	}
-	v := out[i+len(key)+1:]
-	if key == "Reason" {
-		if j := strings.Index(v, " ["); j >= 0 {
-			v = v[:j]
-		}
-		return strings.TrimSpace(v)
-	}
-	if j := strings.IndexAny(v, " \n"); j >= 0 {
-		v = v[:j]
-	}
-	return v
-}
-
 // OSEnvReadFile is os.ReadFile, for Env.ReadFile.
 func OSEnvReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// slurm is this run's way to act in Slurm.
+func (r *run) slurm() Slurm {
+	return Slurm{Scontrol: r.opt.Scontrol, Command: r.env.Command, Hostname: r.env.Hostname}
+}
