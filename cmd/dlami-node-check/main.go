@@ -29,6 +29,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
@@ -50,16 +51,16 @@ func realEnv() nodecheck.Env {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodecheck.Env) int {
 	fl := flag.NewFlagSet("dlami-node-check", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	mode := fl.String("mode", nodecheck.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
-	configPath := fl.String("config", nodecheck.ConfigPath, "the settings the provisioner installed; flags override them")
+	mode := fl.String("mode", nodeconf.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
+	configPath := fl.String("config", nodeconf.ConfigPath, "the settings the provisioner installed; flags override them")
 	action := fl.String("action", "", "on a failure in boot mode: block, drain or report (default: the config's, else block)")
 	bomPath := fl.String("bom", "", "the bill of materials (default: the config's, else "+bom.DefaultPath+")")
-	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodecheck.DefaultOutDir+")")
+	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodeconf.DefaultOutDir+")")
 	textfile := fl.String("textfile", "", "node_exporter textfile to write (*.prom; default: the config's)")
 	timeout := fl.Duration("timeout", 0, "bound of the whole run; reaching it fails the node (default: the config's, else 5m; slurm mode at most 50s)")
 	checkTimeout := fl.Duration("check-timeout", 0, "bound of each probe command (default: the config's, else 60s)")
 	nccl := fl.Bool("nccl", false, "run the 1-node NCCL test too (default: the config's)")
-	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodecheck.DefaultScontrol+")")
+	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodeconf.DefaultScontrol+")")
 	loginUser := fl.String("login-user", "", "the user whose new logins the memlock check judges (default: the config's, the bake's SSH user)")
 	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
 	showVersion := fl.Bool("version", false, "print the version and exit")
@@ -81,18 +82,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	cfg, err := readConfig(env, *configPath, set["config"])
 	if err != nil {
 		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
-		if *mode == nodecheck.ModeNPD {
+		if *mode == nodeconf.ModeNPD {
 			fmt.Fprintln(stdout, "DLAMI node check could not run: bad config")
-			return nodecheck.NPDUnknown
+			return nodeconf.NPDUnknown
 		}
 		return usage
 	}
 	o := nodecheck.Options{
-		Mode: *mode, Action: or(cfg.Action, nodecheck.ActionBlock), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
-		OutDir: or(cfg.OutDir, nodecheck.DefaultOutDir), Textfile: cfg.Textfile,
-		Timeout:      secondsOr(cfg.TimeoutSeconds, nodecheck.DefaultTimeout),
+		Mode: *mode, Action: or(cfg.Action, nodeconf.ActionBlock), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
+		OutDir: or(cfg.OutDir, nodeconf.DefaultOutDir), Textfile: cfg.Textfile,
+		Timeout:      secondsOr(cfg.TimeoutSeconds, nodeconf.DefaultTimeout),
 		CheckTimeout: secondsOr(cfg.CheckTimeoutSeconds, 60*time.Second),
-		NCCL:         cfg.NCCL, Scontrol: or(cfg.Scontrol, nodecheck.DefaultScontrol),
+		NCCL:         cfg.NCCL, Scontrol: or(cfg.Scontrol, nodeconf.DefaultScontrol),
 		Version: version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
 	}
 	apply := map[string]func(){
@@ -106,15 +107,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 			f()
 		}
 	}
-	if o.Mode == nodecheck.ModeSlurm && o.Timeout > nodecheck.SlurmTimeout {
+	if o.Mode == nodeconf.ModeSlurm && o.Timeout > nodeconf.SlurmTimeout {
 		// Slurm kills a HealthCheckProgram after 60 seconds.
-		o.Timeout = nodecheck.SlurmTimeout
+		o.Timeout = nodeconf.SlurmTimeout
 	}
 	if err := o.Validate(); err != nil {
 		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
-		if o.Mode == nodecheck.ModeNPD {
+		if o.Mode == nodeconf.ModeNPD {
 			fmt.Fprintln(stdout, "DLAMI node check could not run: bad flags")
-			return nodecheck.NPDUnknown
+			return nodeconf.NPDUnknown
 		}
 		return usage
 	}
@@ -138,17 +139,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 
 // readConfig reads the config file; a missing default one means the built-in defaults, a
 // missing one named with --config is an error.
-func readConfig(env nodecheck.Env, path string, explicit bool) (nodecheck.Config, error) {
+func readConfig(env nodecheck.Env, path string, explicit bool) (nodeconf.Config, error) {
 	data, err := env.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		return nodecheck.Config{}, nil
+		return nodeconf.Config{}, nil
 	case err != nil:
-		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+		return nodeconf.Config{}, fmt.Errorf("--config %s: %w", path, err)
 	}
-	c, err := nodecheck.DecodeConfig(data)
+	c, err := nodeconf.DecodeConfig(data)
 	if err != nil {
-		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+		return nodeconf.Config{}, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return c, nil
 }

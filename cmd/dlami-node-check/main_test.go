@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 )
 
@@ -50,7 +51,7 @@ func TestUsage(t *testing.T) {
 		err  string
 	}{
 		{[]string{"--mode", "bogus", "--out", dir}, 2, "", `--mode "bogus"`},
-		{[]string{"--mode", "npd", "--timeout", "0s"}, nodecheck.NPDUnknown, "DLAMI node check could not run: bad flags\n", "--timeout 0s"},
+		{[]string{"--mode", "npd", "--timeout", "0s"}, nodeconf.NPDUnknown, "DLAMI node check could not run: bad flags\n", "--timeout 0s"},
 		{[]string{"--config", "/etc/missing.json"}, 2, "", "--config /etc/missing.json"},
 		{[]string{"--version"}, 0, "dlami-node-check ", ""},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
@@ -75,7 +76,7 @@ func TestNoBOM(t *testing.T) {
 		t.Errorf("exit %d result %s failed %v", code, r.Result, r.FailedChecks)
 	}
 	code, out, _ = runCmd(t, nil, "--mode", "npd", "--out", dir, "--timeout", "5s")
-	if code != nodecheck.NPDProblem || strings.Count(out, "\n") != 1 || len(out) > nodecheck.NPDMaxMessage+1 {
+	if code != nodeconf.NPDProblem || strings.Count(out, "\n") != 1 || len(out) > nodeconf.NPDMaxMessage+1 {
 		t.Errorf("npd: exit %d out %q", code, out)
 	}
 }
@@ -84,8 +85,8 @@ func TestNoBOM(t *testing.T) {
 // misspelt setting is refused.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg := nodecheck.Config{Action: "drain", OutDir: dir, TimeoutSeconds: 5}
-	files := map[string]string{nodecheck.ConfigPath: string(cfg.Encode())}
+	cfg := nodeconf.Config{Action: "drain", OutDir: dir, TimeoutSeconds: 5}
+	files := map[string]string{nodeconf.ConfigPath: string(cfg.Encode())}
 	code, _, errs := runCmd(t, files, "--mode", "boot")
 	if code != 1 || !strings.Contains(errs, "drained Slurm node node-1") {
 		t.Errorf("action from the config: exit %d stderr %q", code, errs)
@@ -94,7 +95,7 @@ func TestConfigFile(t *testing.T) {
 	if code != 1 || strings.Contains(errs, "drained") {
 		t.Errorf("--action block over the config: exit %d stderr %q", code, errs)
 	}
-	files[nodecheck.ConfigPath] = `{"acton": "drain"}`
+	files[nodeconf.ConfigPath] = `{"acton": "drain"}`
 	if code, _, errs = runCmd(t, files, "--mode", "boot"); code != 2 || !strings.Contains(errs, `unknown field "acton"`) {
 		t.Errorf("misspelt config: exit %d stderr %q", code, errs)
 	}

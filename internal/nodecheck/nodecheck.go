@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,50 +29,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
-
-// Modes of the command (--mode).
-const (
-	// ModeBoot is the systemd unit's: judge, write the reports and the textfile, act on a
-	// failure (Action), exit 1 when the node failed.
-	ModeBoot = "boot"
-	// ModeReport judges and writes, never acts; exit 1 when the node failed. The
-	// post-processor runs it on the verification instance (with --json).
-	ModeReport = "report"
-	// ModeSlurm is Slurm's HealthCheckProgram: the program drains the node itself with the
-	// reason, and undrains a node it drained once the node passes again.
-	ModeSlurm = "slurm"
-	// ModeNPD is a node-problem-detector custom plugin: exit 0 healthy, 1 problem, 2 unknown,
-	// one short line on stdout.
-	ModeNPD = "npd"
-)
-
-// Actions on a failure in ModeBoot (node_check.action).
-const (
-	// ActionBlock: the units named in node_check.before do not start (the unit is RequiredBy
-	// them, and fails).
-	ActionBlock = "block"
-	// ActionDrain: drain the node in Slurm with the failed check ids as the reason.
-	ActionDrain = "drain"
-	// ActionReport: only report (journal, reports, textfile).
-	ActionReport = "report"
-)
-
-// Modes and Actions in the order the docs list them.
-var (
-	Modes   = []string{ModeBoot, ModeReport, ModeSlurm, ModeNPD}
-	Actions = []string{ActionBlock, ActionDrain, ActionReport}
-)
-
-// NPD's exit statuses (custom plugin protocol: OK, NonOK, Unknown).
-const (
-	NPDOK      = 0
-	NPDProblem = 1
-	NPDUnknown = 2
-)
-
-// NPDMaxMessage is node-problem-detector's default max_output_length: the condition message
-// is cut there.
-const NPDMaxMessage = 80
 
 // Env is what the engine may do on the node.
 type Env struct {
@@ -132,11 +89,11 @@ func (o Outcome) Failed() bool { return o.Report.Result != report.ResultPass }
 // Validate reports bad options, naming the flag.
 func (o Options) Validate() error {
 	var errs []error
-	if !contains(Modes, o.Mode) {
-		errs = append(errs, fmt.Errorf("--mode %q: use %s", o.Mode, strings.Join(Modes, ", ")))
+	if !contains(nodeconf.Modes, o.Mode) {
+		errs = append(errs, fmt.Errorf("--mode %q: use %s", o.Mode, strings.Join(nodeconf.Modes, ", ")))
 	}
-	if !contains(Actions, o.Action) {
-		errs = append(errs, fmt.Errorf("--action %q: use %s", o.Action, strings.Join(Actions, ", ")))
+	if !contains(nodeconf.Actions, o.Action) {
+		errs = append(errs, fmt.Errorf("--action %q: use %s", o.Action, strings.Join(nodeconf.Actions, ", ")))
 	}
 	if !filepath.IsAbs(o.BOMPath) {
 		errs = append(errs, fmt.Errorf("--bom %q: must be an absolute path", o.BOMPath))
@@ -305,7 +262,7 @@ func (r *run) hostSuite() error {
 	for i := range cs {
 		if cs[i].ID == result.Memlock && r.opt.LoginUser == "" {
 			cs[i] = result.Check{ID: result.Memlock, Status: result.Warn, Expected: cs[i].Expected, Actual: "not judged",
-				Message: "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + ConfigPath + ")"}
+				Message: "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + nodeconf.ConfigPath + ")"}
 		}
 		cs[i].DurationMS = r.env.Now().Sub(start).Milliseconds()
 	}
@@ -396,11 +353,11 @@ func (r *run) finish(parent context.Context) Outcome {
 	defer cancel()
 	drained := false
 	switch {
-	case len(failed) > 0 && (r.opt.Mode == ModeSlurm || r.opt.Mode == ModeBoot && r.opt.Action == ActionDrain):
+	case len(failed) > 0 && (r.opt.Mode == nodeconf.ModeSlurm || r.opt.Mode == nodeconf.ModeBoot && r.opt.Action == nodeconf.ActionDrain):
 		note, err := r.slurm().Drain(actx, failed)
 		out.Notes = append(out.Notes, note)
 		drained = err == nil
-	case len(failed) == 0 && r.opt.Mode == ModeSlurm:
+	case len(failed) == 0 && r.opt.Mode == nodeconf.ModeSlurm:
 		if note := r.slurm().Resume(actx); note != "" {
 			out.Notes = append(out.Notes, note)
 		}
@@ -419,9 +376,9 @@ func (r *run) finish(parent context.Context) Outcome {
 	switch {
 	case len(failed) == 0:
 		out.Exit = 0
-	case r.opt.Mode == ModeNPD:
-		out.Exit = NPDProblem
-	case r.opt.Mode == ModeSlurm && drained:
+	case r.opt.Mode == nodeconf.ModeNPD:
+		out.Exit = nodeconf.NPDProblem
+	case r.opt.Mode == nodeconf.ModeSlurm && drained:
 		// Slurm's contract: the program drains the node itself; a non-zero status at slurmd's
 		// start would also keep slurmd from registering, and a drained node must be seen.
 		out.Exit = 0
@@ -433,7 +390,7 @@ func (r *run) finish(parent context.Context) Outcome {
 
 // line is the one-line verdict.
 func (r *run) line(n report.Report, failed []string) string {
-	if r.opt.Mode == ModeNPD {
+	if r.opt.Mode == nodeconf.ModeNPD {
 		if len(failed) == 0 {
 			return npdLine(fmt.Sprintf("DLAMI node check passed (%d checks)", len(n.Checks)))
 		}
@@ -459,10 +416,10 @@ func (r *run) line(n report.Report, failed []string) string {
 // npdLine is s on one line within NPD's max_output_length (bytes), "..." marking a cut.
 func npdLine(s string) string {
 	s = oneLine(s)
-	if len(s) <= NPDMaxMessage {
+	if len(s) <= nodeconf.NPDMaxMessage {
 		return s
 	}
-	return textcut.Prefix(s, NPDMaxMessage-3) + "..."
+	return textcut.Prefix(s, nodeconf.NPDMaxMessage-3) + "..."
 }
 
 func oneLine(s string) string {

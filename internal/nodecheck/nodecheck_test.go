@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -207,7 +208,7 @@ func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string
 	defer n.mu.Unlock()
 	n.commands = append(n.commands, argv)
 	switch {
-	case argv[0] == DefaultScontrol:
+	case argv[0] == nodeconf.DefaultScontrol:
 		out, code := n.scontrol(argv)
 		return out, code, nil
 	case argv[0] == "/bin/sh":
@@ -234,7 +235,7 @@ func (n *fakeNode) scontrolCalls() [][]string {
 	defer n.mu.Unlock()
 	var out [][]string
 	for _, c := range n.commands {
-		if c[0] == DefaultScontrol {
+		if c[0] == nodeconf.DefaultScontrol {
 			out = append(out, c)
 		}
 	}
@@ -246,7 +247,7 @@ func options(t *testing.T, mode, action string) Options {
 	return Options{
 		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
 		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
-		CheckTimeout: 10 * time.Second, Scontrol: DefaultScontrol, Version: "0.1.0-test",
+		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
 	}
 }
 
@@ -269,7 +270,7 @@ func status(t *testing.T, o Outcome, id string) result.Status {
 
 func TestHealthyBoot(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeBoot, ActionBlock)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock)
 	out := Run(context.Background(), n.env(n.bom()), o)
 	if out.Exit != 0 || out.Failed() {
 		t.Fatalf("healthy node: exit %d, failed %v: %s", out.Exit, out.Report.FailedChecks, out.Line)
@@ -326,7 +327,7 @@ func TestHealthyBoot(t *testing.T) {
 func TestGPUMissingBlock(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	if out.Exit != 1 || status(t, out, result.GPU) != result.Fail {
 		t.Fatalf("exit %d, gpu %s", out.Exit, status(t, out, result.GPU))
 	}
@@ -341,12 +342,12 @@ func TestGPUMissingBlock(t *testing.T) {
 func TestGPUMissingDrain(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionDrain))
 	if out.Exit != 1 {
 		t.Errorf("exit %d, want 1 (the unit fails; with action drain nothing requires it)", out.Exit)
 	}
 	calls := n.scontrolCalls()
-	want := []string{DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami-node-check: gpu"}
+	want := []string{nodeconf.DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami-node-check: gpu"}
 	if len(calls) != 1 || strings.Join(calls[0], "|") != strings.Join(want, "|") {
 		t.Fatalf("scontrol calls %q, want %q", calls, want)
 	}
@@ -359,7 +360,7 @@ func TestDrainFailureIsReported(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
 	n.scontrol = func([]string) (string, int) { return "slurm_update error: Unable to contact slurm controller", 1 }
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionDrain))
 	if out.Exit != 1 || !strings.Contains(strings.Join(out.Notes, "\n"), "could not drain the node in Slurm: /usr/bin/scontrol exited 1: slurm_update error") {
 		t.Errorf("exit %d notes %q", out.Exit, out.Notes)
 	}
@@ -368,7 +369,7 @@ func TestDrainFailureIsReported(t *testing.T) {
 func TestReportModeNeverActs(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeReport, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionDrain))
 	if out.Exit != 1 || len(n.scontrolCalls()) != 0 {
 		t.Errorf("report mode: exit %d, scontrol %v", out.Exit, n.scontrolCalls())
 	}
@@ -379,7 +380,7 @@ func TestPackageDrift(t *testing.T) {
 	baked := n.bom()
 	// apt-get -y upgrade after boot: Fabric Manager moves (it depends on nothing of the driver).
 	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
-	out := Run(context.Background(), n.env(baked), options(t, ModeReport, ActionBlock))
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 	c, _ := result.Find(out.Report.Checks, result.FirstBootPackages)
 	if c.Status != result.Fail || !strings.Contains(c.Message+c.Evidence, "nvidia-fabricmanager: 595.91.07-1 → 595.99.01-1") {
 		t.Fatalf("first-boot-packages %s: %s / %s", c.Status, c.Message, c.Evidence)
@@ -396,7 +397,7 @@ func TestKernelDrift(t *testing.T) {
 	n := newNode(t)
 	baked := n.bom()
 	n.running = "7.0.0-1015-aws"
-	out := Run(context.Background(), n.env(baked), options(t, ModeReport, ActionBlock))
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 	if status(t, out, result.FirstBootKernel) != result.Fail {
 		t.Errorf("running another kernel passed")
 	}
@@ -404,7 +405,7 @@ func TestKernelDrift(t *testing.T) {
 
 func TestNoBOMFailsClosed(t *testing.T) {
 	n := newNode(t)
-	out := Run(context.Background(), n.env(nil), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env(nil), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	if out.Exit != 1 || status(t, out, "stage:bill-of-materials") != result.Fail || status(t, out, result.FirstBootPackages) != result.Fail {
 		t.Errorf("no BOM: exit %d, failed %v", out.Exit, out.Report.FailedChecks)
 	}
@@ -412,7 +413,7 @@ func TestNoBOMFailsClosed(t *testing.T) {
 
 func TestCorruptBOMFailsClosed(t *testing.T) {
 	n := newNode(t)
-	out := Run(context.Background(), n.env([]byte(`{"schema_version": 3`)), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env([]byte(`{"schema_version": 3`)), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	c, _ := result.Find(out.Report.Checks, "stage:bill-of-materials")
 	if out.Exit != 1 || c.Status != result.Fail || !strings.Contains(c.Message, bom.DefaultPath) {
 		t.Errorf("corrupt BOM: exit %d, %+v", out.Exit, c)
@@ -422,7 +423,7 @@ func TestCorruptBOMFailsClosed(t *testing.T) {
 func TestHangFailsWithinTheBound(t *testing.T) {
 	n := newNode(t)
 	n.hangOn = "host.nvidia_smi"
-	o := options(t, ModeBoot, ActionBlock)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock)
 	o.Timeout = 300 * time.Millisecond
 	start := time.Now()
 	out := Run(context.Background(), n.env(n.bom()), o)
@@ -446,7 +447,7 @@ func TestHangFailsWithinTheBound(t *testing.T) {
 func TestHangInDrainModeStillDrains(t *testing.T) {
 	n := newNode(t)
 	n.hangOn = "host.nvidia_smi"
-	o := options(t, ModeBoot, ActionDrain)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionDrain)
 	o.Timeout = 200 * time.Millisecond
 	Run(context.Background(), n.env(n.bom()), o)
 	calls := n.scontrolCalls()
@@ -457,14 +458,14 @@ func TestHangInDrainModeStillDrains(t *testing.T) {
 
 func TestNPD(t *testing.T) {
 	n := newNode(t)
-	ok := Run(context.Background(), n.env(n.bom()), options(t, ModeNPD, ActionBlock))
-	if ok.Exit != NPDOK || len(ok.Line) > NPDMaxMessage || strings.Contains(ok.Line, "\n") {
+	ok := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeNPD, nodeconf.ActionBlock))
+	if ok.Exit != nodeconf.NPDOK || len(ok.Line) > nodeconf.NPDMaxMessage || strings.Contains(ok.Line, "\n") {
 		t.Errorf("healthy: exit %d line %q", ok.Exit, ok.Line)
 	}
 	n.dropGPU()
 	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
-	bad := Run(context.Background(), n.env(newNode(t).bom()), options(t, ModeNPD, ActionDrain))
-	if bad.Exit != NPDProblem || len(bad.Line) > NPDMaxMessage || !strings.Contains(bad.Line, "gpu") || strings.Contains(bad.Line, "\n") {
+	bad := Run(context.Background(), n.env(newNode(t).bom()), options(t, nodeconf.ModeNPD, nodeconf.ActionDrain))
+	if bad.Exit != nodeconf.NPDProblem || len(bad.Line) > nodeconf.NPDMaxMessage || !strings.Contains(bad.Line, "gpu") || strings.Contains(bad.Line, "\n") {
 		t.Errorf("problem: exit %d line %q", bad.Exit, bad.Line)
 	}
 	if len(n.scontrolCalls()) != 0 {
@@ -476,7 +477,7 @@ func TestSlurmMode(t *testing.T) {
 	t.Run("fail drains and exits 0", func(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
-		out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		if out.Exit != 0 || len(n.scontrolCalls()) != 1 || n.scontrolCalls()[0][3] != "state=drain" {
 			t.Errorf("exit %d calls %q", out.Exit, n.scontrolCalls())
 		}
@@ -485,7 +486,7 @@ func TestSlurmMode(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
 		n.scontrol = func([]string) (string, int) { return "no controller", 1 }
-		if out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport)); out.Exit != 1 {
+		if out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport)); out.Exit != 1 {
 			t.Errorf("exit %d", out.Exit)
 		}
 	})
@@ -497,9 +498,9 @@ func TestSlurmMode(t *testing.T) {
 			}
 			return "", 0
 		}
-		out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		calls := n.scontrolCalls()
-		if out.Exit != 0 || len(calls) != 2 || strings.Join(calls[1], " ") != DefaultScontrol+" update nodename=ip-10-1-42-17 state=resume" {
+		if out.Exit != 0 || len(calls) != 2 || strings.Join(calls[1], " ") != nodeconf.DefaultScontrol+" update nodename=ip-10-1-42-17 state=resume" {
 			t.Errorf("exit %d calls %q", out.Exit, calls)
 		}
 	})
@@ -508,7 +509,7 @@ func TestSlurmMode(t *testing.T) {
 		n.scontrol = func(argv []string) (string, int) {
 			return "NodeName=ip-10-1-42-17 State=IDLE+DRAIN Reason=maintenance window [admin@2026-10-05T12:00:00]", 0
 		}
-		Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		if calls := n.scontrolCalls(); len(calls) != 1 {
 			t.Errorf("calls %q: an administrator's drain was resumed", calls)
 		}
@@ -533,7 +534,7 @@ func TestJobMemlock(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n := newNode(t)
 			n.units, n.docker = c.units, c.docker
-			out := Run(context.Background(), n.env(n.bom()), options(t, ModeReport, ActionBlock))
+			out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 			got, _ := result.Find(out.Report.Checks, result.JobMemlock)
 			if got.Status != c.want || !strings.Contains(got.Message, c.msg) {
 				t.Errorf("job-memlock %s %q, want %s containing %q", got.Status, got.Message, c.want, c.msg)
@@ -544,7 +545,7 @@ func TestJobMemlock(t *testing.T) {
 
 func TestNCCLOnDemand(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeReport, ActionBlock)
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionBlock)
 	o.NCCL = true
 	out := Run(context.Background(), n.env(n.bom()), o)
 	for _, id := range result.NCCLIDs {
@@ -572,51 +573,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate: %v, want %q", err, want)
 		}
 	}
-	if err := options(t, ModeBoot, ActionBlock).Validate(); err != nil {
+	if err := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock).Validate(); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestUnitAndNPDConfig(t *testing.T) {
-	c := Config{Action: ActionBlock, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
-	u := Unit(c)
-	for _, want := range []string{
-		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
-		"Before=slurmd.service kubelet.service", "RequiredBy=slurmd.service kubelet.service", "TimeoutStartSec=330",
-		"ExecStart=/usr/local/sbin/dlami-node-check --mode boot --config /etc/dlami-node-check/config.json",
-	} {
-		if !strings.Contains(u, want+"\n") {
-			t.Errorf("unit lacks %q:\n%s", want, u)
-		}
-	}
-	c.Action = ActionDrain
-	if strings.Contains(Unit(c), "RequiredBy=") {
-		t.Error("a drain unit is RequiredBy the job units: its failure would keep slurmd from starting")
-	}
-	var npd struct {
-		Plugin     string                  `json:"plugin"`
-		Conditions []struct{ Type string } `json:"conditions"`
-		Rules      []struct {
-			Type, Condition, Path string
-			Args                  []string
-		} `json:"rules"`
-	}
-	if err := json.Unmarshal(NPDConfig(c), &npd); err != nil {
-		t.Fatal(err)
-	}
-	if npd.Plugin != "custom" || npd.Conditions[0].Type != NPDCondition || npd.Rules[0].Condition != NPDCondition ||
-		npd.Rules[0].Type != "permanent" || npd.Rules[0].Path != BinaryPath || strings.Join(npd.Rules[0].Args, " ") != "--mode npd --config "+ConfigPath {
-		t.Errorf("NPD config: %+v", npd)
-	}
-	back, err := DecodeConfig(c.Encode())
-	if err != nil || back.Action != ActionDrain {
-		t.Errorf("config round trip: %+v %v", back, err)
-	}
-	if _, err := DecodeConfig([]byte(`{"acton": "drain"}`)); err == nil {
-		t.Error("a misspelt setting was accepted")
-	}
-	if err := CheckUnitName("node_check.before[0]", "slurmd; rm -rf /"); err == nil {
-		t.Error("a unit name with a shell command was accepted")
 	}
 }
 
@@ -632,7 +590,7 @@ var _ = errors.New
 // bake's SSH user, from its config or --login-user), and warns, never passes, without one.
 func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeReport, ActionReport)
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionReport)
 	out := Run(context.Background(), n.env(n.bom()), o)
 	c, _ := result.Find(out.Report.Checks, result.Memlock)
 	if c.Status != result.Warn || !strings.Contains(c.Message, "--login-user") {

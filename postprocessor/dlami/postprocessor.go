@@ -26,7 +26,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
@@ -175,7 +175,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 		case err == nil:
 		case ctx.Err() != nil:
 			return a, true, false, fmt.Errorf("dlami: cancelled while verifying %s in %s: %w", t.ami, t.region, err)
-		case bake.Judged(err):
+		case engine.Judged(err):
 			failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		default:
 			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
@@ -398,8 +398,8 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 	if err != nil {
 		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
 	}
-	o := bake.VerifyOptions{
-		Common: bake.Common{
+	o := engine.VerifyOptions{
+		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
 			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
@@ -407,7 +407,7 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
-	return bake.Verify(ctx, h, ui, o)
+	return engine.Verify(ctx, h, ui, o)
 }
 
 // launchReport is what the report says about the launch.
@@ -442,7 +442,7 @@ func (c *Config) checkDeferredBOM() error {
 	if err != nil || b.Deferred == nil {
 		return nil
 	}
-	return fmt.Errorf("bom_file %s: %w", c.BOMFile, bake.ErrDeferredNotCompleted)
+	return fmt.Errorf("bom_file %s: %w", c.BOMFile, engine.ErrDeferredNotCompleted)
 }
 
 // onFailure applies on_failure to every copy of the AMI.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 // NodeCheckConfig is the node_check block: dlami-node-check in the image, run by a systemd
@@ -49,30 +49,30 @@ var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 func (n *NodeCheckConfig) prepare(validate bool) []error {
 	n.Action = strings.TrimSpace(n.Action)
 	if n.Action == "" {
-		n.Action = nodecheck.ActionBlock
+		n.Action = nodeconf.ActionBlock
 	}
 	if n.Before == nil {
-		n.Before = slices.Clone(nodecheck.DefaultBefore)
+		n.Before = slices.Clone(nodeconf.DefaultBefore)
 	}
 	if n.Timeout == 0 {
-		n.Timeout = nodecheck.DefaultTimeout
+		n.Timeout = nodeconf.DefaultTimeout
 	}
 	if n.Textfile == "" {
-		n.Textfile = nodecheck.DefaultTextfile
+		n.Textfile = nodeconf.DefaultTextfile
 	}
 	var errs []error
 	if n.LoginUser != "" && !loginUserRE.MatchString(n.LoginUser) {
 		errs = append(errs, fmt.Errorf("node_check.login_user %q: a user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', at most 32)", n.LoginUser))
 	}
-	if !slices.Contains(nodecheck.Actions, n.Action) {
-		errs = append(errs, fmt.Errorf("node_check.action %q: use %s", n.Action, strings.Join(nodecheck.Actions, ", ")))
+	if !slices.Contains(nodeconf.Actions, n.Action) {
+		errs = append(errs, fmt.Errorf("node_check.action %q: use %s", n.Action, strings.Join(nodeconf.Actions, ", ")))
 	}
 	for i, u := range n.Before {
-		if err := nodecheck.CheckUnitName(fmt.Sprintf("node_check.before[%d]", i), u); err != nil {
+		if err := nodeconf.CheckUnitName(fmt.Sprintf("node_check.before[%d]", i), u); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if n.Action == nodecheck.ActionBlock && len(n.Before) == 0 {
+	if n.Action == nodeconf.ActionBlock && len(n.Before) == 0 {
 		errs = append(errs, errors.New("node_check.action = \"block\" with an empty node_check.before blocks nothing: name the units to keep from starting, or use action \"report\""))
 	}
 	if n.Timeout < 10*time.Second || n.Timeout > time.Hour {
@@ -91,11 +91,11 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 }
 
 // config is what the command reads in the image.
-func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration) *nodecheck.Config {
-	c := &nodecheck.Config{
-		Action: n.Action, BOMPath: manifestPath, OutDir: nodecheck.DefaultOutDir, Textfile: n.Textfile,
+func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration) *nodeconf.Config {
+	c := &nodeconf.Config{
+		Action: n.Action, BOMPath: manifestPath, OutDir: nodeconf.DefaultOutDir, Textfile: n.Textfile,
 		TimeoutSeconds: int(n.Timeout / time.Second), CheckTimeoutSeconds: int(checkTimeout / time.Second),
-		NCCL: n.NCCL, Scontrol: nodecheck.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
+		NCCL: n.NCCL, Scontrol: nodeconf.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
 	}
 	if c.Textfile == "none" {
 		c.Textfile = ""

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 func TestNodeCheckDefaults(t *testing.T) {
@@ -23,7 +23,7 @@ func TestNodeCheckDefaults(t *testing.T) {
 	}
 	c := p.opt.NodeCheck
 	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.TimeoutSeconds != 300 ||
-		c.NCCL || c.Textfile != nodecheck.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeoutSeconds != 60 {
+		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeoutSeconds != 60 {
 		t.Errorf("defaults: %+v", c)
 	}
 	var off Provisioner
@@ -62,7 +62,7 @@ func TestNodeCheckSettings(t *testing.T) {
 	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.TimeoutSeconds != int((90*time.Second)/time.Second) {
 		t.Errorf("settings: %+v", c)
 	}
-	if u := nodecheck.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
+	if u := nodeconf.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
 		t.Errorf("drain unit:\n%s", u)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
@@ -28,7 +28,7 @@ import (
 // Provisioner implements packersdk.Provisioner.
 type Provisioner struct {
 	config Config
-	opt    bake.Options
+	opt    engine.Options
 }
 
 // ConfigSpec implements packersdk.Provisioner.
@@ -60,8 +60,8 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	secrets := c.secrets(layers)
 	// Packer's filter keeps them out of its logs and UI; the reports are redacted by the bake.
 	packersdk.LogSecretFilter.Set(secrets...)
-	p.opt = bake.Options{
-		Common: bake.Common{
+	p.opt = engine.Options{
+		Common: engine.Common{
 			BuildName:     c.PackerBuildName,
 			PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir:     c.ReportDir,
@@ -109,7 +109,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
-	return bake.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
+	return engine.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
 }
 
 // interruptible ends ctx when the plugin process gets SIGINT or SIGTERM. On Ctrl-C the
@@ -133,8 +133,8 @@ func interruptible(ctx context.Context) (context.Context, func()) {
 // hygiene is image_hygiene's view of how Packer logged in: the SSH user, and the public key
 // of the private key it used (the builder's temporary key, or ssh_private_key_file), so that
 // only that key's authorized_keys lines are removed.
-func hygiene(generated map[string]interface{}, ui packersdk.Ui) *bake.Hygiene {
-	h := &bake.Hygiene{}
+func hygiene(generated map[string]interface{}, ui packersdk.Ui) *engine.Hygiene {
+	h := &engine.Hygiene{}
 	h.LoginUser, _ = generated["User"].(string)
 	pem, _ := generated["SSHPrivateKey"].(string)
 	if pem == "" {

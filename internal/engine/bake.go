@@ -1,9 +1,9 @@
-// Package bake runs one `dlami` provisioner's work on a host: guard the kernel holds, run the
+// Package engine runs the checks on a host: a bake (one `dlami` provisioner's work): guard the kernel holds, run the
 // layers with a drift check after each, validate the host, run the NCCL test, and write the
 // reports on every ending (pass, fail, cancel, error). It decides the order and when to stop;
 // the commands and the judging come from the guard, layer and checks packages, and everything
 // remote goes through the typed host API (package host).
-package bake
+package engine
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -84,7 +84,7 @@ type Options struct {
 	// complete_validation, and the bill of materials says so.
 	DeferValidation bool
 	// NodeCheck, when set, installs dlami-node-check into the image (nodecheck.go).
-	NodeCheck *nodecheck.Config
+	NodeCheck *nodeconf.Config
 	// ImageHygiene, when set, is the bake's last step (hygiene.go): after the bill of
 	// materials, it removes the build's SSH key, the host keys, the machine id, cloud-init's
 	// instance state, logs and shell history, and checks that they are gone (image-hygiene).

@@ -1,4 +1,4 @@
-package bake
+package engine
 
 import (
 	"bytes"
@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -22,8 +22,8 @@ func TestNodeCheckInstalled(t *testing.T) {
 	h := newFakeHost(t)
 	h.hostOut[sectionMachine] = fakeSection{out: "x86_64"}
 	opt := options(t)
-	opt.NodeCheck = &nodecheck.Config{Action: nodecheck.ActionBlock, BOMPath: opt.ManifestPath, OutDir: nodecheck.DefaultOutDir,
-		TimeoutSeconds: 300, CheckTimeoutSeconds: 60, Scontrol: nodecheck.DefaultScontrol, Before: nodecheck.DefaultBefore}
+	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionBlock, BOMPath: opt.ManifestPath, OutDir: nodeconf.DefaultOutDir,
+		TimeoutSeconds: 300, CheckTimeoutSeconds: 60, Scontrol: nodeconf.DefaultScontrol, Before: nodeconf.DefaultBefore}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if nodecheckbin.Available() != nil {
 		// A plain `go test` without `make node-check`: the install must say how to build.
@@ -35,22 +35,22 @@ func TestNodeCheckInstalled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bake with node_check: %v", err)
 	}
-	bin := h.files[nodecheck.BinaryPath]
+	bin := h.files[nodeconf.BinaryPath]
 	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-		t.Errorf("%s is not the binary (%d bytes)", nodecheck.BinaryPath, len(bin))
+		t.Errorf("%s is not the binary (%d bytes)", nodeconf.BinaryPath, len(bin))
 	}
 	amd, _ := nodecheckbin.Binary("amd64")
 	if !bytes.Equal(bin, amd) {
 		t.Error("an x86_64 host did not get the linux/amd64 binary")
 	}
-	var cfg nodecheck.Config
-	if err := json.Unmarshal(h.files[nodecheck.ConfigPath], &cfg); err != nil || cfg.BOMPath != opt.ManifestPath || cfg.Action != "block" {
+	var cfg nodeconf.Config
+	if err := json.Unmarshal(h.files[nodeconf.ConfigPath], &cfg); err != nil || cfg.BOMPath != opt.ManifestPath || cfg.Action != "block" {
 		t.Errorf("config %+v %v", cfg, err)
 	}
-	if u := string(h.files[nodecheck.UnitPath]); !strings.Contains(u, "RequiredBy=slurmd.service kubelet.service") {
+	if u := string(h.files[nodeconf.UnitPath]); !strings.Contains(u, "RequiredBy=slurmd.service kubelet.service") {
 		t.Errorf("unit:\n%s", u)
 	}
-	for _, p := range []string{nodecheck.SlurmWrapperPath, nodecheck.NPDConfigPath} {
+	for _, p := range []string{nodeconf.SlurmWrapperPath, nodeconf.NPDConfigPath} {
 		if len(h.files[p]) == 0 {
 			t.Errorf("%s not installed", p)
 		}
@@ -74,12 +74,12 @@ func TestNodeCheckUnknownArchFails(t *testing.T) {
 	h := newFakeHost(t)
 	h.hostOut[sectionMachine] = fakeSection{out: "riscv64"}
 	opt := options(t)
-	opt.NodeCheck = &nodecheck.Config{Action: nodecheck.ActionReport, TimeoutSeconds: 60}
+	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionReport, TimeoutSeconds: 60}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `machine "riscv64"`) {
 		t.Fatalf("riscv64 host: %v", err)
 	}
-	if _, ok := h.files[nodecheck.UnitPath]; ok {
+	if _, ok := h.files[nodeconf.UnitPath]; ok {
 		t.Error("the unit was installed on a host without a binary")
 	}
 }

@@ -1,4 +1,4 @@
-package bake
+package engine
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -57,11 +57,11 @@ func (b *Bake) installNodeCheck(ctx context.Context) error {
 		data []byte
 		mode fs.FileMode
 	}{
-		{nodecheck.BinaryPath, bin, 0o755},
-		{nodecheck.SlurmWrapperPath, []byte(nodecheck.SlurmWrapper()), 0o755},
-		{nodecheck.ConfigPath, c.Encode(), 0o644},
-		{nodecheck.NPDConfigPath, nodecheck.NPDConfig(*c), 0o644},
-		{nodecheck.UnitPath, []byte(nodecheck.Unit(*c)), 0o644},
+		{nodeconf.BinaryPath, bin, 0o755},
+		{nodeconf.SlurmWrapperPath, []byte(nodeconf.SlurmWrapper()), 0o755},
+		{nodeconf.ConfigPath, c.Encode(), 0o644},
+		{nodeconf.NPDConfigPath, nodeconf.NPDConfig(*c), 0o644},
+		{nodeconf.UnitPath, []byte(nodeconf.Unit(*c)), 0o644},
 	}
 	for _, f := range files {
 		if err := b.host.Install(ctx, f.data, f.path, f.mode); err != nil {
@@ -85,10 +85,10 @@ func (b *Bake) installNodeCheck(ctx context.Context) error {
 		if ectx.Err() != nil {
 			b.kill(ctx, job)
 		}
-		return fmt.Errorf("node check: enabling %s failed (exit %d, %v): %s", nodecheck.UnitName, code, err, textcut.Tail(out.String(), 1000))
+		return fmt.Errorf("node check: enabling %s failed (exit %d, %v): %s", nodeconf.UnitName, code, err, textcut.Tail(out.String(), 1000))
 	}
 	b.ui.Say(fmt.Sprintf("dlami: installed %s (linux/%s, %s) and enabled %s: action %s before %s; Slurm HealthCheckProgram %s; node-problem-detector %s",
-		nodecheck.BinaryPath, arch, lastLine(out.String()), nodecheck.UnitName, c.Action, strings.Join(c.Before, " "), nodecheck.SlurmWrapperPath, nodecheck.NPDConfigPath))
+		nodeconf.BinaryPath, arch, lastLine(out.String()), nodeconf.UnitName, c.Action, strings.Join(c.Before, " "), nodeconf.SlurmWrapperPath, nodeconf.NPDConfigPath))
 	return nil
 }
 
@@ -105,8 +105,8 @@ func enableScript() string {
 	b.WriteString("; do if [ -x \"$p\" ]; then systemctl=$p; break; fi; done\n")
 	b.WriteString("[ -n \"$systemctl\" ] || { echo 'systemctl not found: the node check needs systemd'; exit 1; }\n")
 	b.WriteString("\"$systemctl\" daemon-reload\n")
-	fmt.Fprintf(&b, "\"$systemctl\" enable %s\n", bundle.Quote(nodecheck.UnitName))
-	fmt.Fprintf(&b, "%s --version\n", bundle.Quote(nodecheck.BinaryPath))
+	fmt.Fprintf(&b, "\"$systemctl\" enable %s\n", bundle.Quote(nodeconf.UnitName))
+	fmt.Fprintf(&b, "%s --version\n", bundle.Quote(nodeconf.BinaryPath))
 	return b.String()
 }
 
@@ -132,25 +132,25 @@ const (
 func (b *Bake) nodeCheckVerify(ctx context.Context) error {
 	b.stage("first boot: the image's node check")
 	start := b.now()
-	bin := bundle.Quote(nodecheck.BinaryPath)
+	bin := bundle.Quote(nodeconf.BinaryPath)
 	sections, err := b.host.Query(ctx, []bundle.Command{{Name: sectionNodeCheckPresent, Shell: "if [ -x " + bin + " ]; then echo present; else echo absent; fi"}})
 	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(sections[sectionNodeCheckPresent].Output) != "present" {
-		b.record(skipped("the image has no node check ("+nodecheck.BinaryPath+"; the provisioner's node_check block installs it)", result.NodeCheck)...)
+		b.record(skipped("the image has no node check ("+nodeconf.BinaryPath+"; the provisioner's node_check block installs it)", result.NodeCheck)...)
 		return nil
 	}
-	timeout := nodecheck.DefaultTimeout
-	if data, err := b.host.ReadFile(ctx, nodecheck.ConfigPath); err == nil {
-		if c, err := nodecheck.DecodeConfig(data); err == nil && c.TimeoutSeconds > 0 {
+	timeout := nodeconf.DefaultTimeout
+	if data, err := b.host.ReadFile(ctx, nodeconf.ConfigPath); err == nil {
+		if c, err := nodeconf.DecodeConfig(data); err == nil && c.TimeoutSeconds > 0 {
 			timeout = time.Duration(c.TimeoutSeconds) * time.Second
 		}
 	}
 	// stdout is the JSON report; the one-line verdict and notes go to stderr, dropped here
 	// (the report carries them).
 	cmd := bundle.Command{Name: sectionNodeCheckRun, TimeoutSeconds: int((timeout + nodeCheckRunSlack) / time.Second),
-		Shell: "sudo -n " + bin + " --mode " + nodecheck.ModeReport + " --json --nccl=false 2>/dev/null"}
+		Shell: "sudo -n " + bin + " --mode " + nodeconf.ModeReport + " --json --nccl=false 2>/dev/null"}
 	sections, err = b.host.Query(ctx, []bundle.Command{cmd})
 	if err != nil {
 		return err
@@ -167,7 +167,7 @@ func (b *Bake) nodeCheckVerify(ctx context.Context) error {
 // judgeNodeCheck turns the node check's JSON report into the node-check entry, its checks as
 // evidence.
 func judgeNodeCheck(s bundle.Section) result.Check {
-	c := result.Check{ID: result.NodeCheck, Basis: "bill of materials", Expected: "the image's node check passes (" + nodecheck.BinaryPath + " --mode report)"}
+	c := result.Check{ID: result.NodeCheck, Basis: "bill of materials", Expected: "the image's node check passes (" + nodeconf.BinaryPath + " --mode report)"}
 	var r report.Report
 	switch {
 	case s.TimedOut:

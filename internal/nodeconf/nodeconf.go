@@ -1,4 +1,8 @@
-package nodecheck
+// Package nodeconf is the interface of dlami-node-check that the plugin and the command share:
+// its modes and actions, the config file the provisioner installs and the command reads, where
+// it is installed in the image, and the files that install it (the systemd unit, the Slurm
+// HealthCheckProgram wrapper, the node-problem-detector custom plugin). It runs nothing.
+package nodeconf
 
 import (
 	"bytes"
@@ -8,6 +12,50 @@ import (
 	"strings"
 	"time"
 )
+
+// Modes of the command (--mode).
+const (
+	// ModeBoot is the systemd unit's: judge, write the reports and the textfile, act on a
+	// failure (Action), exit 1 when the node failed.
+	ModeBoot = "boot"
+	// ModeReport judges and writes, never acts; exit 1 when the node failed. The
+	// post-processor runs it on the verification instance (with --json).
+	ModeReport = "report"
+	// ModeSlurm is Slurm's HealthCheckProgram: the program drains the node itself with the
+	// reason, and undrains a node it drained once the node passes again.
+	ModeSlurm = "slurm"
+	// ModeNPD is a node-problem-detector custom plugin: exit 0 healthy, 1 problem, 2 unknown,
+	// one short line on stdout.
+	ModeNPD = "npd"
+)
+
+// Actions on a failure in ModeBoot (node_check.action).
+const (
+	// ActionBlock: the units named in node_check.before do not start (the unit is RequiredBy
+	// them, and fails).
+	ActionBlock = "block"
+	// ActionDrain: drain the node in Slurm with the failed check ids as the reason.
+	ActionDrain = "drain"
+	// ActionReport: only report (journal, reports, textfile).
+	ActionReport = "report"
+)
+
+// Modes and Actions in the order the docs list them.
+var (
+	Modes   = []string{ModeBoot, ModeReport, ModeSlurm, ModeNPD}
+	Actions = []string{ActionBlock, ActionDrain, ActionReport}
+)
+
+// NPD's exit statuses (custom plugin protocol: OK, NonOK, Unknown).
+const (
+	NPDOK      = 0
+	NPDProblem = 1
+	NPDUnknown = 2
+)
+
+// NPDMaxMessage is node-problem-detector's default max_output_length: the condition message
+// is cut there.
+const NPDMaxMessage = 80
 
 // Where the provisioner installs the node check in the image.
 const (

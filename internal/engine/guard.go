@@ -1,4 +1,4 @@
-package bake
+package engine
 
 import (
 	"context"

@@ -1,0 +1,50 @@
+package nodeconf
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestUnitAndNPDConfig(t *testing.T) {
+	c := Config{Action: ActionBlock, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
+	u := Unit(c)
+	for _, want := range []string{
+		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
+		"Before=slurmd.service kubelet.service", "RequiredBy=slurmd.service kubelet.service", "TimeoutStartSec=330",
+		"ExecStart=/usr/local/sbin/dlami-node-check --mode boot --config /etc/dlami-node-check/config.json",
+	} {
+		if !strings.Contains(u, want+"\n") {
+			t.Errorf("unit lacks %q:\n%s", want, u)
+		}
+	}
+	c.Action = ActionDrain
+	if strings.Contains(Unit(c), "RequiredBy=") {
+		t.Error("a drain unit is RequiredBy the job units: its failure would keep slurmd from starting")
+	}
+	var npd struct {
+		Plugin     string                  `json:"plugin"`
+		Conditions []struct{ Type string } `json:"conditions"`
+		Rules      []struct {
+			Type, Condition, Path string
+			Args                  []string
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal(NPDConfig(c), &npd); err != nil {
+		t.Fatal(err)
+	}
+	if npd.Plugin != "custom" || npd.Conditions[0].Type != NPDCondition || npd.Rules[0].Condition != NPDCondition ||
+		npd.Rules[0].Type != "permanent" || npd.Rules[0].Path != BinaryPath || strings.Join(npd.Rules[0].Args, " ") != "--mode npd --config "+ConfigPath {
+		t.Errorf("NPD config: %+v", npd)
+	}
+	back, err := DecodeConfig(c.Encode())
+	if err != nil || back.Action != ActionDrain {
+		t.Errorf("config round trip: %+v %v", back, err)
+	}
+	if _, err := DecodeConfig([]byte(`{"acton": "drain"}`)); err == nil {
+		t.Error("a misspelt setting was accepted")
+	}
+	if err := CheckUnitName("node_check.before[0]", "slurmd; rm -rf /"); err == nil {
+		t.Error("a unit name with a shell command was accepted")
+	}
+}
