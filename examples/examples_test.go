@@ -27,7 +27,7 @@ import (
 
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -490,7 +490,8 @@ func TestDocsCoverEverything(t *testing.T) {
 		}
 	}
 	prov := read("provisioner/dlami")
-	for _, id := range result.IDs {
+	for _, e := range checks.Catalog() {
+		id := e.ID
 		if !strings.Contains(prov, "| `"+id+"` |") {
 			t.Errorf("docs/provisioners/dlami.mdx (rendered) has no row for check ID %q", id)
 		}

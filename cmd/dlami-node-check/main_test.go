@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
@@ -21,10 +24,26 @@ type noNode struct{}
 func (noNode) Query(context.Context, []bundle.Command) (map[string]bundle.Section, error) {
 	return map[string]bundle.Section{}, nil
 }
+func (noNode) Run(context.Context, host.Job) (int, error) { return 127, errors.New("no node") }
+func (noNode) Kill(context.Context, host.Job) error       { return nil }
+func (noNode) MakeDir(context.Context, string) error      { return nil }
+func (noNode) MakeTempDir(_ context.Context, p, s string) (string, error) {
+	return p + "/" + s + ".x", nil
+}
+func (noNode) Upload(context.Context, string, io.Reader) error { return nil }
+func (noNode) Install(context.Context, []byte, string, fs.FileMode) error {
+	return errors.New("no node")
+}
+func (noNode) ReadFile(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
+func (noNode) RemoveAll(context.Context, string) error          { return nil }
+func (noNode) Hold(context.Context, []string) error             { return errors.New("no node") }
+func (noNode) BootID(context.Context) (string, error)           { return "", errors.New("no node") }
+func (noNode) Reboot(context.Context) error                     { return errors.New("no node") }
+func (noNode) Reconnect(context.Context) error                  { return nil }
 
 func env(files map[string]string) nodecheck.Env {
 	return nodecheck.Env{
-		Runner: noNode{}, Now: time.Now, Hostname: func() (string, error) { return "node-1", nil },
+		Host: noNode{}, Now: time.Now, Hostname: func() (string, error) { return "node-1", nil },
 		Command: func(context.Context, []string, []string) (string, int, error) { return "", 0, nil },
 		ReadFile: func(p string) ([]byte, error) {
 			if s, ok := files[p]; ok {
@@ -85,7 +104,7 @@ func TestNoBOM(t *testing.T) {
 // misspelt setting is refused.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg := nodeconf.Config{Action: "drain", OutDir: dir, TimeoutSeconds: 5}
+	cfg := nodeconf.Config{Action: "drain", OutDir: dir, Timeout: nodeconf.Duration(5 * time.Second)}
 	files := map[string]string{nodeconf.ConfigPath: string(cfg.Encode())}
 	code, _, errs := runCmd(t, files, "--mode", "boot")
 	if code != 1 || !strings.Contains(errs, "drained Slurm node node-1") {
@@ -98,21 +117,5 @@ func TestConfigFile(t *testing.T) {
 	files[nodeconf.ConfigPath] = `{"acton": "drain"}`
 	if code, _, errs = runCmd(t, files, "--mode", "boot"); code != 2 || !strings.Contains(errs, `unknown field "acton"`) {
 		t.Errorf("misspelt config: exit %d stderr %q", code, errs)
-	}
-}
-
-// TestLocalRunnerKillsHungTools: a tool that never ends is killed with its whole process
-// group when the bound ends, and the query returns at once.
-func TestLocalRunnerKillsHungTools(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := localRunner{}.Query(ctx, []bundle.Command{{Name: "hang", Shell: "sleep 30", TimeoutSeconds: 30}})
-	if err == nil || time.Since(start) > 4*time.Second {
-		t.Fatalf("hung query: %v after %s", err, time.Since(start))
-	}
-	s, err := localRunner{}.Query(context.Background(), []bundle.Command{{Name: "ok", Shell: "echo hello; exit 3"}})
-	if err != nil || s["ok"].Output != "hello" || s["ok"].ExitCode != 3 {
-		t.Errorf("query: %+v %v", s, err)
 	}
 }

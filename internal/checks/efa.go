@@ -6,14 +6,32 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.EFADriver, Phase: PhaseHost, Family: "efa", Order: 260, Judge: judgeEFADriver,
+		Doc:   "the EFA kernel module is present for the running kernel, at the expected version",
+		Reads: "`modinfo -F version efa`",
+	})
+	register(Entry{
+		ID: result.EFAInstaller, Phase: PhaseHost, Family: "efa", Order: 270, Judge: judgeEFAInstaller,
+		Doc:   "EFA installer, libfabric and aws-ofi-nccl versions match",
+		Reads: "`/opt/amazon/efa_installed_packages`, `fi_info --version`",
+	})
+	register(Entry{
+		ID: result.EFADevices, Phase: PhaseHost, Family: "efa", Order: 280, Judge: judgeEFADevices,
+		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count; ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once",
+		Reads: "`/sys/bus/pci/devices`, `ls -1 /sys/class/infiniband/`, `/opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM`",
+	})
+}
+
 // judgeEFADriver judges the EFA kernel module: present for the running kernel (the DLAMI
 // ships it whatever the instance type), at the pinned version if any.
-func judgeEFADriver(h facts.Host, t Target) result.Check {
+func judgeEFADriver(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFADriver
 	pin := t.Expect.EFADriver
 	expected, basis := "efa module present for the running kernel", BasisRule
@@ -21,8 +39,8 @@ func judgeEFADriver(h facts.Host, t Target) result.Check {
 		expected, basis = pin, BasisSetting
 	}
 	m := h.EFAModule
-	if !m.OK() {
-		return check(id, result.Fail, basis, expected, "efa kernel module not found", m.Problem, m.Evidence)
+	if !m.OK() || m.Value == "" {
+		return check(id, result.Fail, basis, expected, "efa kernel module not found", cmp.Or(m.Problem, "modinfo reported no version of the efa module"), m.Evidence)
 	}
 	if ok, msg := pinned(pin, m.Value); !ok {
 		return check(id, result.Fail, basis, expected, m.Value, msg, m.Evidence)
@@ -36,7 +54,8 @@ func judgeEFADriver(h facts.Host, t Target) result.Check {
 
 // judgeEFAInstaller judges the EFA installer record: readable, and at the pinned installer,
 // libfabric and aws-ofi-nccl versions if any.
-func judgeEFAInstaller(h facts.Host, t Target) result.Check {
+func judgeEFAInstaller(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFAInstaller
 	e := t.Expect
 	expected := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", cmp.Or(e.EFAInstaller, "any"), cmp.Or(e.Libfabric, "any"), cmp.Or(e.AWSOFINCCL, "any"))
@@ -49,6 +68,9 @@ func judgeEFAInstaller(h facts.Host, t Target) result.Check {
 		return check(id, result.Fail, basis, expected, "no readable EFA installer record", h.EFAInstaller.Problem, ev())
 	}
 	in := h.EFAInstaller.Value
+	if in.InstallerVersion == "" {
+		return check(id, result.Fail, basis, expected, "no installer version", "the EFA installer record names no installer version: the EFA software cannot be judged", ev())
+	}
 	lf, lfOK := h.Libfabric()
 	ofi, ofiOK := in.AWSOFINCCL()
 	show := func(v string, ok bool) string {
@@ -92,9 +114,10 @@ func judgeEFAInstaller(h facts.Host, t Target) result.Check {
 
 // judgeEFADevices judges that the EFA PCI functions, the rdmap* devices and the fi_info domains
 // agree, and that their count is the expected one (setting, else profile, else the PCI bus).
-func judgeEFADevices(h facts.Host, t Target) result.Check {
+func judgeEFADevices(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFADevices
-	want, basis, counted := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i pci.Inventory) int { return len(i.EFA) })
+	want, basis, counted := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i facts.PCIInventory) int { return len(i.EFA) })
 	expected := "PCI EFA functions = rdmap* devices = fi_info domains"
 	if counted {
 		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)

@@ -7,17 +7,43 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
+
+func init() {
+	register(Entry{
+		ID: result.GPUMemory, Phase: PhaseHost, Family: "gpu", Order: 230, Judge: judgeGPUMemory,
+		Doc:   "ECC enabled; no volatile uncorrectable ECC error; no row remap pending or failed (Ampere and newer), no page retirement pending (older GPUs): a pending remap fails with \"reboot the instance to apply the remap, then rebake\"",
+		Reads: "`nvidia-smi --query-gpu=index,pci.bus_id,persistence_mode,ecc.mode.current,ecc.errors.uncorrected.volatile.total,retired_pages.pending,remapped_rows.pending,remapped_rows.failure,pcie.link.*,clocks_event_reasons.* --format=csv,noheader`",
+	})
+	register(Entry{
+		ID: result.NVLink, Phase: PhaseHost, Family: "gpu", Order: 240, Judge: judgeNVLink,
+		Refined: []Phase{PhaseLoad},
+		Doc:     "on NVLink types every GPU has its expected active links (`expect.nvlinks`, else the profile: 18 on H100/H200/B200, 12 on A100) and none is inactive; on NVSwitch systems every GPU's fabric registration is `Completed`/`Success`; the NVLink error counters read before and after the NCCL test: CRC, malformed-packet or failed-recovery growth fails, a replay/recovery burst warns",
+		Reads:   "`nvidia-smi nvlink -s`, `nvidia-smi -q` (Fabric), `nvidia-smi nvlink -e`",
+	})
+}
+
+func init() {
+	register(Entry{
+		ID: result.PCIeLink, Phase: PhaseLoad, Family: "gpu", Order: 430, Judge: judgePCIeLink,
+		Doc:   "each GPU's PCIe link, sampled over a second SSH session every 5 s **while the NCCL test runs** (idle GPUs lower the link speed on purpose, so an idle reading proves nothing): width below the maximum under load fails, generation below the maximum warns; without a load the check warns",
+		Reads: "`nvidia-smi --query-gpu=...,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,...` during the test",
+	})
+	register(Entry{
+		ID: result.GPUClocks, Phase: PhaseLoad, Family: "gpu", Order: 440, Judge: judgeGPUClocks,
+		Doc:   "no hardware slowdown, hardware thermal slowdown or power-brake slowdown clock-event reason active during the NCCL test (software power capping is not a fault)",
+		Reads: "the same samples",
+	})
+}
 
 // judgeGPUMemory judges the GPUs' memory health as fleet health checks do (AWS's GPU cluster
 // health check, Azure's node health checks): ECC enabled, no volatile uncorrectable ECC error
 // since the driver loaded, no row remap pending or failed (Ampere and newer), no page
 // retirement pending (older GPUs). A pending remap is applied at the next GPU reset: the image
 // must not be baked before it is.
-func judgeGPUMemory(h facts.Host, _ Target) result.Check {
+func judgeGPUMemory(run facts.Run, _ Target) result.Check {
+	h := run.Host
 	id := result.GPUMemory
 	const expected = "ECC enabled, 0 volatile uncorrectable ECC errors, no pending or failed row remap"
 	f := h.Health.GPUs
@@ -86,7 +112,16 @@ func (t Target) nvlinkExpected() (want bool, links int, basis string) {
 // link listed as inactive fails wherever it is), and on NVSwitch systems every GPU's fabric
 // registration completed with success. The counters are judged around the NCCL test
 // (NVLinkDuring).
-func judgeNVLink(h facts.Host, t Target) result.Check {
+func judgeNVLink(f facts.Run, t Target) result.Check {
+	c := nvlinkAtRest(f.Host, t)
+	if f.Load.Ran {
+		c = nvlinkDuring(c, f.Load.NVLinkBefore, f.Load.NVLinkAfter, "during the NCCL test")
+	}
+	return c
+}
+
+// nvlinkAtRest judges the links and the fabric registration of the host reading.
+func nvlinkAtRest(h facts.Host, t Target) result.Check {
 	id := result.NVLink
 	want, links, basis := t.nvlinkExpected()
 	expected := "no inactive NVLink"
@@ -203,10 +238,10 @@ func nvlinkCounterClass(name string) result.Status {
 	return result.Warn
 }
 
-// NVLinkDuring folds into the nvlink check what the NVLink error counters did during a step:
+// nvlinkDuring folds into the nvlink check what the NVLink error counters did during a step:
 // growth of a corrupting counter fails, a replay or recovery burst warns, and counters that
 // could not be read before and after fail on NVLink hosts (the step is not proven clean).
-func NVLinkDuring(earlier result.Check, before, after facts.Fact[[]nvlink.Counters], during string) result.Check {
+func nvlinkDuring(earlier result.Check, before, after facts.Fact[[]facts.NVLinkCounters], during string) result.Check {
 	if earlier.Status == result.Skip {
 		return earlier
 	}
@@ -220,7 +255,7 @@ func NVLinkDuring(earlier result.Check, before, after facts.Fact[[]nvlink.Counte
 		addFail("the NVLink error counters could not be read "+during+": "+strings.TrimPrefix(before.Problem+"; "+after.Problem, "; "), evidence(before.Evidence, after.Evidence))
 		return c
 	}
-	changes, err := nvlink.Delta(before.Value, after.Value)
+	changes, err := facts.NVLinkDelta(before.Value, after.Value)
 	if err != nil {
 		addFail("the NVLink error counters "+during+" cannot be compared: "+err.Error(), evidence(before.Evidence, after.Evidence))
 		return c
@@ -251,14 +286,14 @@ func NVLinkDuring(earlier result.Check, before, after facts.Fact[[]nvlink.Counte
 // underLoad keeps the samples that were read, and says why none can judge and whether that
 // is a failure (readings that could not be read) or only a warning (no load, or a test that
 // ended before the first reading).
-func underLoad(l facts.Load) ([][]gpuhealth.GPU, string, result.Status) {
+func underLoad(l facts.Load) ([][]facts.GPUHealth, string, result.Status) {
 	if !l.Ran {
-		return nil, "not judged: the link and clocks are read under load, during the NCCL test, which did not run (" + l.Why + ")", result.Warn
+		return nil, "not judged: the link and clocks are read under load, during the NCCL test, which did not run (" + l.NotRun + ")", result.Warn
 	}
 	if len(l.Samples) == 0 {
 		return nil, "not judged: the NCCL test ended before the first reading under load; lengthen the test (nccl.args) to judge the link and clocks", result.Warn
 	}
-	var out [][]gpuhealth.GPU
+	var out [][]facts.GPUHealth
 	var problems []string
 	for _, s := range l.Samples {
 		if s.OK() {
@@ -273,11 +308,12 @@ func underLoad(l facts.Load) ([][]gpuhealth.GPU, string, result.Status) {
 	return out, "", ""
 }
 
-// JudgePCIeLink judges each GPU's PCIe link while the NCCL test ran: idle GPUs lower the link
+// judgePCIeLink judges each GPU's PCIe link while the NCCL test ran: idle GPUs lower the link
 // speed on purpose, so an idle reading proves nothing. Each GPU's best reading under load
 // counts: a width below the maximum fails (lanes lost: the GPU moves data at a fraction of
 // its bandwidth), a generation below the maximum warns.
-func JudgePCIeLink(l facts.Load) result.Check {
+func judgePCIeLink(f facts.Run, _ Target) result.Check {
+	l := f.Load
 	id := result.PCIeLink
 	const expected = "every GPU at its maximum PCIe width (and generation) under load"
 	samples, why, st := underLoad(l)
@@ -322,11 +358,12 @@ func JudgePCIeLink(l facts.Load) result.Check {
 	return check(id, result.Pass, BasisRule, expected, actual+": every GPU at its maximum width and generation", "", "")
 }
 
-// JudgeGPUClocks judges the clock event reasons while the NCCL test ran: hardware slowdown,
+// judgeGPUClocks judges the clock event reasons while the NCCL test ran: hardware slowdown,
 // hardware thermal slowdown and power-brake slowdown mean the GPU throttled itself (cooling,
 // power delivery) and fail; software power capping is the driver keeping the power limit and
 // does not.
-func JudgeGPUClocks(l facts.Load) result.Check {
+func judgeGPUClocks(f facts.Run, _ Target) result.Check {
+	l := f.Load
 	id := result.GPUClocks
 	const expected = "no hardware, thermal or power-brake slowdown under load"
 	samples, why, st := underLoad(l)
@@ -340,7 +377,7 @@ func JudgeGPUClocks(l facts.Load) result.Check {
 		for _, g := range s {
 			for _, r := range []struct {
 				name string
-				f    gpuhealth.Flag
+				f    facts.HealthFlag
 			}{{"hardware slowdown", g.HWSlowdown}, {"hardware thermal slowdown", g.HWThermalSlowdown}, {"power-brake slowdown", g.HWPowerBrakeSlowdown}} {
 				switch {
 				case r.f.IsTrue():

@@ -5,16 +5,16 @@ import (
 	"path"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
 // Bases of an expectation, in the order they are consulted.
 const (
 	BasisSetting = "setting"
-	BasisProfile = "profile"
 	BasisPCI     = "PCI inventory"
 	BasisRule    = "rule"
 )
@@ -62,10 +62,24 @@ func (e Expectations) pins() []pin {
 	}
 }
 
+// Settings are the settings the judges compare against, resolved once and carried whole: the
+// expect block, the NCCL test's and the function tests' settings, and which checks are
+// skipped or only warn.
+type Settings struct {
+	Expect   Expectations
+	NCCL     settings.NCCL
+	Function settings.Function
+	// Skip are the checks skip_checks names (reported skipped, never judged); Warn those
+	// warn_checks names (a failure is reported as a warning). SkipSetting and WarnSetting name
+	// the settings in messages.
+	Skip, Warn               []string
+	SkipSetting, WarnSetting string
+}
+
 // Target is what the host checks compare against: the settings, the instance type's built-in
 // profile (when there is one) and the host's own PCI inventory (when it could be read).
 type Target struct {
-	Expect Expectations
+	Settings
 	// InstanceType and InstanceTypeSource: the host's own answer ("product_name", "imds"),
 	// else the configured type ("configured"), else "".
 	InstanceType       string
@@ -73,7 +87,7 @@ type Target struct {
 	// Profile is nil when the instance type has no built-in profile.
 	Profile *profile.Profile
 	// PCI is nil when the inventory could not be read; PCIProblem then says why.
-	PCI        *pci.Inventory
+	PCI        *facts.PCIInventory
 	PCIProblem string
 	// KernelLogSince, when set, limits the xid check to the kernel log after a mark (a layer's
 	// reboot) and names the step in its verdict.
@@ -82,12 +96,15 @@ type Target struct {
 	// boot): its memlock limit is then a second witness of what a login gets. A bake's SSH
 	// session opened before the layers ran, so there it is only evidence.
 	SessionIsLogin bool
+	// LoginUnjudged, when set, says why no login user's memlock can be judged (the node check
+	// runs as root and was given no login user), naming the setting: memlock warns with it.
+	LoginUnjudged string
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,
 // else configuredType), its profile, and the PCI inventory.
-func Resolve(h facts.Host, e Expectations, configuredType string) Target {
-	t := Target{Expect: e, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
+func Resolve(h facts.Host, s Settings, configuredType string) Target {
+	t := Target{Settings: s, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
 	if t.InstanceType == "" {
 		if c := strings.TrimSpace(configuredType); c != "" {
 			t.InstanceType, t.InstanceTypeSource = c, "configured"
@@ -125,7 +142,7 @@ func (t Target) noProfileNote() string {
 // expectedCount resolves a count setting: the setting (n > 0; -1 = off), else the profile's
 // (when it judges one), else the PCI inventory's. ok is false when nothing says; basis names
 // where the count came from.
-func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int, fromPCI func(pci.Inventory) int) (n int, basis string, ok bool) {
+func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int, fromPCI func(facts.PCIInventory) int) (n int, basis string, ok bool) {
 	switch {
 	case setting > 0:
 		return setting, BasisSetting, true
@@ -170,7 +187,7 @@ func (t Target) fabricManagerRequired() (want bool, basis string, ok bool) {
 }
 
 // fabricSummary describes what the PCI bus shows of an NVSwitch fabric.
-func fabricSummary(inv pci.Inventory) string {
+func fabricSummary(inv facts.PCIInventory) string {
 	switch {
 	case len(inv.NVSwitches) > 0:
 		return fmt.Sprintf("%d NVSwitch functions (10de, class 0680)", len(inv.NVSwitches))
@@ -178,12 +195,4 @@ func fabricSummary(inv pci.Inventory) string {
 		return fmt.Sprintf("%d ConnectX-7 NVLink management bridges (15b3, class 0207)", len(inv.NVLinkManagementBridge))
 	}
 	return "no NVSwitch fabric"
-}
-
-// withBasis renders "what (basis)".
-func withBasis(what, basis string) string {
-	if basis == "" {
-		return what
-	}
-	return what + " (" + basis + ")"
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // UI is the part of packersdk.Ui the bake talks to.
@@ -43,12 +44,12 @@ type Common struct {
 	// RemoteFolder is where scripts are uploaded; it must allow execution.
 	RemoteFolder string
 	Policy       guard.Policy
-	Expect       checks.Expectations
-	SkipNCCL     bool
-	NCCL         checks.NCCLOptions
-	// Function configures the tests that prove the hardware works (DCGM, EFA traffic,
-	// GPUDirect RDMA).
-	Function checks.FunctionOptions
+	// Checks are what the judges compare against: the expect block, the NCCL and function
+	// tests' settings, and the checks skipped or demoted.
+	Checks checks.Settings
+	// LoginUser is the user whose new logins the memlock check judges; "" is the user the
+	// probe runs as (the SSH user).
+	LoginUser string
 	// LoadSampleEvery is how often the GPUs' health is sampled while the NCCL test runs; 0
 	// means DefaultLoadSampleEvery.
 	LoadSampleEvery time.Duration
@@ -85,6 +86,8 @@ type Options struct {
 	DeferValidation bool
 	// NodeCheck, when set, installs dlami-node-check into the image (nodecheck.go).
 	NodeCheck *nodeconf.Config
+	// SiteChecks are installed into the image before the validation (site_checks_dir).
+	SiteChecks []SiteCheck
 	// ImageHygiene, when set, is the bake's last step (hygiene.go): after the bill of
 	// materials, it removes the build's SSH key, the host keys, the machine id, cloud-init's
 	// instance state, logs and shell history, and checks that they are gone (image-hygiene).
@@ -129,13 +132,16 @@ type Bake struct {
 	freshLogin bool
 	// base is the guard's baseline, the layers are judged against it.
 	base guard.Snapshot
-	// bootLog is the kernel log read with the baseline, before any layer ran.
-	bootLog facts.Fact[facts.KernelLog]
-	// facts and target are the host suite's reading, for the NCCL test that follows it.
-	facts  facts.Host
+	// run is what this run has read of the host so far, phase by phase, and target what it is
+	// compared against: the judges read both.
+	run    facts.Run
 	target checks.Target
+	// loginUnjudged, when set, says why memlock has no login user to judge (checks.Target).
+	loginUnjudged string
 	// deferred is the validation this bake left to the post-processor, once deferValidation ran.
 	deferred *bom.Deferred
+	// writeErr is why the final reports could not be written.
+	writeErr error
 	// stopLater are jobs a cancellation left running: finish stops them after the reports
 	// are on disk, because Packer may kill the plugin right after it cancels.
 	stopLater []host.Job
@@ -203,7 +209,7 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 // bakePlan is a bake: the guard's baseline, the layers behind it, then the host suite, the
 // NCCL test and the bill of materials.
 func (b *Bake) bakePlan() plan {
-	p := plan{checkIDs: result.IDs}
+	p := plan{checkIDs: checks.IDs(checks.PhaseGuard, checks.PhaseHost, checks.PhaseLoad, checks.PhaseFunction)}
 	if !b.opt.Validate {
 		// A bake without validation reports only what it did.
 		p.checkIDs = nil
@@ -219,12 +225,12 @@ func (b *Bake) bakePlan() plan {
 	if b.opt.DeferValidation {
 		// The first phase of a two-phase bake, on a build instance without GPUs: everything
 		// the guard judges, nothing that needs the GPU host.
-		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.deferValidation, b.judged("the first phase"), b.writeBOM, b.imageHygiene)
+		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.installSiteChecks, b.deferValidation, b.judged("the first phase"), b.writeBOM, b.imageHygiene)
 	}
 	if !b.opt.Validate {
-		return p.then(func(context.Context) error { b.stage("done (validation disabled)"); return nil }, b.imageHygiene)
+		return p.then(b.installSiteChecks, func(context.Context) error { b.stage("done (validation disabled)"); return nil }, b.imageHygiene)
 	}
-	return p.then(b.hostSuite, b.jobMemlock, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest,
+	return p.then(b.installSiteChecks, b.hostSuite, b.ncclTest, b.functionTests,
 		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM, b.imageHygiene)
 }
 
@@ -268,7 +274,7 @@ func (b *Bake) judged(what string) func(context.Context) error {
 // newBake applies the defaults of the Options fields left zero and starts the report.
 func newBake(h host.Host, ui UI, opt Options) *Bake {
 	if opt.RemoteFolder == "" {
-		opt.RemoteFolder = "/tmp"
+		opt.RemoteFolder = settings.DefaultRemoteFolder
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -350,7 +356,9 @@ func (b *Bake) writeUnfinished(why string) {
 	r.Checks = append(r.Checks, b.notRun(r.Checks, why)...)
 	r.FinishedAt = b.now().UTC()
 	r.Result, r.Error = report.ResultCancelled, why
-	_, _ = report.Write(b.opt.ReportDir, r, b.opt.Secrets...)
+	if b.opt.ReportDir != "" {
+		_, _ = report.Write(b.opt.ReportDir, r, b.opt.Secrets...)
+	}
 }
 
 // notRun are the checks this run's plan reports that cs lacks, skipped with why.
@@ -447,9 +455,9 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		why += " (defer_validation = true: the host suite and the NCCL test were left to the post-processor, which Packer does not run after a failed build: no GPU instance is launched for them)"
 	}
 	b.record(b.notRun(b.ordered(), why)...)
-	checks := b.ordered()
+	all := b.ordered()
 	b.update(func(r *report.Report) {
-		r.Checks = checks
+		r.Checks = all
 		r.FinishedAt = b.now().UTC()
 		r.Result = ended
 		if runErr != nil {
@@ -468,7 +476,11 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	}
 	// The reports first: on Ctrl-C Packer cancels and then kills the plugin within moments,
 	// and a report must be on disk by then. The UI and the stopping of remote jobs come after.
-	paths, werr := report.Write(b.opt.ReportDir, n, b.opt.Secrets...)
+	var paths []string
+	var werr error
+	if b.opt.ReportDir != "" {
+		paths, werr = report.Write(b.opt.ReportDir, n, b.opt.Secrets...)
+	}
 	for _, j := range b.stopLater {
 		b.kill(ctx, j)
 	}
@@ -482,12 +494,13 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	// The table cuts messages short; the build log names what failed or warned and why, whole
 	// (the guard's were said when they happened).
 	for _, c := range n.Checks {
-		if (c.Status.Failing() || c.Status == result.Warn) && !slices.Contains(result.GuardIDs, c.ID) {
+		if e, _ := checks.Lookup(c.ID); (c.Status.Failing() || c.Status == result.Warn) && e.Phase != checks.PhaseGuard {
 			b.ui.Error(fmt.Sprintf("dlami: %s %s: %s", c.ID, c.Status, c.Message))
 		}
 	}
 	if werr != nil {
-		return fmt.Errorf("writing reports to %s: %w", b.opt.ReportDir, werr)
+		b.writeErr = fmt.Errorf("writing reports to %s: %w", b.opt.ReportDir, werr)
+		return b.writeErr
 	}
 	b.ui.Say("dlami: result " + strings.ToUpper(n.Result) + "; reports: " + strings.Join(paths, ", "))
 	return nil

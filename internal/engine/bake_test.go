@@ -16,7 +16,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 const runUUID = "2f1d6f0e-6a7e-4a55-9a43-5e3cbb8b0c11"
@@ -46,12 +46,14 @@ func options(t testing.TB, layers ...layer.Spec) Options {
 			ReportDir:    t.TempDir(),
 			CheckTimeout: time.Minute,
 			RemoteFolder: "/tmp",
-			Expect:       checks.Expectations{NVMePath: "/opt/dlami/nvme"},
-			NCCL:         checks.NCCLOptions{Args: checks.NCCLDefaultArgs, TimeoutSeconds: 60},
+			Checks: checks.Settings{
+				Expect:   checks.Expectations{NVMePath: "/opt/dlami/nvme"},
+				NCCL:     settings.NCCL{Args: settings.NCCLDefaultArgs, Timeout: time.Minute},
+				Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
+			},
 			// The fake NCCL test runs 20 ms.
 			LoadSampleEvery: time.Millisecond,
 			// The function tests have their own tests (function_test.go).
-			Function: checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}},
 		},
 		RunUUID:       runUUID,
 		Validate:      true,
@@ -124,7 +126,7 @@ func TestHealthyBakePasses(t *testing.T) {
 	if r.Result != "pass" || len(r.FailedChecks) != 0 {
 		t.Fatalf("report: %+v", r)
 	}
-	for _, id := range result.IDs {
+	for _, id := range checks.IDs(checks.PhaseGuard, checks.PhaseHost, checks.PhaseLoad, checks.PhaseFunction) {
 		if st := status(r, id); st != "pass" && st != "warn" && st != "skip" {
 			t.Errorf("check %s: %s", id, st)
 		}

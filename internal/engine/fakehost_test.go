@@ -19,6 +19,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 )
 
 // fakeHost is an in-memory build host that implements host.Host directly: a small model of
@@ -59,6 +60,8 @@ type fakeHost struct {
 	settle fakeSection
 	// tempDirs are the folders MakeTempDir created, as "parent|prefix|dir".
 	tempDirs []string
+	// siteOut answers the site checks by name; an unset one prints "ok" and exits 0.
+	siteOut map[string]fakeSection
 }
 
 type fakePkg struct {
@@ -213,6 +216,17 @@ func (h *fakeHost) Query(_ context.Context, cmds []bundle.Command) (map[string]b
 			s = fakeSection{out: h.bootID}
 		case c.Name == "host.settle":
 			s = h.settle
+		case c.Name == "site.list":
+			// The site checks the fake image has: the files installed into its directory.
+			for f := range h.files {
+				if name, ok := strings.CutPrefix(f, probe.SiteChecksDir+"/"); ok {
+					s.out += name + "\n"
+				}
+			}
+		case strings.HasPrefix(c.Name, "site."):
+			if s = h.siteOut[strings.TrimPrefix(c.Name, "site.")]; s.out == "" && s.code == 0 {
+				s = fakeSection{out: "ok"}
+			}
 		case c.Name == "host.gpu_health" && h.underLoad:
 			// Under load the GPUs run their PCIe links at the maximum generation; idle, at gen 1.
 			s = h.hostOut[c.Name]

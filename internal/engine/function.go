@@ -14,19 +14,9 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
-
-// job is a long script the bake runs on the host: the NCCL test, DCGM's diagnostics, the EFA
-// traffic test.
-type job struct {
-	name, file, script string
-	timeout            time.Duration
-	// rows streams nccl-tests result rows to the UI as they come.
-	rows bool
-}
 
 // jobRun is how a job ended.
 type jobRun struct {
@@ -36,26 +26,31 @@ type jobRun struct {
 	took     time.Duration
 }
 
-// runJob uploads the script (never on the command line: Packer's SSH communicator logs command
-// lines at debug level, and settings may be secret) and runs it in its own process group,
-// bounded by its timeout plus slack; a job that outlives it is stopped. When the bake is
-// cancelled the job is stopped after the reports are written and ctx's error is returned.
-func (b *Bake) runJob(ctx context.Context, j job) (jobRun, error) {
-	b.checkpoint(j.name)
-	jctx, cancel := context.WithTimeout(ctx, j.timeout+2*time.Minute)
+// jobOutputMax bounds the output of a job kept for judging: the NCCL table and trailer are at
+// the end, and the INFO lines that matter come first, well inside it for any 1-node run.
+const jobOutputMax = 8 << 20
+
+// runJob uploads a probe script (never on the command line: Packer's SSH communicator logs
+// command lines at debug level, and settings may be secret) and runs it in its own process
+// group, bounded by its timeout plus slack; a job that outlives it is stopped. rows streams
+// nccl-tests result rows to the UI as they come. When the run is cancelled the job is stopped
+// after the reports are written and ctx's error is returned.
+func (b *Bake) runJob(ctx context.Context, s probe.Script, rows bool) (jobRun, error) {
+	b.checkpoint(s.Name)
+	jctx, cancel := context.WithTimeout(ctx, s.Timeout+2*time.Minute)
 	defer cancel()
-	scriptPath := b.workDir + "/" + j.file + ".sh"
-	if err := b.host.Upload(ctx, scriptPath, strings.NewReader(j.script)); err != nil {
-		return jobRun{}, fmt.Errorf("uploading %s: %w", j.name, err)
+	scriptPath := b.workDir + "/" + s.File + ".sh"
+	if err := b.host.Upload(ctx, scriptPath, strings.NewReader(s.Text)); err != nil {
+		return jobRun{}, fmt.Errorf("uploading %s: %w", s.Name, err)
 	}
-	out := newTailWriter(ncclOutputMax)
+	out := newTailWriter(jobOutputMax)
 	var w io.Writer = out
 	var progress *rowPrinter
-	if j.rows {
+	if rows {
 		progress = newRowPrinter(b.ui)
 		w = io.MultiWriter(out, progress)
 	}
-	hj := host.Job{Name: j.name, Script: scriptPath, PIDFile: path.Join(b.workDir, j.file+".pid"), Output: w}
+	hj := host.Job{Name: s.Name, Script: scriptPath, AsRoot: s.AsRoot, PIDFile: path.Join(b.workDir, s.File+".pid"), Output: w}
 	start := b.now()
 	code, err := b.host.Run(jctx, hj)
 	if progress != nil {
@@ -71,9 +66,25 @@ func (b *Bake) runJob(ctx context.Context, j job) (jobRun, error) {
 		b.kill(ctx, hj)
 	}
 	if err != nil && !run.timedOut {
-		return run, fmt.Errorf("%s: %w", j.name, err)
+		return run, fmt.Errorf("%s: %w", s.Name, err)
 	}
 	return run, nil
+}
+
+// functionTests is the function phase: DCGM's diagnostics alongside the EFA traffic test (they
+// share no hardware), then the GPUDirect RDMA all-reduce; then the phase's checks are judged.
+func (b *Bake) functionTests(ctx context.Context) error {
+	start := b.now()
+	err := b.alongside(b.dcgmTest, b.efaTraffic)(ctx)
+	if err == nil {
+		err = b.gdrTest(ctx)
+	}
+	if ctx.Err() != nil {
+		// Cancelled: the checks stay unjudged (a bake reports them not run, a node fails them).
+		return err
+	}
+	b.judge(checks.PhaseFunction, b.now().Sub(start))
+	return err
 }
 
 // alongside runs steps that share no hardware at the same time (DCGM's diagnostics load the
@@ -94,84 +105,85 @@ func (b *Bake) alongside(steps ...func(context.Context) error) func(context.Cont
 
 // dcgmTest runs DCGM's diagnostics at dcgm_level.
 func (b *Bake) dcgmTest(ctx context.Context) error {
-	level := b.opt.Function.DCGMLevel
-	if level == 0 {
-		b.record(checks.JudgeDCGM(facts.Fact[facts.DCGM]{}, 0, false))
+	level := b.opt.Checks.Function.DCGMLevel
+	d := &b.run.DCGM
+	switch {
+	case level.Off():
+		return nil
+	case b.target.Skips(result.DCGM):
+		d.NotRun = "skip_checks names dcgm"
+		return nil
+	case !b.gpuOK():
+		d.NotRun = "the GPU checks failed"
 		return nil
 	}
-	if !gpuOK(b.ordered()) {
-		b.record(skipped("the GPU checks failed", result.DCGM)...)
-		return nil
-	}
-	script, err := checks.DCGMCommand(level)
+	script, err := probe.DCGMScript(level)
 	if err != nil {
 		return err
 	}
 	b.stage(fmt.Sprintf("DCGM diagnostics (dcgmi diag -r %d)", level))
-	run, err := b.runJob(ctx, job{name: "the DCGM diagnostics", file: "dcgm", script: script, timeout: time.Duration(checks.DCGMTimeout(level)) * time.Second})
+	run, err := b.runJob(ctx, script, false)
 	if ctx.Err() != nil {
-		b.record(skipped("the bake was cancelled during the DCGM diagnostics", result.DCGM)...)
 		return ctx.Err()
 	}
-	f := checks.ParseDCGMRun(run.output, level)
+	d.Result, d.Missing = probe.ParseDCGMRun(run.output, level)
 	if err != nil {
-		f = facts.Unread[facts.DCGM](err.Error(), run.output)
+		d.Result, d.Missing = facts.Unread[facts.DCGM](err.Error(), run.output), false
 	}
-	c := checks.JudgeDCGM(f, level, run.timedOut)
-	c.DurationMS = run.took.Milliseconds()
-	b.record(c)
+	d.TimedOut, d.Took = run.timedOut, run.took
 	return nil
 }
 
 // efaTraffic moves bytes across every EFA device, with the device counters read around it.
 func (b *Bake) efaTraffic(ctx context.Context) error {
-	o := b.opt.Function.EFATraffic
-	devices := b.facts.RDMA.Value.EFA
+	o := b.opt.Checks.Function.EFATraffic
+	t := &b.run.EFATraffic
+	h := b.run.Host
 	switch {
 	case o.Skip:
-		b.record(skipped("efa_traffic.skip = true", result.EFATraffic)...)
+		t.NotRun = "efa_traffic.skip = true"
 		return nil
-	case !b.facts.RDMA.OK() || b.checkOf(result.EFADevices).Status.Failing():
-		b.record(skipped("the efa-devices check failed", result.EFATraffic)...)
+	case b.target.Skips(result.EFATraffic):
+		t.NotRun = "skip_checks names efa-traffic"
 		return nil
-	case len(devices) == 0:
-		b.record(result.Check{ID: result.EFATraffic, Status: result.Skip, Basis: checks.BasisRule, Expected: "no EFA device", Actual: "no EFA device", Message: "no EFA on this host: nothing to test"})
+	case !h.RDMA.OK() || b.checkOf(result.EFADevices).Status.Failing():
+		t.NotRun = "the efa-devices check failed"
+		return nil
+	case len(h.RDMA.Value.EFA) == 0:
 		return nil
 	}
-	script, err := checks.EFATrafficCommand(devices, o)
+	devices := h.RDMA.Value.EFA
+	t.Tested = devices
+	script, err := probe.EFATrafficScript(devices, o)
 	if err != nil {
 		return err
 	}
 	b.stage(fmt.Sprintf("EFA traffic across %d devices", len(devices)))
-	t := facts.EFATraffic{ShmTransferOff: true}
+	t.ShmTransferOff = true
 	t.StatsBefore = b.rdmaStats(ctx)
-	run, err := b.runJob(ctx, job{name: "the EFA traffic test", file: "efa-traffic", script: script, timeout: time.Duration(checks.EFATrafficBudgetSeconds(len(devices), o)) * time.Second})
+	run, err := b.runJob(ctx, script, false)
 	if ctx.Err() != nil {
-		b.record(skipped("the bake was cancelled during the EFA traffic test", result.EFATraffic)...)
 		return ctx.Err()
 	}
 	t.StatsAfter = b.rdmaStats(ctx)
+	t.Took = run.took
 	if err == nil && !run.timedOut {
-		t.Devices, err = checks.ParseEFATraffic(run.output)
+		t.Devices, err = probe.ParseEFATraffic(run.output)
 	}
 	if err != nil || run.timedOut {
-		why := "the EFA traffic test did not finish within its bound"
+		t.Problem = "the EFA traffic test did not finish within its bound"
 		if err != nil {
-			why = err.Error()
+			t.Problem = err.Error()
 		}
-		b.record(result.Check{ID: result.EFATraffic, Status: result.Fail, Basis: checks.BasisRule, Expected: "an RDM ping-pong across every EFA device", Actual: "could not run", Message: why, Evidence: run.output})
-		return nil
+		t.Evidence = run.output
 	}
-	c := checks.JudgeEFATraffic(t, devices, o)
-	c.DurationMS = run.took.Milliseconds()
-	b.record(c)
 	return nil
 }
 
-func (b *Bake) rdmaStats(ctx context.Context) facts.Fact[[]rdmastat.Link] {
+func (b *Bake) rdmaStats(ctx context.Context) facts.Fact[[]facts.RDMALink] {
 	f, err := probe.RDMAStats(ctx, b.host, b.probeOptions())
 	if err != nil {
-		return facts.Unread[[]rdmastat.Link](err.Error(), "")
+		return facts.Unread[[]facts.RDMALink](err.Error(), "")
 	}
 	return f
 }
@@ -179,56 +191,44 @@ func (b *Bake) rdmaStats(ctx context.Context) facts.Fact[[]rdmastat.Link] {
 // gdrTest runs the forced-network all-reduce on EFA hosts: NVLink and shared memory off, so
 // the ranks of the one node talk through aws-ofi-nccl and the EFA devices.
 func (b *Bake) gdrTest(ctx context.Context) error {
-	o := b.opt.Function.GDR
+	g := &b.run.GDR
+	h := b.run.Host
 	switch {
-	case o.Skip:
-		b.record(skipped("gpudirect_rdma.skip = true", result.GPUDirectRDMA)...)
-		return nil
-	case b.opt.SkipNCCL:
-		b.record(skipped("nccl.skip = true", result.GPUDirectRDMA)...)
-		return nil
-	case len(b.facts.RDMA.Value.EFA) == 0 && b.facts.RDMA.OK():
-		b.record(result.Check{ID: result.GPUDirectRDMA, Status: result.Skip, Basis: checks.BasisRule, Expected: "no EFA device", Actual: "no EFA device", Message: "no EFA on this host: GPUDirect RDMA does not apply"})
-		return nil
-	case !gpuOK(b.ordered()) || b.checkOf(result.EFADevices).Status.Failing():
-		b.record(skipped("the GPU or EFA device checks failed", result.GPUDirectRDMA)...)
-		return nil
+	case b.opt.Checks.Function.GDR.Skip:
+		g.NotRun = "gpudirect_rdma.skip = true"
+	case b.opt.Checks.NCCL.Skip:
+		g.NotRun = "nccl.skip = true"
+	case b.target.Skips(result.GPUDirectRDMA):
+		g.NotRun = "skip_checks names gpudirect-rdma"
+	case len(h.RDMA.Value.EFA) == 0 && h.RDMA.OK():
+		g.NotApplicable = "no EFA on this host: GPUDirect RDMA does not apply"
+	case !b.gpuOK() || b.checkOf(result.EFADevices).Status.Failing():
+		g.NotRun = "the GPU or EFA device checks failed"
 	case b.ncclFailed():
 		// The forced-network run is the NCCL test again with fewer paths: it says nothing new
 		// about a host whose NCCL test already failed.
-		b.record(skipped("the NCCL test failed", result.GPUDirectRDMA)...)
+		g.NotRun = "the NCCL test failed"
+	}
+	if g.NotRun != "" || g.NotApplicable != "" {
 		return nil
 	}
-	n := checks.GDROptionsFor(b.opt.NCCL)
+	n := b.opt.Checks.NCCL.ForcedNetwork()
 	if n.Ranks == 0 {
-		n.Ranks = b.target.NCCLExpect(b.opt.NCCL).Ranks
+		n.Ranks = b.target.NCCLExpect().Ranks
 	}
-	script, err := checks.NCCLCommand(n)
+	script, err := probe.NCCLScript("the GPUDirect RDMA all-reduce", "gdr", n, n.Ranks)
 	if err != nil {
 		return err
 	}
 	b.stage("GPUDirect RDMA: the all-reduce over the EFA devices")
-	run, err := b.runJob(ctx, job{name: "the GPUDirect RDMA all-reduce", file: "gdr", script: script, timeout: ncclTimeout(n)})
+	run, err := b.runJob(ctx, script, false)
 	if ctx.Err() != nil {
-		b.record(skipped("the bake was cancelled during the GPUDirect RDMA test", result.GPUDirectRDMA)...)
 		return ctx.Err()
 	}
+	*g = probe.ParseNCCLRun(run.output, run.code, run.timedOut, script.Timeout)
+	g.Took = run.took
 	if err != nil {
-		b.record(result.Check{ID: result.GPUDirectRDMA, Status: result.Error, Expected: "the forced-network all-reduce runs", Actual: "could not run", Message: err.Error(), Evidence: run.output})
-		return nil
+		g.Problem = err.Error()
 	}
-	c := checks.JudgeGPUDirectRDMA(run.output, run.code, run.timedOut, o, b.facts.EFAInstaller, b.facts.Loaded)
-	c.DurationMS = run.took.Milliseconds()
-	b.record(c)
 	return nil
-}
-
-// ncclFailed reports whether a check of the NCCL test failed or errored.
-func (b *Bake) ncclFailed() bool {
-	for _, id := range result.NCCLIDs {
-		if b.checkOf(id).Status.Failing() {
-			return true
-		}
-	}
-	return false
 }

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 var p6Devices = []string{"rdmap82s0", "rdmap83s0", "rdmap99s0", "rdmap100s0", "rdmap118s0", "rdmap119s0", "rdmap135s0", "rdmap136s0"}
@@ -51,7 +52,7 @@ func functionHost(t testing.TB, failing string) *fakeHost {
 			return 0, nil
 		},
 		"gdr.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
-			if !strings.Contains(string(h.files[j.Script]), "NCCL_P2P_DISABLE=1") {
+			if !regexp.MustCompile(`env_key_(\d+)='NCCL_P2P_DISABLE'\nenv_value_(\d+)='1'\n`).Match(h.files[j.Script]) {
 				t.Errorf("the GPUDirect RDMA run leaves NVLink on")
 			}
 			io.WriteString(w, gdr)
@@ -63,7 +64,7 @@ func functionHost(t testing.TB, failing string) *fakeHost {
 
 func TestFunctionTestsRunAfterNCCL(t *testing.T) {
 	opt := options(t)
-	opt.Function = checks.FunctionOptions{DCGMLevel: 2, EFATraffic: checks.EFATrafficOptions{MinBandwidthMBps: 1000}, GDR: checks.GDROptions{BusBWFloorGBps: 100}}
+	opt.Checks.Function = settings.Function{DCGMLevel: 2, EFATraffic: settings.EFATraffic{MinBandwidthMBps: 1000}, GDR: settings.GDR{BusBWFloorGBps: 100}}.Resolved()
 	if err := Run(context.Background(), functionHost(t, ""), &recordingUI{}, opt); err != nil {
 		t.Fatalf("healthy: %v", err)
 	}
@@ -75,7 +76,7 @@ func TestFunctionTestsRunAfterNCCL(t *testing.T) {
 	}
 
 	opt = options(t)
-	opt.Function = checks.FunctionOptions{DCGMLevel: 2, EFATraffic: checks.EFATrafficOptions{MinBandwidthMBps: 1000}, GDR: checks.GDROptions{BusBWFloorGBps: 100}}
+	opt.Checks.Function = settings.Function{DCGMLevel: 2, EFATraffic: settings.EFATraffic{MinBandwidthMBps: 1000}, GDR: settings.GDR{BusBWFloorGBps: 100}}.Resolved()
 	broken := functionHost(t, "rdmap99s0")
 	if err := Run(context.Background(), broken, &recordingUI{}, opt); err == nil {
 		t.Fatal("a device that cannot carry traffic passed")
@@ -119,7 +120,7 @@ func BenchmarkFunctionStages(b *testing.B) {
 			for b.Loop() {
 				h := functionHost(b, "")
 				slow(h, "dcgm.sh", benchDCGM)
-				rounds := (tc.devices + checks.DefaultEFATrafficConcurrency - 1) / checks.DefaultEFATrafficConcurrency
+				rounds := (tc.devices + settings.DefaultEFATrafficConcurrency - 1) / settings.DefaultEFATrafficConcurrency
 				slow(h, "efa-traffic.sh", rounds*benchPerPing)
 				slow(h, "gdr.sh", benchGDR)
 				h.ncclHook = func(_ context.Context, j host.Job) (int, error) {
@@ -128,7 +129,7 @@ func BenchmarkFunctionStages(b *testing.B) {
 					return 0, nil
 				}
 				opt := options(b)
-				opt.Function = checks.FunctionOptions{DCGMLevel: 2}
+				opt.Checks.Function = settings.Function{DCGMLevel: 2}.Resolved()
 				start := time.Now()
 				_ = Run(context.Background(), h, &recordingUI{}, opt)
 				b.ReportMetric(float64(time.Since(start))/float64(benchScale), "scaled-s/bake")

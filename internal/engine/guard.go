@@ -78,12 +78,14 @@ func (b *Bake) startGuard(ctx context.Context) error {
 	b.base = base
 	// The kernel log as it stands before any layer: a layer that clears the ring buffer
 	// (dmesg -c) must not hide an Xid logged earlier in this boot.
-	if b.bootLog, err = probe.KernelLog(ctx, b.host, b.probeOptions()); err != nil {
+	bootLog, err := probe.KernelLog(ctx, b.host, b.probeOptions())
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		b.bootLog = facts.Unread[facts.KernelLog](err.Error(), "")
+		bootLog = facts.Unread[facts.KernelLog](err.Error(), "")
 	}
+	b.run.BootLog = &bootLog
 	return b.judgeGuard(base, cur, guarded, stage)
 }
 
@@ -112,7 +114,7 @@ func (b *Bake) guardAfter(ctx context.Context, stage string) error {
 }
 
 func (b *Bake) judgeGuard(base, cur guard.Snapshot, guarded []string, stage string) error {
-	cs := guard.Judge(base, cur, guarded, stage, guard.Options{PinnedKernel: b.opt.Expect.Kernel, RequireHolds: b.opt.RequireHolds})
+	cs := guard.Judge(base, cur, guarded, stage, guard.Options{PinnedKernel: b.opt.Checks.Expect.Kernel, RequireHolds: b.opt.RequireHolds})
 	for i := range cs {
 		cs[i].DurationMS = b.guardTook.Milliseconds()
 	}

@@ -9,10 +9,12 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 const buildKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeBuildKeyBlob+/= packer_1"
@@ -30,7 +32,7 @@ done`
 // said, and whose probe answers probe.
 func hygieneHost(t *testing.T, probe fakeSection, order *[]string, script *string) *fakeHost {
 	h := newFakeHost(t)
-	h.hostOut[sectionHygiene] = probe
+	h.hostOut["hygiene.state"] = probe
 	h.jobs = map[string]func(context.Context, *fakeHost, host.Job, io.Writer) (int, error){
 		"image-hygiene.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
 			h.mu.Lock()
@@ -149,18 +151,14 @@ func TestImageHygieneJudgesTheReadBack(t *testing.T) {
 	}
 }
 
-// The cleanup and the probe are valid sh, whatever the user name and key hold.
-func TestHygieneScriptsParse(t *testing.T) {
-	h := Hygiene{LoginUser: "a'b $(touch /tmp/x)", BuildKey: buildKey}
-	probe := h.probe().Shell
-	for name, s := range map[string]string{"cleanup": h.script(), "probe": probe} {
-		cmd := exec.Command("/bin/sh", "-n", "-c", s)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("%s: %v: %s", name, err, out)
-		}
+// The cleanup is valid sh whatever the user name and key hold, and runs as root.
+func TestHygieneScriptParses(t *testing.T) {
+	s := probe.HygieneScript("a'b $(touch /tmp/x)", buildKey)
+	if out, err := exec.Command("/bin/sh", "-n", "-c", s.Text).CombinedOutput(); err != nil {
+		t.Errorf("cleanup: %v: %s", err, out)
 	}
-	if !strings.HasPrefix(probe, "sudo -n /bin/sh -c '") {
-		t.Errorf("probe %q: want one quoted script run as root", textcut.Head(probe, 80))
+	if !s.AsRoot {
+		t.Error("the cleanup must run as root")
 	}
 }
 
@@ -172,7 +170,8 @@ func FuzzJudgeHygiene(f *testing.F) {
 	f.Add("keys /root/.ssh/authorized_keys lines=1 build=1\nhostkeys 2 a b\ndone", 0, "")
 	f.Add("sudo: a password is required", 1, buildKey)
 	f.Fuzz(func(t *testing.T, out string, code int, key string) {
-		c := judgeHygiene(bundle.Section{Output: out, ExitCode: code}, Hygiene{LoginUser: "ubuntu", BuildKey: key})
+		hy := facts.Hygiene{BuildKeyKnown: len(strings.Fields(key)) >= 2, State: probe.ParseHygieneState(bundle.Section{Output: out, ExitCode: code})}
+		c := checks.JudgePhase(checks.PhaseImage, facts.Run{Hygiene: hy}, checks.Target{})[0]
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		closed := code == 0 && lines[len(lines)-1] == "done"
 		if !closed && !c.Status.Failing() {

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -20,10 +22,10 @@ type resultCheck = result.Check
 // wrapper and the NPD config, before it writes the bill of materials.
 func TestNodeCheckInstalled(t *testing.T) {
 	h := newFakeHost(t)
-	h.hostOut[sectionMachine] = fakeSection{out: "x86_64"}
+	h.hostOut["nodecheck.machine"] = fakeSection{out: "x86_64"}
 	opt := options(t)
 	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionBlock, BOMPath: opt.ManifestPath, OutDir: nodeconf.DefaultOutDir,
-		TimeoutSeconds: 300, CheckTimeoutSeconds: 60, Scontrol: nodeconf.DefaultScontrol, Before: nodeconf.DefaultBefore}
+		Timeout: nodeconf.Duration(300 * time.Second), CheckTimeout: nodeconf.Duration(time.Minute), Scontrol: nodeconf.DefaultScontrol, Before: nodeconf.DefaultBefore}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if nodecheckbin.Available() != nil {
 		// A plain `go test` without `make node-check`: the install must say how to build.
@@ -55,8 +57,9 @@ func TestNodeCheckInstalled(t *testing.T) {
 			t.Errorf("%s not installed", p)
 		}
 	}
-	if !strings.Contains(enableScript(), "\"$systemctl\" enable 'dlami-node-check.service'\n'/usr/local/sbin/dlami-node-check' --version") {
-		t.Errorf("enable script:\n%s", enableScript())
+	if es := probe.NodeCheckEnableScript(nodeconf.UnitName, nodeconf.BinaryPath); !strings.Contains(es.Text, "unit='dlami-node-check.service'\n") ||
+		!strings.Contains(es.Text, "binary='/usr/local/sbin/dlami-node-check'\n") || !strings.Contains(es.Text, `"$systemctl" enable "$unit"`) || !es.AsRoot {
+		t.Errorf("enable script:\n%s", es.Text)
 	}
 	if !slicesContains(h.layersRun, -1) {
 		t.Error("the enable job did not run")
@@ -72,9 +75,9 @@ func TestNodeCheckInstalled(t *testing.T) {
 // TestNodeCheckUnknownArchFails: a host the plugin has no binary for fails the bake, naming it.
 func TestNodeCheckUnknownArchFails(t *testing.T) {
 	h := newFakeHost(t)
-	h.hostOut[sectionMachine] = fakeSection{out: "riscv64"}
+	h.hostOut["nodecheck.machine"] = fakeSection{out: "riscv64"}
 	opt := options(t)
-	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionReport, TimeoutSeconds: 60}
+	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionReport, Timeout: nodeconf.Duration(time.Minute)}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `machine "riscv64"`) {
 		t.Fatalf("riscv64 host: %v", err)
@@ -127,8 +130,8 @@ func TestVerifyRunsTheImagesNodeCheck(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newFakeHost(t)
 			if c.present {
-				h.hostOut[sectionNodeCheckPresent] = fakeSection{out: "present"}
-				h.hostOut[sectionNodeCheckRun] = fakeSection{out: c.out, code: c.code}
+				h.hostOut["nodecheck.present"] = fakeSection{out: "present"}
+				h.hostOut["nodecheck.run"] = fakeSection{out: c.out, code: c.code}
 			}
 			o := verifyOptions(t, b)
 			err := Verify(context.Background(), h, &recordingUI{}, o)

@@ -3,14 +3,19 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // cpuBuildHost is a fake build host that names itself a CPU instance and counts the host
@@ -41,7 +46,7 @@ func TestDeferredBake(t *testing.T) {
 	if r.Result != "deferred" || len(r.FailedChecks) != 0 {
 		t.Errorf("report: result %q failed %v, want deferred", r.Result, r.FailedChecks)
 	}
-	for _, id := range result.GuardIDs {
+	for _, id := range checks.IDs(checks.PhaseGuard) {
 		if st := status(r, id); st == "skip" || st == "missing" {
 			t.Errorf("guard check %s = %s: the guard runs in the first phase", id, st)
 		}
@@ -49,7 +54,7 @@ func TestDeferredBake(t *testing.T) {
 	if st := status(r, "layer:slurm"); st != "pass" {
 		t.Errorf("layer:slurm = %s", st)
 	}
-	for _, id := range append(append([]string{}, result.HostIDs...), result.NCCLIDs...) {
+	for _, id := range checks.IDs(checks.PhaseHost, checks.PhaseLoad) {
 		c := check(r, id)
 		if c.Status != "skip" || !strings.Contains(c.Message, "defer_validation = true") || !strings.Contains(c.Message, "complete_validation = true") ||
 			!strings.Contains(c.Message, "c7i.8xlarge") {
@@ -99,7 +104,7 @@ func TestDeferredBakeDriftFails(t *testing.T) {
 func TestDeferredBakeWithNCCLSkip(t *testing.T) {
 	h, _ := cpuBuildHost(t)
 	opt := options(t)
-	opt.DeferValidation, opt.SkipNCCL = true, true
+	opt.DeferValidation, opt.Checks.NCCL.Skip = true, true
 	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +124,7 @@ func TestDeferredBakeWithNCCLSkip(t *testing.T) {
 func deferredBOM(t *testing.T, expect checks.Expectations) bom.BOM {
 	h, _ := cpuBuildHost(t)
 	opt := options(t)
-	opt.DeferValidation, opt.Expect = true, expect
+	opt.DeferValidation, opt.Checks.Expect = true, expect
 	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +180,59 @@ func TestVerifyDeferred(t *testing.T) {
 	o.CompleteValidation = true
 	if err := Verify(context.Background(), newFakeHost(t), &recordingUI{}, o); err == nil || status(readReport(t, o.ReportDir), "gpu") != "fail" {
 		t.Errorf("a B200 host judged with the bake's gpu_model = H100 passed: %v", err)
+	}
+}
+
+// complete_validation judges with the bake's own test settings, from the bill of materials: a
+// bake with dcgm_level = 0 gets no DCGM diagnostics on the verification instance (reported
+// skipped, naming the setting), and its skip_checks stay skipped there; one with a level gets
+// that level.
+func TestVerifyUsesTheBakesTestSettings(t *testing.T) {
+	for _, tc := range []struct {
+		level   settings.DCGMLevel
+		dcgm    string
+		message string
+	}{
+		{0, "skip", "dcgm_level = 0"},
+		{1, "pass", ""},
+	} {
+		h, _ := cpuBuildHost(t)
+		opt := options(t)
+		opt.DeferValidation = true
+		opt.Checks.Function.DCGMLevel = tc.level
+		opt.Checks.Skip, opt.Checks.SkipSetting = []string{result.Lustre}, "skip_checks"
+		if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+			t.Fatal(err)
+		}
+		b, err := bom.Decode(h.files[opt.ManifestPath])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Tests == nil || b.Tests.Function.DCGMLevel != tc.level || !slices.Equal(b.Tests.Skip, []string{result.Lustre}) {
+			t.Fatalf("the bill of materials carries %+v", b.Tests)
+		}
+		fh := functionHost(t, "")
+		ran := ""
+		answer := fh.jobs["dcgm.sh"]
+		fh.jobs["dcgm.sh"] = func(ctx context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+			ran = string(h.files[j.Script])
+			return answer(ctx, h, j, w)
+		}
+		o := verifyOptions(t, b)
+		o.CompleteValidation = true
+		o.Checks = checks.Settings{}
+		if err := Verify(context.Background(), fh, &recordingUI{}, o); err != nil {
+			t.Fatalf("level %d: %v", tc.level, err)
+		}
+		r := readReport(t, o.ReportDir)
+		if c := check(r, "dcgm"); c.Status != tc.dcgm || !strings.Contains(c.Message, tc.message) {
+			t.Errorf("level %d: dcgm %s %q", tc.level, c.Status, c.Message)
+		}
+		if c := check(r, "lustre"); c.Status != "skip" || !strings.Contains(c.Message, "skip_checks") {
+			t.Errorf("level %d: lustre %s %q, want skipped by the bake's skip_checks", tc.level, c.Status, c.Message)
+		}
+		if want := fmt.Sprintf("level='%d'\n", tc.level); (tc.level > 0) != strings.Contains(ran, want) {
+			t.Errorf("level %d: the DCGM script run: %q", tc.level, textcut.Head(ran, 200))
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
@@ -14,6 +15,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // VerifyOptions configure the check of an instance's first boot. Common.Policy is used only
@@ -32,6 +34,46 @@ type VerifyOptions struct {
 	Launch *report.Launch
 }
 
+// completing is what a verification that completes the bake's validation judges with: the
+// bake's own expect block where this verification sets none, and the bake's tests, with the
+// NCCL test on.
+func completing(s checks.Settings, doc bom.BOM) checks.Settings {
+	if reflect.ValueOf(s.Expect).IsZero() && doc.Expect != nil {
+		s.Expect = *doc.Expect
+	}
+	s = BakeTests(s, doc)
+	s.NCCL.Skip = false
+	return s
+}
+
+// BakeTests sets s's NCCL and function test settings to the bake's, from the bill of materials,
+// and adds the bake's check selection to s's; an older bill of materials without them gets a
+// bake's defaults. s's NCCL environment stays its own: the bill of materials never carries
+// one (its values may be secret).
+func BakeTests(s checks.Settings, doc bom.BOM) checks.Settings {
+	env, skip := s.NCCL.Env, s.NCCL.Skip
+	if t := doc.Tests; t != nil {
+		s.NCCL, s.Function = t.NCCL, t.Function
+		s.Skip, s.Warn = union(s.Skip, t.Skip), union(s.Warn, t.Warn)
+	} else {
+		s.NCCL, s.Function = settings.NCCL{}, settings.Function{DCGMLevel: settings.DefaultDCGMLevel}
+	}
+	s.NCCL.Env, s.NCCL.Skip = env, skip
+	s.Function = s.Function.Resolved()
+	return s
+}
+
+// union is a followed by the ids of b it lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, id := range b {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // ErrDeferredNotCompleted is why a verification refuses a bill of materials whose bake
 // deferred its validation, unless CompleteValidation.
 var ErrDeferredNotCompleted = errors.New("the image was baked with defer_validation = true (its host suite and NCCL test were not run): set complete_validation = true in the dlami post-processor to run them on this instance; a deferred image is never tagged verified without them")
@@ -45,10 +87,7 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 		o.Policy = *o.BOM.GuardPolicy
 	}
 	if o.CompleteValidation {
-		o.SkipNCCL = false
-		if reflect.ValueOf(o.Expect).IsZero() && o.BOM.Expect != nil {
-			o.Expect = *o.BOM.Expect
-		}
+		o.Checks = completing(o.Checks, o.BOM)
 	}
 	b := newBake(h, ui, Options{Common: o.Common, Validate: true})
 	b.rep.Launch = o.Launch
@@ -61,13 +100,11 @@ func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 // with the bill of materials, then the same host suite and NCCL test as a bake's. It has no
 // guard of its own and writes no bill of materials.
 func (b *Bake) firstBootPlan(o VerifyOptions) plan {
-	ids := append(append(append(append(append([]string{}, result.FirstBootIDs...), result.HostIDs...), result.JobMemlock), result.NCCLIDs...), result.FunctionIDs...)
-	ids = append(ids, result.NodeCheck) // the image's own node check (nodecheck.go)
 	return plan{
-		checkIDs: ids,
+		checkIDs: checks.IDs(checks.PhaseFirstBoot, checks.PhaseHost, checks.PhaseLoad, checks.PhaseFunction, checks.PhaseNode),
 		steps: []func(context.Context) error{
-			b.needCompletion(o), b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM),
-			b.hostSuite, b.jobMemlock, b.ncclTest, b.alongside(b.dcgmTest, b.efaTraffic), b.gdrTest, b.nodeCheckVerify, b.judged("validation"),
+			b.needCompletion(o), b.makeWorkDir("dlami-verify"), b.settle(o.SettleTimeout), b.firstBoot(o.BOM, "at first boot"),
+			b.hostSuite, b.ncclTest, b.functionTests, b.nodeCheckVerify, b.judged("validation"),
 		},
 		verdict: func(err error) error {
 			var v *verdictError
@@ -99,7 +136,7 @@ func (b *Bake) needCompletion(o VerifyOptions) func(context.Context) error {
 
 func (b *Bake) firstBootChecks() []result.Check {
 	var cs []result.Check
-	for _, id := range result.FirstBootIDs {
+	for _, id := range checks.IDs(checks.PhaseFirstBoot) {
 		if c := b.checkOf(id); c.ID != "" {
 			cs = append(cs, c)
 		}
@@ -111,11 +148,11 @@ func (b *Bake) firstBootChecks() []result.Check {
 func (b *Bake) settle(timeout time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		b.stage("first boot: waiting for cloud-init and apt to settle")
-		f, err := probe.Settle(ctx, b.host, int(timeout/time.Second))
+		f, err := probe.Settle(ctx, b.host, timeout)
 		if err != nil {
 			return err
 		}
-		if problem := checks.JudgeSettle(f); problem != "" {
+		if problem := checks.SettleProblem(f); problem != "" {
 			b.record(checks.Unsettled(problem, f.Evidence)...)
 			return verdict("first boot: %s", problem)
 		}
@@ -124,8 +161,9 @@ func (b *Bake) settle(timeout time.Duration) func(context.Context) error {
 }
 
 // firstBoot compares the running kernel, the next-boot kernel and the guarded packages with
-// the bill of materials. Its failures do not stop the host suite: the report shows both.
-func (b *Bake) firstBoot(doc bom.BOM) func(context.Context) error {
+// the bill of materials; when names the boot in messages ("at first boot", "on this boot").
+// Its failures do not stop the host suite: the report shows both.
+func (b *Bake) firstBoot(doc bom.BOM, when string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		b.stage("first boot")
 		cur, err := b.snapshot(ctx, "the first boot")
@@ -136,7 +174,7 @@ func (b *Bake) firstBoot(doc bom.BOM) func(context.Context) error {
 		for n, p := range doc.Guarded {
 			baked.Packages[n] = guard.BakedPackage{Version: p.Version, Held: p.Held}
 		}
-		cs := guard.JudgeFirstBoot(baked, cur, b.opt.Policy)
+		cs := guard.JudgeFirstBoot(baked, cur, b.opt.Policy, when)
 		for i := range cs {
 			cs[i].DurationMS = b.guardTook.Milliseconds()
 		}

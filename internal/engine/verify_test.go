@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // bakedBOM bakes on a fresh fake host and returns the bill of materials it wrote.
@@ -27,8 +28,8 @@ func bakedBOM(t *testing.T) bom.BOM {
 
 func verifyOptions(t *testing.T, b bom.BOM) VerifyOptions {
 	return VerifyOptions{Common: Common{BuildName: "unit", ReportDir: t.TempDir(), CheckTimeout: time.Minute,
-		RemoteFolder: "/tmp", Expect: checks.Expectations{}, SkipNCCL: true, LoadSampleEvery: time.Millisecond,
-		Function: checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}}}, BOM: b, SettleTimeout: time.Minute}
+		RemoteFolder: "/tmp", LoadSampleEvery: time.Millisecond,
+		Checks: checks.Settings{NCCL: settings.NCCL{Skip: true}, Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}}}}, BOM: b, SettleTimeout: time.Minute}
 }
 
 func TestVerifyFirstBoot(t *testing.T) {

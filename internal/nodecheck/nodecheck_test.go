@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
@@ -43,6 +48,8 @@ type fakeNode struct {
 	scontrol func(argv []string) (string, int)
 	ncclOut  string
 	hostname string
+	// jobs are the scripts the run ran, by file name.
+	jobs []string
 }
 
 type section struct {
@@ -180,6 +187,9 @@ func (n *fakeNode) answer(name string) section {
 	if s, ok := n.host[name]; ok {
 		return s
 	}
+	if name == "site.list" {
+		return section{}
+	}
 	return section{out: "sh: command not found", code: 127}
 }
 
@@ -207,19 +217,49 @@ func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.commands = append(n.commands, argv)
-	switch {
-	case argv[0] == nodeconf.DefaultScontrol:
+	if argv[0] == nodeconf.DefaultScontrol {
 		out, code := n.scontrol(argv)
 		return out, code, nil
-	case argv[0] == "/bin/sh":
-		return n.ncclOut, 0, nil
 	}
 	return "", 127, nil
 }
 
+// Run implements host.Runner: the NCCL test prints ncclOut; jobs are recorded by script name.
+func (n *fakeNode) Run(ctx context.Context, j host.Job) (int, error) {
+	n.mu.Lock()
+	n.jobs = append(n.jobs, path.Base(j.Script))
+	out := ""
+	if path.Base(j.Script) == "nccl.sh" {
+		out = n.ncclOut
+	}
+	n.mu.Unlock()
+	if j.Output != nil {
+		io.WriteString(j.Output, out)
+	}
+	return 0, ctx.Err()
+}
+
+func (n *fakeNode) Kill(context.Context, host.Job) error    { return nil }
+func (n *fakeNode) MakeDir(context.Context, string) error   { return nil }
+func (n *fakeNode) RemoveAll(context.Context, string) error { return nil }
+func (n *fakeNode) Hold(context.Context, []string) error {
+	return errors.New("a node check holds nothing")
+}
+func (n *fakeNode) BootID(context.Context) (string, error)          { return "boot-1", nil }
+func (n *fakeNode) Reboot(context.Context) error                    { return errors.New("a node check reboots nothing") }
+func (n *fakeNode) Reconnect(context.Context) error                 { return nil }
+func (n *fakeNode) Upload(context.Context, string, io.Reader) error { return nil }
+func (n *fakeNode) Install(context.Context, []byte, string, fs.FileMode) error {
+	return errors.New("a node check installs nothing")
+}
+func (n *fakeNode) ReadFile(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
+func (n *fakeNode) MakeTempDir(_ context.Context, parent, prefix string) (string, error) {
+	return parent + "/" + prefix + ".test", nil
+}
+
 func (n *fakeNode) env(bomData []byte) Env {
 	return Env{
-		Runner: n, Command: n.command, Now: time.Now,
+		Host: n, Command: n.command, Now: time.Now,
 		ReadFile: func(path string) ([]byte, error) {
 			if path == bom.DefaultPath && bomData != nil {
 				return bomData, nil
@@ -278,12 +318,12 @@ func TestHealthyBoot(t *testing.T) {
 	if !strings.HasPrefix(out.Line, "dlami-node-check: PASS") || strings.Contains(out.Line, "\n") || !strings.Contains(out.Line, "image build golden") {
 		t.Errorf("line %q", out.Line)
 	}
-	for _, id := range append(append([]string{result.JobMemlock}, result.FirstBootIDs...), result.HostIDs...) {
+	for _, id := range checks.IDs(checks.PhaseFirstBoot, checks.PhaseHost) {
 		if st := status(t, out, id); st.Failing() {
 			t.Errorf("%s = %s", id, st)
 		}
 	}
-	for _, id := range result.NCCLIDs {
+	for _, id := range checks.IDs(checks.PhaseLoad) {
 		if st := status(t, out, id); st != result.Skip {
 			t.Errorf("%s = %s, want skip (NCCL is off at boot by default)", id, st)
 		}
@@ -548,19 +588,15 @@ func TestNCCLOnDemand(t *testing.T) {
 	o := options(t, nodeconf.ModeReport, nodeconf.ActionBlock)
 	o.NCCL = true
 	out := Run(context.Background(), n.env(n.bom()), o)
-	for _, id := range result.NCCLIDs {
+	for _, id := range []string{result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport} {
 		if st := status(t, out, id); st != result.Pass {
 			t.Errorf("%s = %s", id, st)
 		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ran := false
-	for _, c := range n.commands {
-		ran = ran || (c[0] == "/bin/sh" && strings.Contains(c[2], "all_reduce_perf"))
-	}
-	if !ran {
-		t.Error("the NCCL script was not run")
+	if !slices.Contains(n.jobs, "nccl.sh") {
+		t.Errorf("the NCCL script was not run (jobs %q)", n.jobs)
 	}
 }
 

@@ -6,9 +6,11 @@ package nodeconf
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,6 +47,34 @@ var (
 	Modes   = []string{ModeBoot, ModeReport, ModeSlurm, ModeNPD}
 	Actions = []string{ActionBlock, ActionDrain, ActionReport}
 )
+
+// DefaultAction is what a failing boot does when nothing says otherwise: keep the job units
+// from starting.
+const DefaultAction = ActionBlock
+
+// Action returns action, or DefaultAction when it is empty.
+func Action(action string) string {
+	if action == "" {
+		return DefaultAction
+	}
+	return action
+}
+
+// CheckAction refuses an action the command does not know, naming setting.
+func CheckAction(setting, action string) error {
+	if !slices.Contains(Actions, action) {
+		return fmt.Errorf("%s %q: use %s", setting, action, strings.Join(Actions, ", "))
+	}
+	return nil
+}
+
+// CheckMode refuses a mode the command does not know, naming setting.
+func CheckMode(setting, mode string) error {
+	if !slices.Contains(Modes, mode) {
+		return fmt.Errorf("%s %q: use %s", setting, mode, strings.Join(Modes, ", "))
+	}
+	return nil
+}
 
 // NPD's exit statuses (custom plugin protocol: OK, NonOK, Unknown).
 const (
@@ -90,23 +120,54 @@ var DefaultBefore = []string{"slurmd.service", "kubelet.service"}
 // Config is the file the provisioner installs at ConfigPath; the command reads it and its
 // flags override it.
 type Config struct {
-	Action              string `json:"action"`
-	BOMPath             string `json:"bom_path"`
-	OutDir              string `json:"out_dir"`
-	Textfile            string `json:"textfile"`
-	TimeoutSeconds      int    `json:"timeout_seconds"`
-	CheckTimeoutSeconds int    `json:"check_timeout_seconds"`
-	NCCL                bool   `json:"nccl"`
-	Scontrol            string `json:"scontrol"`
+	Action   string `json:"action"`
+	BOMPath  string `json:"bom_path"`
+	OutDir   string `json:"out_dir"`
+	Textfile string `json:"textfile"`
+	// Timeout bounds a run; CheckTimeout each probe command.
+	Timeout      Duration `json:"timeout"`
+	CheckTimeout Duration `json:"check_timeout"`
+	// The load and function phases a boot runs besides the host suite, each off unless set:
+	// the 1-node NCCL test, DCGM's diagnostics at this level (0 off), the EFA traffic test and
+	// the GPUDirect RDMA all-reduce. Their floors and bounds are the bake's (the bill of
+	// materials carries them).
+	NCCL          bool `json:"nccl"`
+	DCGMLevel     int  `json:"dcgm_level,omitempty"`
+	EFATraffic    bool `json:"efa_traffic,omitempty"`
+	GPUDirectRDMA bool `json:"gpudirect_rdma,omitempty"`
+	// SkipChecks and WarnChecks are node_check's skip_checks and warn_checks, on top of the
+	// bake's.
+	SkipChecks []string `json:"skip_checks,omitempty"`
+	WarnChecks []string `json:"warn_checks,omitempty"`
+	Scontrol   string   `json:"scontrol"`
 	// Before are the units the systemd unit runs before (for the record).
 	Before []string `json:"before"`
 	// LoginUser is the user whose new logins the memlock check judges (the bake's SSH user).
 	LoginUser string `json:"login_user,omitempty"`
 }
 
+// Duration is a duration written the way Go and HCL read it ("5m0s").
+type Duration time.Duration
+
+// Duration returns d as a time.Duration.
+func (d Duration) Duration() time.Duration { return time.Duration(d) }
+
+// MarshalText writes d as "5m0s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a duration such as "5m0s" or "90s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // Encode renders c as indented JSON.
 func (c Config) Encode() []byte {
-	b, _ := json.MarshalIndent(c, "", "  ") // plain strings, ints and bools: cannot fail
+	b, _ := json.MarshalIndent(c, "", "  ") // plain strings, ints, bools and durations: cannot fail
 	return append(b, '\n')
 }
 
@@ -137,7 +198,7 @@ func CheckUnitName(setting, name string) error {
 // starting (systemd does not start a unit whose Requires= dependency, ordered before it,
 // failed). Its start is bounded (TimeoutStartSec, beyond the command's own --timeout).
 func Unit(c Config) string {
-	timeout := time.Duration(c.TimeoutSeconds) * time.Second
+	timeout := c.Timeout.Duration()
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("# Installed by packer-plugin-dlami (node_check): judges this node against the image's")
@@ -166,16 +227,19 @@ func Unit(c Config) string {
 	return b.String()
 }
 
-// SlurmWrapper is the HealthCheckProgram: Slurm runs it without arguments.
-func SlurmWrapper() string {
-	return "#!/bin/sh\n# Slurm HealthCheckProgram (slurm.conf): the dlami node check in Slurm mode (packer-plugin-dlami).\nexec " +
-		BinaryPath + " --mode " + ModeSlurm + " --config " + ConfigPath + "\n"
-}
+// slurmWrapper is the HealthCheckProgram: Slurm runs it without arguments. It names
+// BinaryPath, ModeSlurm and ConfigPath (a test holds them together).
+//
+//go:embed slurm-wrapper.sh
+var slurmWrapper string
+
+// SlurmWrapper is the HealthCheckProgram the provisioner installs at SlurmWrapperPath.
+func SlurmWrapper() string { return slurmWrapper }
 
 // NPDConfig is node-problem-detector's custom plugin monitor configuration: a permanent
 // condition DLAMINodeCheckFailed set while the check exits 1.
 func NPDConfig(c Config) []byte {
-	timeout := time.Duration(c.TimeoutSeconds) * time.Second
+	timeout := c.Timeout.Duration()
 	doc := map[string]any{
 		"plugin": "custom",
 		"pluginConfig": map[string]any{

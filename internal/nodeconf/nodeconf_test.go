@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUnitAndNPDConfig(t *testing.T) {
-	c := Config{Action: ActionBlock, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
+	c := Config{Action: ActionBlock, Timeout: Duration(300 * time.Second), Before: DefaultBefore, OutDir: DefaultOutDir}
 	u := Unit(c)
 	for _, want := range []string{
 		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
@@ -46,5 +47,13 @@ func TestUnitAndNPDConfig(t *testing.T) {
 	}
 	if err := CheckUnitName("node_check.before[0]", "slurmd; rm -rf /"); err == nil {
 		t.Error("a unit name with a shell command was accepted")
+	}
+}
+
+// The Slurm wrapper runs the installed binary in Slurm mode with the installed config.
+func TestSlurmWrapper(t *testing.T) {
+	want := "exec " + BinaryPath + " --mode " + ModeSlurm + " --config " + ConfigPath + "\n"
+	if w := SlurmWrapper(); !strings.HasPrefix(w, "#!/bin/sh\n") || !strings.HasSuffix(w, want) {
+		t.Errorf("wrapper:\n%s\nwant it to end with %q", w, want)
 	}
 }

@@ -26,9 +26,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -401,9 +401,9 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 	o := engine.VerifyOptions{
 		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
-			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
-			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
-			Function: verifyFunction(c.NCCL || c.CompleteValidation),
+			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
+			Checks: verifySettings(c, b),
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
@@ -510,12 +510,20 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 	}
 }
 
-// verifyFunction is what the first boot runs of the tests that prove the hardware works: with
-// nccl = true, what a bake runs by default (DCGM level 2, EFA traffic, GPUDirect RDMA); without
-// it, none of them, so a verification stays a first-boot check that costs no GPU minutes.
-func verifyFunction(full bool) checks.FunctionOptions {
-	if full {
-		return checks.FunctionOptions{DCGMLevel: checks.DefaultDCGMLevel}
+// verifySettings is what the first boot is judged with. With nccl = true or
+// complete_validation = true it runs the NCCL test and the tests that prove the hardware
+// works, with the bake's settings from the bill of materials (DCGM's level, the EFA traffic
+// and GPUDirect RDMA floors: a bake that turned DCGM off is not judged with it here); without
+// either, none of them, so a verification stays a first-boot check that costs no GPU minutes.
+func verifySettings(c *Config, doc bom.BOM) checks.Settings {
+	s := checks.Settings{
+		Expect: c.Expect, NCCL: settings.NCCL{Skip: !c.NCCL},
+		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
+		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
-	return checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}}
+	if c.NCCL || c.CompleteValidation {
+		s = engine.BakeTests(s, doc)
+		s.NCCL.Skip = !c.NCCL && !c.CompleteValidation
+	}
+	return s
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -69,11 +70,11 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			CheckTimeout:  c.CheckTimeout,
 			RemoteFolder:  c.RemoteFolder,
 			Policy:        c.Guard.policy(),
-			Expect:        c.Expect,
-			SkipNCCL:      c.NCCL.Skip,
-			NCCL:          c.NCCL.options(),
-			Function:      c.function(),
-			Secrets:       secrets,
+			Checks: checks.Settings{
+				Expect: c.Expect, NCCL: c.NCCL.settings(), Function: c.function().Resolved(),
+				Skip: c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks", WarnSetting: "warn_checks",
+			},
+			Secrets: secrets,
 		},
 		KeepGoing:     c.KeepGoing,
 		HoldUnheld:    c.HoldUnheld,
@@ -84,6 +85,12 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		Layers:        layers,
 	}
 	p.opt.DeferValidation = c.DeferValidation
+	if c.SiteChecksDir != "" {
+		// Read once here: prepare refused a directory that cannot serve.
+		if p.opt.SiteChecks, err = readSiteChecks(c.SiteChecksDir); err != nil {
+			return err
+		}
+	}
 	if c.NodeCheck != nil {
 		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
 	}
