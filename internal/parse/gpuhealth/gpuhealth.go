@@ -118,6 +118,10 @@ func (k Kind) ReadFailed() bool {
 	return k == KindUnknownError || k == KindGPULost || k == KindNoPermission || k == KindOtherError
 }
 
+// KindOf classifies a value nvidia-smi printed (in any of its outputs): KindValue for a
+// value, else which "no value" it is.
+func KindOf(raw string) Kind { return kindOf(raw) }
+
 // kindOf classifies a field's text.
 func kindOf(raw string) Kind {
 	t := strings.TrimSpace(raw)
