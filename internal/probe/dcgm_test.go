@@ -70,4 +70,3 @@ func TestDCGMScriptRun(t *testing.T) {
 		t.Errorf("no EXIT line: %+v", f)
 	}
 }
-

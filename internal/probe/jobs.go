@@ -159,7 +159,9 @@ func ParseDCGMRun(output string, level settings.DCGMLevel) (f facts.Fact[facts.D
 			case "STARTED":
 				d.StartedHostEngine = true
 			case "EXIT":
-				if rc, err := strconv.Atoi(strings.TrimSpace(arg)); err == nil && rc >= 0 {
+				// The shell's $?: 0-255 in decimal digits, nothing else.
+				if a := strings.TrimSpace(arg); exitStatus.MatchString(a) {
+					rc, _ := strconv.Atoi(a)
 					d.ExitCode, d.Exit = rc, dcgmdiag.ExitStatus(rc)
 				}
 			case "STDERR":
@@ -192,6 +194,9 @@ const (
 	efaPingSize       = 65536
 	efaBasePort       = 47800
 )
+
+// exitStatus is a shell exit status as $? prints it.
+var exitStatus = regexp.MustCompile(`^(?:0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5])$`)
 
 var efaDeviceName = regexp.MustCompile(`^(rdmap[0-9a-z]+|efa_[0-9]+)$`)
 
