@@ -50,6 +50,9 @@ type Common struct {
 	// LoginUser is the user whose new logins the memlock check judges; "" is the user the
 	// probe runs as (the SSH user).
 	LoginUser string
+	// Launch is what the host's launch attached, when the caller launched it (the
+	// post-processor's verification); zero when unknown (a bake inside a builder).
+	Launch checks.Launch
 	// LoadSampleEvery is how often the GPUs' health is sampled while the NCCL test runs; 0
 	// means DefaultLoadSampleEvery.
 	LoadSampleEvery time.Duration
