@@ -58,6 +58,9 @@ type Common struct {
 	LoadSampleEvery time.Duration
 	// KillTimeout bounds stopping a running job when the run is cancelled.
 	KillTimeout time.Duration
+	// ProgressEvery is how often a long wait says what it waits for; 0 means
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Secrets are values that must never appear in a report (layer environment values,
@@ -287,6 +290,9 @@ func newBake(h host.Host, ui UI, opt Options) *Bake {
 	}
 	if opt.LoadSampleEvery == 0 {
 		opt.LoadSampleEvery = DefaultLoadSampleEvery
+	}
+	if opt.ProgressEvery == 0 {
+		opt.ProgressEvery = DefaultProgressEvery
 	}
 	if opt.KillTimeout == 0 {
 		opt.KillTimeout = DefaultKillTimeout
