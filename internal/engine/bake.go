@@ -1,8 +1,13 @@
-// Package engine runs the checks on a host: a bake (one `dlami` provisioner's work): guard the kernel holds, run the
-// layers with a drift check after each, validate the host, run the NCCL test, and write the
-// reports on every ending (pass, fail, cancel, error). It decides the order and when to stop;
-// the commands and the judging come from the guard, layer and checks packages, and everything
-// remote goes through the typed host API (package host).
+// Package engine is the one engine of the checks: it gathers a host's facts phase by phase
+// (the host suite, the NCCL test's load, the function tests, the site checks) through the probe,
+// judges them with the catalog of package checks, and runs three plans over the same phases: a
+// bake (one `dlami` provisioner's work: guard the kernel holds, run the layers with a drift
+// check after each, the phases, the bill of materials), the first-boot verification of an
+// instance launched from the image, and a node's check of itself. It writes the reports on
+// every ending (pass, fail, cancel, error) and decides the order and when to stop; the commands
+// come from the probe and the layer package, the judging from the checks and guard packages,
+// and everything on the host goes through the typed host API (package host): SSH in a bake,
+// this machine on a node.
 package engine
 
 import (
