@@ -82,8 +82,10 @@ func (f *Filter) String(s string) string {
 
 // UI returns ui with every message, error, question and machine-readable argument it is sent
 // filtered through secrets (New's rules); ui itself when none is a secret.
-func UI(ui packersdk.Ui, secrets ...string) packersdk.Ui {
-	f := New(secrets...)
+func UI(ui packersdk.Ui, secrets ...string) packersdk.Ui { return New(secrets...).UI(ui) }
+
+// UI returns ui with everything it is sent filtered through f; ui itself when f is empty.
+func (f *Filter) UI(ui packersdk.Ui) packersdk.Ui {
 	if f.Empty() {
 		return ui
 	}
@@ -93,6 +95,23 @@ func UI(ui packersdk.Ui, secrets ...string) packersdk.Ui {
 	}
 	return &filteredUI{Ui: ui, f: f}
 }
+
+// Error returns err with its message filtered through f (errors.Is and errors.As still reach
+// err): a plugin's error travels to Packer as its text, and Packer prints it. nil stays nil.
+func (f *Filter) Error(err error) error {
+	if err == nil || f.Empty() {
+		return err
+	}
+	return &filteredError{err: err, msg: f.String(err.Error())}
+}
+
+type filteredError struct {
+	err error
+	msg string
+}
+
+func (e *filteredError) Error() string { return e.msg }
+func (e *filteredError) Unwrap() error { return e.err }
 
 // filteredUI is a packersdk.Ui that filters what it passes on; TrackProgress (a download's
 // progress bar) passes as it is.

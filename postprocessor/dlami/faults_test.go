@@ -331,3 +331,76 @@ func unknownIDForm(cmd string) string {
 	}
 	return cmd
 }
+
+// An instance slow to terminate keeps neither the key pair (it waits for nothing and goes
+// first) nor the verdict: the healthy AMI is kept and tagged, and what is left is named last,
+// each with its command.
+func TestSlowTerminationKeepsTheVerdictAndNotTheKeyPair(t *testing.T) {
+	const ami = "ami-0000000000000f011"
+	f, p := launchable(t, ami, "snap-00000000000000f11", map[string]interface{}{})
+	p.poll, p.callTimeout, p.cleanupTimeout = matrixPoll, matrixCall, time.Second
+	p.checkBoot = func(context.Context, packersdk.Ui, *launch.Instance, target, string, func(string)) error {
+		// Terminations now take longer than the cleanup has.
+		f.srv.SetTransitionPolls(1_000_000)
+		return nil
+	}
+	out := &syncBuffer{}
+	ui := &packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: out, ErrorWriter: out}
+	_, _, _, err := p.PostProcess(context.Background(), ui, ebsArtifact("us-east-1:"+ami))
+	if err != nil {
+		t.Fatalf("a slow termination failed a healthy AMI: %v", err)
+	}
+	rs := f.srv.State("us-east-1", false).Regions["us-east-1"]
+	if len(rs.KeyPairs) != 0 {
+		t.Errorf("key pairs left: %+v", rs.KeyPairs)
+	}
+	if img, _ := f.image("us-east-1", ami); img.Tags[amitags.Verified] != "true" {
+		t.Errorf("tags %v: want %s = true", img.Tags, amitags.Verified)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	id := rs.Instances[0].ID
+	if !strings.Contains(last, "STILL RUNNING: "+id) || !strings.Contains(last, "aws ec2 terminate-instances --region us-east-1 --instance-ids "+id) {
+		t.Errorf("last line %q: want the instance and its command", last)
+	}
+	var group string
+	for _, g := range rs.SecurityGroups {
+		if g.Name != "default" {
+			group = g.ID
+		}
+	}
+	if group == "" || !strings.Contains(out.String(), "LEFT BEHIND: security group "+group+" in us-east-1") ||
+		!strings.Contains(out.String(), "aws ec2 delete-security-group --region us-east-1 --group-id "+group) {
+		t.Errorf("the group %q left is not named with its command:\n%s", group, out.String())
+	}
+}
+
+// A run that fails never leaves dlami:verified = true on a copy Packer is about to deregister:
+// with two copies launched, the first healthy and the second not judged, neither is tagged.
+func TestAFailedRunTagsNoCopyVerified(t *testing.T) {
+	const east, west = "ami-0000000000000f021", "ami-0000000000000f022"
+	f := newFakeEC2(t, "us-east-1", "us-west-2")
+	f.own(t, "us-east-1", east, "snap-00000000000000f21")
+	f.own(t, "us-west-2", west, "snap-00000000000000f22")
+	p, err := configure(t, map[string]interface{}{"regions": []string{"us-east-1", "us-west-2"}, "instance_type": "p5.48xlarge",
+		"skip_credential_validation": true, "report_dir": t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ec2For, p.poll = f.client, matrixPoll
+	p.checkBoot = func(_ context.Context, _ packersdk.Ui, _ *launch.Instance, tg target, _ string, _ func(string)) error {
+		if tg.region == "us-west-2" {
+			return errors.New("SSH did not answer")
+		}
+		return nil
+	}
+	_, _, _, err = p.PostProcess(context.Background(), packersdk.TestUi(t), ebsArtifact("us-east-1:"+east+",us-west-2:"+west))
+	if err == nil || !strings.Contains(err.Error(), "could not be verified") {
+		t.Fatalf("err %v", err)
+	}
+	for region, id := range map[string]string{"us-east-1": east, "us-west-2": west} {
+		if img, ok := f.image(region, id); !ok || img.Tags[amitags.Verified] != "" {
+			t.Errorf("%s: registered %v, tags %v: a failed run must tag no copy", region, ok, img.Tags)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func (p *PostProcessor) Configure(raws ...interface{}) error {
 	if err != nil {
 		return err
 	}
-	packersdk.LogSecretFilter.Set(p.config.Secrets()...)
+	packersdk.LogSecretFilter.Set(secretfilter.New(p.config.Secrets()...).Secrets()...)
 	errs, warnings := p.config.prepare()
 	for _, w := range warnings {
 		fmt.Fprintln(os.Stderr, "dlami: warning: "+w)
@@ -157,8 +157,16 @@ func (c *Config) instanceType() (string, error) {
 // AMI Packer then deregisters) never leaves dlami:verified = true behind. Whatever could not be
 // removed is named last, with its command.
 func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
+	// Every line it sends and its error pass through the secrets first: Packer does not
+	// filter a plugin's UI, and prints its error as it is.
+	secrets := secretfilter.New(p.config.Secrets()...)
+	out, keep, force, err := p.postProcess(ctx, secrets.UI(ui), a)
+	return out, keep, force, secrets.Error(err)
+}
+
+// postProcess is PostProcess, its UI and its error not filtered yet.
+func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
 	c := &p.config
-	ui = secretfilter.UI(ui, c.Secrets()...)
 	all, err := amis(a)
 	if err != nil {
 		return a, true, false, fmt.Errorf("dlami: %w", err)
