@@ -21,13 +21,14 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 )
 
-// The fault matrix's timing: fast polls, a call that does not answer given up after
-// matrixCall, and a cleanup whose smallest share (the key pair's, a fifth) still outlasts a
-// hung call and its retry.
+// The fault matrix's timing: fast polls, and a call that does not answer given up after
+// matrixCall. No case waits for a deadline (a missing permission ends an operation at once),
+// so the cleanup's deadline is only headroom for a loaded machine: its smallest share (the key
+// pair's, a fifth) outlasts many hung calls.
 const (
 	matrixPoll    = 5 * time.Millisecond
 	matrixCall    = 150 * time.Millisecond
-	matrixCleanup = 2 * time.Second
+	matrixCleanup = 10 * time.Second
 )
 
 // sdkClients makes each region's EC2 client as the post-processor does (awsaccess.LoadConfig,
