@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -178,39 +177,38 @@ func (in *Instance) resources() []resource {
 	return out
 }
 
-// ordered sorts rs so that each comes after the kinds it waits for, keeping the given order
-// otherwise; a kind that waits for one that is not there waits for nothing.
+// ordered sorts rs so that each comes after every resource of the kinds it waits for, keeping
+// the given order otherwise; several resources may share a kind (one per network interface),
+// and a kind that waits for one that is not there waits for nothing.
 func ordered(rs []resource) []resource {
-	present := map[string]bool{}
+	pending := map[string]int{} // kind -> resources of it not placed yet
 	for _, r := range rs {
-		present[r.kind] = true
+		pending[r.kind]++
 	}
-	done := map[string]bool{}
+	placed := make([]bool, len(rs))
 	var out []resource
 	for len(out) < len(rs) {
 		progressed := false
-		for _, r := range rs {
-			if done[r.kind] {
+		for i, r := range rs {
+			if placed[i] {
 				continue
 			}
 			ready := true
 			for _, a := range r.after {
-				if present[a] && !done[a] && a != r.kind {
+				if a != r.kind && pending[a] > 0 {
 					ready = false
 				}
 			}
 			if ready {
-				out = append(out, r)
-				done[r.kind] = true
-				progressed = true
+				out, placed[i], progressed = append(out, r), true, true
+				pending[r.kind]--
 			}
 		}
 		if !progressed {
 			// A cycle: the rest in the given order rather than never.
-			for _, r := range rs {
-				if !done[r.kind] {
-					out = append(out, r)
-					done[r.kind] = true
+			for i, r := range rs {
+				if !placed[i] {
+					out, placed[i] = append(out, r), true
 				}
 			}
 		}
@@ -424,13 +422,4 @@ func (b boundedDescribe) DescribeInstances(ctx context.Context, in *ec2.Describe
 		return err
 	})
 	return out, err
-}
-
-// kinds names the kinds of rs, in order (tests and messages).
-func kinds(rs []resource) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.kind)
-	}
-	return slices.Clip(out)
 }

@@ -205,6 +205,21 @@ func TestResourcesAreOrderedByWhatTheyWaitFor(t *testing.T) {
 	if len(a) != 2 {
 		t.Errorf("a cycle lost resources: %v", a)
 	}
+	// Two resources of one kind: what waits for the kind waits for both.
+	two := kinds(ordered([]resource{{kind: "security group", after: []string{"network interface"}},
+		{kind: "network interface", after: []string{"instance"}}, {kind: "instance"}, {kind: "network interface", after: []string{"instance"}}}))
+	if want := []string{"instance", "network interface", "network interface", "security group"}; !slices.Equal(two, want) {
+		t.Errorf("order %v, want %v", two, want)
+	}
+}
+
+// kinds names the kinds of rs, in order.
+func kinds(rs []resource) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.kind)
+	}
+	return out
 }
 
 // Tagging retries throttling and 500s past the SDK's attempts, waits out a call that does not
