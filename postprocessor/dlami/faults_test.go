@@ -405,3 +405,44 @@ func TestAFailedRunTagsNoCopyVerified(t *testing.T) {
 		}
 	}
 }
+
+// A copy judged bad gets its on_failure even when the run is cancelled while a later copy is
+// verified; the copy whose verification the cancellation cut short is left alone.
+func TestOnFailureSurvivesALaterCancellation(t *testing.T) {
+	const east, west = "ami-0000000000000f031", "ami-0000000000000f032"
+	f := newFakeEC2(t, "us-east-1", "us-west-2")
+	f.own(t, "us-east-1", east, "snap-00000000000000f31")
+	f.own(t, "us-west-2", west, "snap-00000000000000f32")
+	p, err := configure(t, map[string]interface{}{"regions": []string{"us-east-1", "us-west-2"}, "instance_type": "p5.48xlarge",
+		"skip_credential_validation": true, "report_dir": t.TempDir(), "on_failure": "tag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ec2For, p.poll = f.client, matrixPoll
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.checkBoot = func(ctx context.Context, _ packersdk.Ui, _ *launch.Instance, tg target, _ string, _ func(string)) error {
+		if tg.region == "us-east-1" {
+			return &engine.DriftError{Stage: "first boot", Failed: []string{"first-boot-kernel"}}
+		}
+		cancel()
+		return ctx.Err()
+	}
+	_, _, _, err = p.PostProcess(ctx, packersdk.TestUi(t), ebsArtifact("us-east-1:"+east+",us-west-2:"+west))
+	if err == nil || !strings.Contains(err.Error(), "did not boot healthy") || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("err %v: want the failed copy and the cancellation", err)
+	}
+	for region, id := range map[string]string{"us-east-1": east, "us-west-2": west} {
+		// on_failure applies to every copy of the artifact, as it always has.
+		if img, ok := f.image(region, id); !ok || img.Tags[amitags.Verified] != "false" {
+			t.Errorf("%s: registered %v, tags %v: want %s = false", region, ok, img.Tags, amitags.Verified)
+		}
+	}
+	for _, region := range []string{"us-east-1", "us-west-2"} {
+		for _, in := range f.srv.State(region, false).Regions[region].Instances {
+			if in.State != "terminated" {
+				t.Errorf("%s: instance %s %s", region, in.ID, in.State)
+			}
+		}
+	}
+}

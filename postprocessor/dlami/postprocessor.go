@@ -207,10 +207,11 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 		switch {
 		case err == nil:
 			verified = append(verified, verdict{t, ranOn})
+		case ctx.Err() != nil:
+			// Before Judged: a check cut short by the cancellation is no verdict.
+			cancelled = fmt.Errorf("cancelled while verifying %s in %s: %w", t.ami, t.region, err)
 		case engine.Judged(err):
 			failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
-		case ctx.Err() != nil:
-			cancelled = fmt.Errorf("cancelled while verifying %s in %s: %w", t.ami, t.region, err)
 		default:
 			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		}
@@ -226,7 +227,8 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 	}
 	var problems []string
 	if len(failed) > 0 {
-		// Carried out even after a cancellation: the verdict is given.
+		// Carried out even after a cancellation (that came while verifying a later copy): the
+		// verdict on this one is given.
 		if err := p.onFailure(ctx, ui, ec2For, run, all); err != nil {
 			failed = append(failed, err.Error())
 		}
