@@ -246,7 +246,9 @@ func TestTagImageRetriesAndReadsBack(t *testing.T) {
 			}
 			f.srv.SetFault(awsfake.OpCreateTags, region, tc.fault)
 			p := quick
-			p.CallTimeout = 300 * time.Millisecond
+			if tc.fault.Hang > 0 {
+				p.CallTimeout = 300 * time.Millisecond
+			}
 			before := f.srv.CallCount(awsfake.OpCreateTags, region)
 			if err := TagImage(context.Background(), api, east, tags, p); err != nil {
 				t.Fatal(err)
@@ -309,7 +311,9 @@ func TestDeregisterRetriesAndIsIdempotent(t *testing.T) {
 			}
 			f.srv.SetFault(tc.op, region, tc.fault)
 			p := quick
-			p.CallTimeout = 300 * time.Millisecond
+			if tc.fault.Hang > 0 {
+				p.CallTimeout = 300 * time.Millisecond
+			}
 			err := Deregister(context.Background(), api, east, p)
 			_, registered := f.imageTags(region, east)
 			if tc.leak != "" {

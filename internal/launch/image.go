@@ -32,12 +32,21 @@ func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout())
 	defer cancel()
 	final := func(err error) bool { return denied(err) || imageGone(err) }
-	err := p.retry(ctx, final, func(ctx context.Context) error {
-		_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})
+	err := p.retryCalls(ctx, final, func(ctx context.Context) error {
+		err := p.call(ctx, func(ctx context.Context) error {
+			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})
+			return err
+		})
 		if err == nil || final(err) {
 			return err
 		}
-		if ok, _ := hasTags(ctx, api, imageID, tags); ok {
+		var tagged bool
+		_ = p.call(ctx, func(ctx context.Context) error {
+			var rerr error
+			tagged, rerr = hasTags(ctx, api, imageID, tags)
+			return rerr
+		})
+		if tagged {
 			return nil
 		}
 		return err

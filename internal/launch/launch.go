@@ -329,12 +329,18 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	return in, nil
 }
 
-// step runs one step of a launch: f, retried while its error is transient, until the launch's
-// context or the step's own deadline (the patience's Timeout) ends.
+// step runs one step of a launch: f, one call bounded by the call timeout, retried while its
+// error is transient, until the launch's context or the step's own deadline (the patience's
+// Timeout) ends.
 func (in *Instance) step(ctx context.Context, f func(context.Context) error) error {
+	return in.stepCalls(ctx, func(ctx context.Context) error { return in.patience.call(ctx, f) })
+}
+
+// stepCalls is step for an f that makes several calls, each bounded by in.patience.call.
+func (in *Instance) stepCalls(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, in.patience.timeout())
 	defer cancel()
-	return in.patience.retry(ctx, lasting, f)
+	return in.patience.retryCalls(ctx, lasting, f)
 }
 
 // errNotYet is a step that found EC2 not caught up yet (a security group EC2 says exists but
@@ -349,13 +355,21 @@ func (in *Instance) createKeyPair(ctx context.Context, tags map[string]string) e
 		KeyName: aws.String(in.keyName), KeyType: types.KeyTypeEd25519,
 		TagSpecifications: tagSpec(types.ResourceTypeKeyPair, tags),
 	}
-	return in.step(ctx, func(ctx context.Context) error {
-		kp, err := in.api.CreateKeyPair(ctx, create)
+	var kp *ec2.CreateKeyPairOutput
+	createKey := func(ctx context.Context) (err error) {
+		kp, err = in.api.CreateKeyPair(ctx, create)
+		return err
+	}
+	return in.stepCalls(ctx, func(ctx context.Context) error {
+		err := in.patience.call(ctx, createKey)
 		if awsaccess.APICode(err) == "InvalidKeyPair.Duplicate" {
-			if _, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)}); err != nil {
+			if err := in.patience.call(ctx, func(ctx context.Context) error {
+				_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
+				return err
+			}); err != nil {
 				return fmt.Errorf("replacing the key pair an unanswered try made: %w", err)
 			}
-			kp, err = in.api.CreateKeyPair(ctx, create)
+			err = in.patience.call(ctx, createKey)
 		}
 		if err != nil {
 			return err
@@ -373,13 +387,21 @@ func (in *Instance) createKeyPair(ctx context.Context, tags map[string]string) e
 // retry meets InvalidGroup.Duplicate: the group, which carries this launch's own name, is
 // looked up and used.
 func (in *Instance) createGroup(ctx context.Context, tags map[string]string) error {
-	return in.step(ctx, func(ctx context.Context) error {
-		out, err := in.api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
-			GroupName: aws.String(in.groupName), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
-			VpcId: aws.String(in.vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, tags),
+	return in.stepCalls(ctx, func(ctx context.Context) error {
+		var out *ec2.CreateSecurityGroupOutput
+		err := in.patience.call(ctx, func(ctx context.Context) (err error) {
+			out, err = in.api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+				GroupName: aws.String(in.groupName), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
+				VpcId: aws.String(in.vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, tags),
+			})
+			return err
 		})
 		if awsaccess.APICode(err) == "InvalidGroup.Duplicate" {
-			id, ferr := in.lookupGroup(ctx)
+			var id string
+			ferr := in.patience.call(ctx, func(ctx context.Context) (err error) {
+				id, err = in.lookupGroup(ctx)
+				return err
+			})
 			switch {
 			case ferr != nil:
 				return fmt.Errorf("finding the group an unanswered try made: %w", ferr)

@@ -71,7 +71,7 @@ func spec(region string) Spec {
 func discard(string) {}
 
 // quick is the patience of a test: fast polls, a deadline a loaded CI machine still meets.
-var quick = Patience{Poll: 10 * time.Millisecond, Timeout: 5 * time.Second, CallTimeout: time.Second}
+var quick = Patience{Poll: 10 * time.Millisecond, Timeout: 10 * time.Second, CallTimeout: 5 * time.Second}
 
 func TestLaunchAndCleanup(t *testing.T) {
 	f := newFake(t)
@@ -157,7 +157,7 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 func TestLaunchStuckPendingIsTerminated(t *testing.T) {
 	f := newFake(t)
 	f.srv.SetFault("RunInstances", region, awsfake.Fault{StuckPending: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := Launch(ctx, f.client(region), spec(region), discard)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not reach running") {

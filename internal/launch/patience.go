@@ -54,9 +54,15 @@ func (p Patience) callTimeout() time.Duration { return cmp.Or(p.CallTimeout, Cal
 // cannot change by trying again, or ctx ends; it waits a jittered backoff between calls. It
 // returns f's last error, saying how often it tried when the deadline ended it.
 func (p Patience) retry(ctx context.Context, final func(error) bool, f func(context.Context) error) error {
+	return p.retryCalls(ctx, final, func(ctx context.Context) error { return p.call(ctx, f) })
+}
+
+// retryCalls is retry for an f that makes several calls and bounds each itself (p.call), so
+// that a call that hangs does not leave the next one (a read-back, a lookup) without time.
+func (p Patience) retryCalls(ctx context.Context, final func(error) bool, f func(context.Context) error) error {
 	backoff := awsaccess.RetryPolicy{BaseDelay: p.poll(), MaxBackoff: 6 * p.poll()}
 	for n := 1; ; n++ {
-		err := p.call(ctx, f)
+		err := f(ctx)
 		if err == nil {
 			return nil
 		}

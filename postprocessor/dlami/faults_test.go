@@ -160,7 +160,7 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 	f.own(t, "us-east-1", east, eastSnap)
 	f.own(t, "us-west-2", west, westSnap)
 	raw := map[string]interface{}{"region": "us-east-1", "instance_type": "p5.48xlarge", "report_dir": t.TempDir(),
-		"on_failure": v.onFailure, "ssh_timeout": "5s"}
+		"on_failure": v.onFailure, "ssh_timeout": "30s"}
 	if op == awsfake.OpDescribeSubnets {
 		raw["subnet_id"] = srv.State("us-east-1", false).Regions["us-east-1"].Subnet.ID
 	}
