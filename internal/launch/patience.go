@@ -61,6 +61,7 @@ func (p Patience) retry(ctx context.Context, final func(error) bool, f func(cont
 // that a call that hangs does not leave the next one (a read-back, a lookup) without time.
 func (p Patience) retryCalls(ctx context.Context, final func(error) bool, f func(context.Context) error) error {
 	backoff := awsaccess.RetryPolicy{BaseDelay: p.poll(), MaxBackoff: 6 * p.poll()}
+	var answered error // the last error that was not the deadline cutting a call short
 	for n := 1; ; n++ {
 		err := f(ctx)
 		if err == nil {
@@ -69,11 +70,14 @@ func (p Patience) retryCalls(ctx context.Context, final func(error) bool, f func
 		if final != nil && final(err) {
 			return err
 		}
+		if ctx.Err() == nil || answered == nil {
+			answered = err
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (still failing at the deadline after %d tries)", err, n)
+			return fmt.Errorf("%w (still failing at the deadline after %d tries)", answered, n)
 		}
 		if perr := pause.Sleep(ctx, max(backoff.Backoff(n), p.poll()/4)); perr != nil {
-			return fmt.Errorf("%w (still failing at the deadline after %d tries)", err, n)
+			return fmt.Errorf("%w (still failing at the deadline after %d tries)", answered, n)
 		}
 	}
 }

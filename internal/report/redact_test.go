@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -25,7 +24,7 @@ func TestRedactKeepsVerdicts(t *testing.T) {
 		},
 		Drift:          []guard.Drift{{Kind: "package-version", Package: "efa", Before: "pass", After: "fail"}},
 		DeferredChecks: []string{"nccl-busbw"},
-		NCCL:           &checks.NCCLFigures{BusBWPlacement: "out-of-place", Network: "Libfabric"},
+		NCCL:           &NCCLFigures{BusBWPlacement: "out-of-place", Network: "Libfabric"},
 		Launch:         &Launch{InstanceType: "p5.48xlarge", Refused: []LaunchRefusal{{InstanceType: "p5e.48xlarge", Code: "InsufficientInstanceCapacity", Message: "no p5e.48xlarge capacity"}}},
 	})
 	if err != nil {
@@ -64,7 +63,7 @@ func TestVerbatimPathsExist(t *testing.T) {
 	exit, nics := 0, 1
 	r, err := Normalize(Report{Result: ResultPass, HeldByPlugin: []string{"x"}, DeferredChecks: []string{"x"},
 		Checks: []result.Check{{ID: "x", Status: result.Pass, Basis: "rule", ExitCode: &exit}}, Drift: []guard.Drift{{Kind: "x"}},
-		NCCL:   &checks.NCCLFigures{NICs: &nics},
+		NCCL:   &NCCLFigures{NICs: &nics},
 		Launch: &Launch{SubnetID: "s", MarketType: "m", CapacityReservationID: "c", Refused: []LaunchRefusal{{SubnetID: "s"}}}})
 	if err != nil {
 		t.Fatal(err)
