@@ -1031,11 +1031,14 @@ func TestDeregisteredImageLingers(t *testing.T) {
 			t.Errorf("a search lists the deregistered image")
 		}
 	}
-	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.NotFound" {
-		t.Errorf("deregistering twice: %v", err)
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.Unavailable" {
+		t.Errorf("deregistering twice: %v, want InvalidAMIID.Unavailable", err)
 	}
 	now = now.Add(DeregisteredVisible)
 	if _, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{ami}}); errorCode(err) != "InvalidAMIID.NotFound" {
 		t.Errorf("lookup after the interval: %v, want InvalidAMIID.NotFound", err)
+	}
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.NotFound" {
+		t.Errorf("deregistering after the interval: %v, want InvalidAMIID.NotFound", err)
 	}
 }

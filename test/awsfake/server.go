@@ -44,7 +44,8 @@ type Call struct {
 	Op          string
 	Region      string
 	AccessKeyID string
-	Status      int
+	// Status is the HTTP status of the answer; 0 when none was sent (lose-answer, hang).
+	Status int
 }
 
 // Server is the fake endpoint. The zero value is not usable; call New.
@@ -273,6 +274,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp response
 	switch action {
+	case FaultHang:
+		// Neither act nor answer: the client's deadline, or the fake's Close, ends it.
+		select {
+		case <-r.Context().Done():
+		case <-s.bgCtx.Done():
+		}
+		s.record(req.op, scope, 0)
+		panic(http.ErrAbortHandler)
 	case FaultThrottle:
 		resp = req.proto.throttle()
 	case FaultServerError:
@@ -283,6 +292,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = req.proto.malformed()
 	default:
 		resp = req.handle()
+	}
+	if action == FaultLoseAnswer {
+		// Acted, but the answer never reaches the client: the server closes the connection
+		// without writing a response (net/http's documented way to abort a handler).
+		s.record(req.op, scope, 0)
+		panic(http.ErrAbortHandler)
 	}
 	s.record(req.op, scope, resp.status)
 	resp.write(w)
