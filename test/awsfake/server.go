@@ -65,6 +65,9 @@ type Server struct {
 	idSeq           uint64
 	instanceSeq     uint64
 	addresses       map[string]string // loopback address -> instance id
+	elasticIPs      map[string]string // Elastic IP (loopback, 127.1.x.y) -> allocation id
+	forwards        map[string]*forward
+	sshPort         int // the hosts' sshd port, where Elastic IPs forward to (22)
 	addrBusy        func(addr string) bool
 	machines        Machines
 	transitionPolls int
@@ -88,6 +91,9 @@ func New() *Server {
 		faults:          map[faultKey]*Fault{},
 		now:             time.Now,
 		addresses:       map[string]string{},
+		elasticIPs:      map[string]string{},
+		forwards:        map[string]*forward{},
+		sshPort:         22,
 		addrBusy:        sshListening,
 		transitionPolls: DefaultTransitionPolls,
 		bgCtx:           ctx,
@@ -139,6 +145,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	m := s.machines
+	for ip := range s.forwards {
+		s.stopForward(ip)
+	}
 	s.mu.Unlock()
 	s.bgCancel()
 	waited := make(chan struct{})
