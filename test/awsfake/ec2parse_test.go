@@ -52,10 +52,14 @@ func TestParseRunInstances(t *testing.T) {
 				return len(in.Interfaces) == 33 && efa == 32 && in.Interfaces[1].InterfaceType == InterfaceEFAOnly && in.Interfaces[1].DeviceIndex == 1
 			}, ""},
 		{"P5 layout, older User Guide", base + p5Layout(true),
-			func(in RunInstancesInput) bool { return len(in.Interfaces) == 32 && in.Interfaces[0].InterfaceType == InterfaceEFA }, ""},
+			func(in RunInstancesInput) bool {
+				return len(in.Interfaces) == 32 && in.Interfaces[0].InterfaceType == InterfaceEFA
+			}, ""},
 		{"public IP false on several interfaces", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.AssociatePublicIpAddress=false" +
 			"&NetworkInterface.2.DeviceIndex=0&NetworkInterface.2.NetworkCardIndex=1&NetworkInterface.2.InterfaceType=efa-only&NetworkInterface.2.AssociatePublicIpAddress=false",
-			func(in RunInstancesInput) bool { return len(in.Interfaces) == 2 && !*in.Interfaces[1].AssociatePublicIP }, ""},
+			func(in RunInstancesInput) bool {
+				return len(in.Interfaces) == 2 && !*in.Interfaces[1].AssociatePublicIP
+			}, ""},
 		{"keep the interface", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.DeleteOnTermination=false",
 			func(in RunInstancesInput) bool { return !in.Interfaces[0].DeleteOnTermination }, ""},
 		{"placement group", base + "&Placement.GroupName=dlami-cluster", func(in RunInstancesInput) bool { return in.PlacementGroup == "dlami-cluster" }, ""},

@@ -294,8 +294,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = req.handle()
 	}
 	s.record(req.op, scope, resp.status)
+	if len(resp.body) > largeAnswer && !sleepCtx(r.Context(), largeAnswerDelay) {
+		return
+	}
 	resp.write(w)
 }
+
+// An answer larger than the client's 4 KiB read buffer, sent the instant the request body
+// arrived, races aws-sdk-go-v2: smithy-go closes the request body when the response headers
+// are in, its closed body's WriteTo answers io.EOF, and net/http's write loop, still doing its
+// final read of the body, treats that as a write error and closes the connection under the
+// response ("use of closed network connection", seen here on DescribeInstances of a 33-interface
+// p5.48xlarge). EC2 itself takes tens of milliseconds; a few milliseconds before a large answer
+// let the client finish writing first.
+const (
+	largeAnswer      = 4 << 10
+	largeAnswerDelay = 5 * time.Millisecond
+)
 
 func (s *Server) record(op string, scope CredentialScope, status int) {
 	c := Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status}
