@@ -416,12 +416,19 @@ echo ==; ls -1 /sys/class/infiniband; echo ==; /opt/amazon/efa/bin/fi_info -p ef
 		return v
 	}
 	p5 := look(addrA)
-	if len(p5.pci) != 32 || len(p5.ib) != 32 || strings.Join(p5.fi, " ") != strings.Join(p5.ib, " ") || strings.Join(p5.links, " ") != strings.Join(p5.ib, " ") {
+	// ls sorts by name; fi_info and rdma list the devices in card order, as the driver
+	// registers them: the same set, and card order is ascending PCI bus here.
+	sortedFI := slices.Clone(p5.fi)
+	slices.Sort(sortedFI)
+	if len(p5.pci) != 32 || len(p5.ib) != 32 || strings.Join(sortedFI, " ") != strings.Join(p5.ib, " ") || strings.Join(p5.links, " ") != strings.Join(p5.fi, " ") {
 		t.Errorf("p5.48xlarge with 32 EFA attached: %d PCI functions, devices %v, fi_info %v, rdma %v", len(p5.pci), p5.ib, p5.fi, p5.links)
+	}
+	if !slices.IsSortedFunc(p5.fi, func(a, b string) int { return busOf(a) - busOf(b) }) {
+		t.Errorf("fi_info's devices are not in card order: %v", p5.fi)
 	}
 	// Each device's PCI function sits on the bus its name carries (rdmap<bus>s0, as udev names it).
 	for _, name := range p5.fi {
-		bus, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "rdmap"), "s0"))
+		bus := busOf(name)
 		if !slices.ContainsFunc(p5.pci, func(a string) bool { return strings.HasPrefix(a, fmt.Sprintf("0000:%02x:", bus)) }) {
 			t.Errorf("device %s (bus %d) has no EFA PCI function on that bus: %v", name, bus, p5.pci)
 		}
@@ -567,4 +574,13 @@ timeout 4 $P -p efa -e rdm -d rdmap99s0-rdm -P %[1]d -I 10 -S 1024 127.0.0.1 >/d
 	if st := fake.State("us-east-1", true).Regions["us-east-1"]; len(st.NetworkInterfaces) != 0 {
 		t.Errorf("interfaces left after termination: %+v", st.NetworkInterfaces)
 	}
+}
+
+// busOf is the PCI bus an EFA device's name carries (rdmap<bus>s0), -1 when it carries none.
+func busOf(name string) int {
+	bus, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "rdmap"), "s0"))
+	if err != nil {
+		return -1
+	}
+	return bus
 }
