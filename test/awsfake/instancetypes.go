@@ -2,7 +2,6 @@ package awsfake
 
 import (
 	"encoding/xml"
-	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -52,8 +51,11 @@ type InstanceTypeInfo struct {
 	Source   string
 }
 
-func ip(v int) *int   { return &v }
-func bp(v bool) *bool { return &v }
+// num and flag make the pointers of a sourced figure; a nil pointer is a figure not found.
+func num(v int) *int    { return &v }
+func flag(v bool) *bool { return &v }
+
+// cards gives n network cards per interfaces each; cardRange the card indexes from..to.
 func cards(n, per int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -73,81 +75,81 @@ func cardRange(from, to int) []int {
 var instanceTypes = func() map[string]*InstanceTypeInfo {
 	list := []*InstanceTypeInfo{
 		// P4 / P5 family (fact sheet table "P4 / P5 family").
-		{InstanceType: "p4d.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(96), MemoryMiB: ip(1179648),
-			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(40960), NetworkPerformance: "400 Gigabit",
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(4), MaximumNetworkCards: ip(4), MaximumNetworkInterfaces: ip(60),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(4, 15),
+		{InstanceType: "p4d.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(96), MemoryMiB: num(1179648),
+			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(40960), NetworkPerformance: "400 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(60),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 15),
 			Source: "K-vpc (cards, interfaces), K-doc (EFA, GPU, vCPU, memory), Pricing (400 Gigabit); EFA cards not found"},
-		{InstanceType: "p4de.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(96), MemoryMiB: ip(1179648),
-			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(81920),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(4), MaximumNetworkCards: ip(4), MaximumNetworkInterfaces: ip(60),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(4, 15),
+		{InstanceType: "p4de.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(96), MemoryMiB: num(1179648),
+			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(81920),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(60),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 15),
 			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
-		{InstanceType: "p5.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(16), MemoryMiB: ip(262144),
-			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: ip(81920),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(1), MaximumNetworkCards: ip(1), MaximumNetworkInterfaces: ip(4),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(30), CardInterfaces: cards(1, 4), EFACards: []int{0},
+		{InstanceType: "p5.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(262144),
+			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(81920),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 4), EFACards: []int{0},
 			Source: "K-vpc, K-doc, UG-EFA (card 0, its only card); NetworkPerformance not found"},
-		{InstanceType: "p5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(192), MemoryMiB: ip(2097152),
-			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(81920), NetworkPerformance: "3200 Gigabit",
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(32), MaximumNetworkCards: ip(32), MaximumNetworkInterfaces: ip(64),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
+		{InstanceType: "p5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(81920), NetworkPerformance: "3200 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(32), MaximumNetworkCards: num(32), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
 			Source: "K-vpc, K-doc, K-fake (32 EFA, 64 interfaces, card 0 = 2), UG-EFA (efa-only on cards 0..31), Pricing (3200 Gigabit)"},
-		{InstanceType: "p5e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(192), MemoryMiB: ip(2097152),
-			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(144384),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(32), MaximumNetworkCards: ip(32), MaximumNetworkInterfaces: ip(64),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
+		{InstanceType: "p5e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(144384),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(32), MaximumNetworkCards: num(32), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
 			Source: "K-vpc, K-doc, UG-EFA (P5/P5e layout); NetworkPerformance not found"},
-		{InstanceType: "p5en.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(192), MemoryMiB: ip(2097152),
-			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(144384),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(16), MaximumNetworkCards: ip(16), MaximumNetworkInterfaces: ip(64),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(16, 4),
+		{InstanceType: "p5en.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(144384),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(16), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(16, 4),
 			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
 		// P6 family (fact sheet table "P6 family").
-		{InstanceType: "p6-b200.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(192), MemoryMiB: ip(2097152),
-			GPUName: "B200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(183359),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(8), MaximumNetworkCards: ip(8), MaximumNetworkInterfaces: ip(32),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(8, 4), EFACards: cardRange(0, 7),
+		{InstanceType: "p6-b200.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "B200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(183359),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(8), MaximumNetworkCards: num(8), MaximumNetworkInterfaces: num(32),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(8, 4), EFACards: cardRange(0, 7),
 			Source: "K-vpc, K-doc, UG-EFA (efa-only on cards 0..7); NetworkPerformance not found"},
-		{InstanceType: "p6-b300.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(192), MemoryMiB: ip(4194304),
-			GPUName: "B300", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(275040),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(16), MaximumNetworkCards: ip(17), MaximumNetworkInterfaces: ip(68),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(17, 4), EFACards: cardRange(1, 16),
+		{InstanceType: "p6-b300.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(4194304),
+			GPUName: "B300", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(275040),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(17), MaximumNetworkInterfaces: num(68),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(17, 4), EFACards: cardRange(1, 16),
 			Source: "K-vpc, K-doc, UG-EFA and aws-parallelcluster#7143 (card 0 ENA-only, EFA on cards 1..16); NetworkPerformance not found"},
 		// p6e-gb200.36xlarge: only UG-EFA's prose ("up to 17 network cards"; EFA-only on the odd
 		// cards 1..15, ENA or EFA on the even cards 2..16, card 0 ENA). MaximumEfaInterfaces,
 		// MaximumNetworkInterfaces, per-card interfaces, GPU, vCPU, memory and architecture: not found.
-		{InstanceType: "p6e-gb200.36xlarge", EfaSupported: bp(true), MaximumNetworkCards: ip(17), DefaultNetworkCardIndex: ip(0),
+		{InstanceType: "p6e-gb200.36xlarge", EfaSupported: flag(true), MaximumNetworkCards: num(17), DefaultNetworkCardIndex: num(0),
 			EFACards: cardRange(1, 16),
 			Source:   "UG-EFA prose only (fact sheet: absent from Karpenter's data); most figures not found"},
 		// G5 / G6 / G6e and a non-GPU control (fact sheet table "G5 / G6 / G6e and a non-GPU control").
-		{InstanceType: "g5.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(4), MemoryMiB: ip(16384),
-			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: ip(22888),
-			EfaSupported: bp(false), MaximumNetworkCards: ip(1), MaximumNetworkInterfaces: ip(4), DefaultNetworkCardIndex: ip(0),
-			Ipv4AddressesPerInterface: ip(15), CardInterfaces: cards(1, 4),
+		{InstanceType: "g5.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
 			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
 		// g5.48xlarge: the A10G's per-GPU memory is K-doc's 2026 capture (22888); SM-test's older
 		// capture says 24576 (EC2 changed the reported value). TotalGpuMemoryInMiB is left out
 		// for that reason (SM-test's 196608 belongs to the old figure).
-		{InstanceType: "g5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(192), MemoryMiB: ip(786432),
-			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(22888), NetworkPerformance: "100 Gigabit",
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(1), MaximumNetworkCards: ip(1), MaximumNetworkInterfaces: ip(7),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(1, 7),
+		{InstanceType: "g5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(786432),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(22888), NetworkPerformance: "100 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(7),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 7),
 			CardPerformance: map[int]string{0: "100 Gigabit"}, EFACards: []int{0},
 			Source: "SM-test (full DescribeInstanceTypes output), K-vpc, K-doc"},
-		{InstanceType: "g6.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(4), MemoryMiB: ip(16384),
-			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: ip(22888), NetworkPerformance: "Up to 10 Gigabit",
-			EfaSupported: bp(false), MaximumNetworkCards: ip(1), MaximumNetworkInterfaces: ip(4), DefaultNetworkCardIndex: ip(0),
-			Ipv4AddressesPerInterface: ip(15), CardInterfaces: cards(1, 4),
+		{InstanceType: "g6.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888), NetworkPerformance: "Up to 10 Gigabit",
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
 			Source: "K-vpc, K-doc, Pricing (Up to 10 Gigabit)"},
-		{InstanceType: "g6e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: ip(192), MemoryMiB: ip(1572864),
-			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: ip(45776),
-			EfaSupported: bp(true), MaximumEfaInterfaces: ip(4), MaximumNetworkCards: ip(4), MaximumNetworkInterfaces: ip(40),
-			DefaultNetworkCardIndex: ip(0), Ipv4AddressesPerInterface: ip(50), CardInterfaces: cards(4, 10),
+		{InstanceType: "g6e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(1572864),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(40),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 10),
 			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
-		{InstanceType: "c7i.8xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: ip(32), MemoryMiB: ip(65536),
-			EfaSupported: bp(false), MaximumNetworkCards: ip(1), MaximumNetworkInterfaces: ip(8), DefaultNetworkCardIndex: ip(0),
-			Ipv4AddressesPerInterface: ip(30), CardInterfaces: cards(1, 8),
+		{InstanceType: "c7i.8xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(32), MemoryMiB: num(65536),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
 			Source: "K-vpc, K-doc (no EFA resource, no GPU); NetworkPerformance not found"},
 	}
 	m := make(map[string]*InstanceTypeInfo, len(list))
@@ -377,9 +379,4 @@ func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
 	}
 	x.NetworkInfo = n
 	return x
-}
-
-// describeTypeName is what error messages call a type's figures' source.
-func (t *InstanceTypeInfo) describeTypeName() string {
-	return fmt.Sprintf("%s (%s)", t.InstanceType, t.Source)
 }
