@@ -28,6 +28,7 @@ type testMachines struct {
 	mu       sync.Mutex
 	calls    []string
 	specs    []MachineSpec
+	networks []MachineNetwork
 	gate     chan struct{}
 	startErr error
 	snapErr  error
@@ -77,6 +78,14 @@ func (m *testMachines) Snapshot(_ context.Context, id string) (string, error) {
 
 func (m *testMachines) Terminate(_ context.Context, id string) error {
 	m.record("Terminate " + id)
+	return nil
+}
+
+func (m *testMachines) SetNetwork(_ context.Context, id string, n MachineNetwork) error {
+	m.mu.Lock()
+	m.networks = append(m.networks, n)
+	m.mu.Unlock()
+	m.record(fmt.Sprintf("SetNetwork %s efa-traffic=%t", id, n.EFATraffic))
 	return nil
 }
 
