@@ -25,7 +25,7 @@ func init() {
 	})
 	register(Entry{
 		ID: result.NCCLTransport, Phase: PhaseLoad, Family: "nccl", Order: 420, Judge: judgeNCCLTransport,
-		Doc:   "with `transport = \"efa\"`: NCCL loaded aws-ofi-nccl and used `Libfabric`/`AWS Libfabric` with as many NICs as EFA devices (a socket fallback fails); with `any`: what NCCL chose is reported; `NCCL_NET=IB` warns",
+		Doc:   "with `transport = \"efa\"`: NCCL loaded aws-ofi-nccl and used `Libfabric`/`AWS Libfabric` with as many NICs as EFA devices (a socket fallback fails); with `any`: what NCCL chose is reported; `NCCL_NET=IB` warns; on an EFA-capable host whose launch attached no EFA interface the EFA rule is not judged: what NCCL chose is reported with a warning",
 		Reads: "the `NCCL_DEBUG=INFO` lines",
 	})
 }
@@ -45,6 +45,9 @@ type NCCLExpect struct {
 	TransportBasis string
 	// Ranks is one per expected GPU (0 = let the script count them).
 	Ranks int
+	// EFAUnattached, when set, says why the EFA rule is not judged on this host: its launch
+	// attached no EFA interface. The transport is then reported with a warning.
+	EFAUnattached string
 }
 
 // NCCLExpect resolves the NCCL expectations: the busbw floor (setting, else profile), the EFA
@@ -58,7 +61,14 @@ func (t Target) NCCLExpect() NCCLExpect {
 			x.BusBWFloorGBps, x.FloorBasis = t.Profile.BusBWFloorGBps, t.profileName()
 		}
 	}
-	if n, basis, ok := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i facts.PCIInventory) int { return len(i.EFA) }); ok {
+	if why := t.efaUnattached(); why != "" && t.NCCL.Transport == settings.TransportAuto {
+		x.Transport, x.TransportBasis, x.EFAUnattached = settings.TransportAny, "no EFA attached at launch", why
+		if n, _, ok := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) }); ok {
+			x.Ranks = n
+		}
+		return x
+	}
+	if n, basis, ok := t.expectedEFA(); ok {
 		x.EFACount = n
 		x.TransportBasis = basis
 	}
@@ -255,6 +265,8 @@ func ncclBusBW(run facts.NCCLRun, x NCCLExpect) result.Check {
 
 func ncclTransportExpected(x NCCLExpect) string {
 	switch {
+	case x.EFAUnattached != "":
+		return "Libfabric (aws-ofi-nccl) over EFA, where EFA is attached (not here)"
 	case x.Transport == settings.TransportAny:
 		return "any transport on one node (reported)"
 	case x.EFACount > 0:
@@ -282,6 +294,10 @@ func ncclTransport(run facts.NCCLRun, x NCCLExpect, o settings.NCCL) result.Chec
 	ibNote := ""
 	if ibSet {
 		ibNote = "; NCCL_NET=IB was set: never force it, NCCL picks EFA by itself"
+	}
+	if x.EFAUnattached != "" {
+		return check(result.NCCLTransport, result.Warn, basis, expected, actual,
+			"the EFA rule is not judged here: "+x.EFAUnattached+"; "+efaProvenElsewhere+" (NCCL chose "+actual+")", ev)
 	}
 	if x.Transport == settings.TransportAny {
 		if ibSet {

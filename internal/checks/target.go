@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"strings"
@@ -105,6 +106,19 @@ type Target struct {
 	// LoginUnjudged, when set, says why no login user's memlock can be judged (the node check
 	// runs as root and was given no login user), naming the setting: memlock warns with it.
 	LoginUnjudged string
+	// Launch is what the host's launch attached, when the run knows it (a verification
+	// instance the plugin launched itself); a bake inside a builder does not.
+	Launch Launch
+}
+
+// Launch is what a launch attached to the instance.
+type Launch struct {
+	// Known is true when the run launched the instance itself and knows what it attached.
+	Known bool
+	// EFA is the number of EFA interfaces the launch attached; Setting names the setting
+	// that chose it ("efa = \"all\"").
+	EFA     int
+	Setting string
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,
@@ -165,6 +179,32 @@ func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int
 	}
 	return 0, "", false
 }
+
+// efaCapable reports whether the instance type can have EFA devices: its profile, or the
+// expect block, says so.
+func (t Target) efaCapable() bool {
+	return t.Profile != nil && t.Profile.MaxEFA > 0 || t.Expect.EFACount > 0
+}
+
+// efaUnattached says why an EFA-capable host has no EFA device to judge because its launch
+// attached none, or "" when the devices can be judged. EC2 gives an instance EFA devices only
+// for the network interfaces launched with them (an EFA cannot be attached to a running
+// instance): a builder that launches one plain interface (amazon-ebs) gets none on any type.
+func (t Target) efaUnattached() string {
+	switch {
+	case !t.efaCapable():
+		return ""
+	case t.Launch.Known && t.Launch.EFA == 0:
+		return fmt.Sprintf("the launch attached no EFA interface (%s)", cmp.Or(t.Launch.Setting, `efa = "none"`))
+	case !t.Launch.Known && t.PCI != nil && len(t.PCI.EFA) == 0:
+		return "no EFA interface was attached at launch: the PCI bus shows no EFA function (a builder such as amazon-ebs launches one plain network interface and cannot attach one; EC2 attaches EFA only at launch)"
+	}
+	return ""
+}
+
+// efaProvenElsewhere is where the EFA devices, their traffic and GPUDirect RDMA are proven
+// when this host's launch attached none.
+const efaProvenElsewhere = "they are proven by the dlami post-processor's verification, whose launch attaches every EFA interface of the type (efa = \"all\")"
 
 // efaOnHost is how many EFA devices the host has by its profile, else its PCI bus; 0 when
 // neither says it has any.

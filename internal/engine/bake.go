@@ -1,8 +1,13 @@
-// Package engine runs the checks on a host: a bake (one `dlami` provisioner's work): guard the kernel holds, run the
-// layers with a drift check after each, validate the host, run the NCCL test, and write the
-// reports on every ending (pass, fail, cancel, error). It decides the order and when to stop;
-// the commands and the judging come from the guard, layer and checks packages, and everything
-// remote goes through the typed host API (package host).
+// Package engine is the one engine of the checks: it gathers a host's facts phase by phase
+// (the host suite, the NCCL test's load, the function tests, the site checks) through the probe,
+// judges them with the catalog of package checks, and runs three plans over the same phases: a
+// bake (one `dlami` provisioner's work: guard the kernel holds, run the layers with a drift
+// check after each, the phases, the bill of materials), the first-boot verification of an
+// instance launched from the image, and a node's check of itself. It writes the reports on
+// every ending (pass, fail, cancel, error) and decides the order and when to stop; the commands
+// come from the probe and the layer package, the judging from the checks and guard packages,
+// and everything on the host goes through the typed host API (package host): SSH in a bake,
+// this machine on a node.
 package engine
 
 import (
@@ -50,11 +55,17 @@ type Common struct {
 	// LoginUser is the user whose new logins the memlock check judges; "" is the user the
 	// probe runs as (the SSH user).
 	LoginUser string
+	// Launch is what the host's launch attached, when the caller launched it (the
+	// post-processor's verification); zero when unknown (a bake inside a builder).
+	Launch checks.Launch
 	// LoadSampleEvery is how often the GPUs' health is sampled while the NCCL test runs; 0
 	// means DefaultLoadSampleEvery.
 	LoadSampleEvery time.Duration
 	// KillTimeout bounds stopping a running job when the run is cancelled.
 	KillTimeout time.Duration
+	// ProgressEvery is how often a long wait says what it waits for; 0 means
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Secrets are values that must never appear in a report (layer environment values,
@@ -180,6 +191,9 @@ func (e *DriftError) Error() string {
 // plans of the same steps.
 type plan struct {
 	checkIDs []string
+	// image is true when the run bakes the image it runs on: what it leaves on the host stays
+	// in the image.
+	image bool
 	steps    []func(context.Context) error
 	// verdict turns the error the steps ended with into the run's; nil keeps it.
 	verdict func(error) error
@@ -209,7 +223,7 @@ func Run(ctx context.Context, h host.Host, ui UI, opt Options) error {
 // bakePlan is a bake: the guard's baseline, the layers behind it, then the host suite, the
 // NCCL test and the bill of materials.
 func (b *Bake) bakePlan() plan {
-	p := plan{checkIDs: checks.IDs(checks.PhaseGuard, checks.PhaseHost, checks.PhaseLoad, checks.PhaseFunction)}
+	p := plan{checkIDs: checks.IDs(checks.PhaseGuard, checks.PhaseHost, checks.PhaseLoad, checks.PhaseFunction), image: true}
 	if !b.opt.Validate {
 		// A bake without validation reports only what it did.
 		p.checkIDs = nil
@@ -284,6 +298,9 @@ func newBake(h host.Host, ui UI, opt Options) *Bake {
 	}
 	if opt.LoadSampleEvery == 0 {
 		opt.LoadSampleEvery = DefaultLoadSampleEvery
+	}
+	if opt.ProgressEvery == 0 {
+		opt.ProgressEvery = DefaultProgressEvery
 	}
 	if opt.KillTimeout == 0 {
 		opt.KillTimeout = DefaultKillTimeout
@@ -455,40 +472,38 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		why += " (defer_validation = true: the host suite and the NCCL test were left to the post-processor, which Packer does not run after a failed build: no GPU instance is launched for them)"
 	}
 	b.record(b.notRun(b.ordered(), why)...)
-	all := b.ordered()
-	b.update(func(r *report.Report) {
-		r.Checks = all
-		r.FinishedAt = b.now().UTC()
-		r.Result = ended
-		if runErr != nil {
-			r.Error = runErr.Error()
-		}
-	})
-	b.mu.Lock()
-	n, err := report.Normalize(b.rep)
-	b.mu.Unlock()
-	if err == nil {
-		// The table in the UI shows what the reports say: redacted too.
-		n, err = report.Redact(n, b.opt.Secrets)
-	}
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
+	errText := ""
+	if runErr != nil {
+		errText = runErr.Error()
 	}
 	// The reports first: on Ctrl-C Packer cancels and then kills the plugin within moments,
 	// and a report must be on disk by then. The UI and the stopping of remote jobs come after.
-	var paths []string
-	var werr error
-	if b.opt.ReportDir != "" {
-		paths, werr = report.Write(b.opt.ReportDir, n, b.opt.Secrets...)
+	n, paths, werr, err := b.writeFinal(ended, errText)
+	if err != nil {
+		return err
 	}
 	for _, j := range b.stopLater {
 		b.kill(ctx, j)
 	}
 	// The staging folder goes last: the jobs stopped above read their pid files from it.
+	var leftErr error
 	if b.workDir != "" {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = b.host.RemoveAll(cctx, b.workDir)
+		rerr := b.host.RemoveAll(cctx, b.workDir)
 		cancel()
+		if rerr != nil && b.plan.image {
+			// The layers' scripts and the apt auth file are in it: an image that keeps them
+			// fails, whatever its checks said.
+			leftErr = fmt.Errorf("the staging folder %s could not be removed (%v): this bake's layer scripts and apt auth file stay in the image", b.workDir, rerr)
+			b.record(result.Check{ID: result.StagePrefix + "staging-cleanup", Status: result.Fail, Expected: "the staging folder removed",
+				Actual: "left in the image", Message: leftErr.Error() + "; rebake, and never use an image that kept it"})
+			if ended == "" || ended == report.ResultDeferred {
+				ended, errText = report.ResultFail, leftErr.Error()
+			}
+			if n, paths, werr, err = b.writeFinal(ended, errText); err != nil {
+				return err
+			}
+		}
 	}
 	b.ui.Message(report.Table(n.Checks))
 	// The table cuts messages short; the build log names what failed or warned and why, whole
@@ -503,5 +518,31 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		return b.writeErr
 	}
 	b.ui.Say("dlami: result " + strings.ToUpper(n.Result) + "; reports: " + strings.Join(paths, ", "))
-	return nil
+	return leftErr
+}
+
+// writeFinal puts the final verdict into the report and writes it (when the run has a report
+// folder): the normalized, redacted report, where it went, and why it could not be written.
+func (b *Bake) writeFinal(ended, errText string) (n report.Report, paths []string, werr, err error) {
+	all := b.ordered()
+	b.update(func(r *report.Report) {
+		r.Checks = all
+		r.FinishedAt = b.now().UTC()
+		r.Result = ended
+		r.Error = errText
+	})
+	b.mu.Lock()
+	n, err = report.Normalize(b.rep)
+	b.mu.Unlock()
+	if err == nil {
+		// The table in the UI shows what the reports say: redacted too.
+		n, err = report.Redact(n, b.opt.Secrets)
+	}
+	if err != nil {
+		return n, nil, nil, fmt.Errorf("report: %w", err)
+	}
+	if b.opt.ReportDir != "" {
+		paths, werr = report.Write(b.opt.ReportDir, n, b.opt.Secrets...)
+	}
+	return n, paths, werr, nil
 }

@@ -62,6 +62,8 @@ type fakeHost struct {
 	tempDirs []string
 	// siteOut answers the site checks by name; an unset one prints "ok" and exits 0.
 	siteOut map[string]fakeSection
+	// removeErr, when set, is what removing a staging folder answers (the connection dropped).
+	removeErr error
 }
 
 type fakePkg struct {
@@ -404,6 +406,9 @@ func (h *fakeHost) ReadFile(_ context.Context, path string) ([]byte, error) {
 func (h *fakeHost) RemoveAll(_ context.Context, path string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.removeErr != nil && strings.Contains(path, "/dlami-") {
+		return h.removeErr
+	}
 	for p := range h.files {
 		if p == path || strings.HasPrefix(p, path+"/") {
 			delete(h.files, p)

@@ -52,7 +52,9 @@ func (b *Bake) runJob(ctx context.Context, s probe.Script, rows bool) (jobRun, e
 	}
 	hj := host.Job{Name: s.Name, Script: scriptPath, AsRoot: s.AsRoot, PIDFile: path.Join(b.workDir, s.File+".pid"), Output: w}
 	start := b.now()
+	stop := b.waiting(s.Name, s.Timeout)
 	code, err := b.host.Run(jctx, hj)
+	stop()
 	if progress != nil {
 		progress.Flush()
 	}

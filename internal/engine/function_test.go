@@ -146,3 +146,24 @@ func slow(h *fakeHost, script string, seconds int) {
 		return inner(ctx, h, j, w)
 	}
 }
+
+// A long job says, at a steady pace, what the bake waits for and for how long.
+func TestLongWaitsSayWhatTheyWaitFor(t *testing.T) {
+	h := functionHost(t, "")
+	answer := h.jobs["dcgm.sh"]
+	h.jobs["dcgm.sh"] = func(ctx context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+		time.Sleep(80 * time.Millisecond)
+		return answer(ctx, h, j, w)
+	}
+	opt := options(t)
+	opt.Checks.Function = settings.Function{DCGMLevel: 2}.Resolved()
+	opt.ProgressEvery = 20 * time.Millisecond
+	ui := &recordingUI{}
+	if err := Run(context.Background(), h, ui, opt); err != nil {
+		t.Fatal(err)
+	}
+	n := strings.Count(ui.String(), "still waiting for the DCGM diagnostics: ")
+	if n < 2 || !strings.Contains(ui.String(), "of at most 15m0s") {
+		t.Errorf("%d progress lines for an 80 ms job at 20 ms:\n%s", n, ui.String())
+	}
+}

@@ -73,6 +73,7 @@ func (b *Bake) readHost(ctx context.Context) (time.Duration, error) {
 	t := checks.Resolve(h, b.opt.Checks, b.opt.InstanceType)
 	t.SessionIsLogin = b.freshLogin
 	t.LoginUnjudged = b.loginUnjudged
+	t.Launch = b.opt.Launch
 	if b.rebootLayer != "" {
 		// A mark of the old boot puts every line of the current boot after it.
 		t.KernelLogSince = &facts.Mark{

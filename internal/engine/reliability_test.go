@@ -280,3 +280,23 @@ func TestEveryFailingEndingIsMachineReadable(t *testing.T) {
 		}
 	}
 }
+
+// A staging folder the bake cannot remove at its end (the connection dropped) keeps the layers'
+// scripts and the apt auth file in the image: the bake fails, naming it, whatever its checks
+// said. A verification instance is thrown away: there it is no failure.
+func TestStagingFolderLeftInTheImageFails(t *testing.T) {
+	h := newFakeHost(t)
+	h.removeErr = fmt.Errorf("removing /tmp/dlami-bake.x: %w", host.ErrDisconnected)
+	opt := options(t, layer.Spec{Name: "a"})
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	if err == nil || !strings.Contains(err.Error(), "stay in the image") {
+		t.Fatalf("err %v", err)
+	}
+	r := readReport(t, opt.ReportDir)
+	if r.Result != "fail" || !slices.Contains(r.FailedChecks, "stage:staging-cleanup") {
+		t.Errorf("report: %s, failed %v", r.Result, r.FailedChecks)
+	}
+	if status(r, "gpu") != "pass" {
+		t.Errorf("the host's own verdicts changed: gpu %s", status(r, "gpu"))
+	}
+}

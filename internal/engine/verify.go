@@ -148,7 +148,9 @@ func (b *Bake) firstBootChecks() []result.Check {
 func (b *Bake) settle(timeout time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		b.stage("first boot: waiting for cloud-init and apt to settle")
+		stop := b.waiting("cloud-init and apt to settle (settle_timeout)", timeout)
 		f, err := probe.Settle(ctx, b.host, timeout)
+		stop()
 		if err != nil {
 			return err
 		}

@@ -51,6 +51,8 @@ type Host struct {
 	NvidiaModule  Fact[string]
 	NvidiaLicense Fact[string]
 	EFAModule     Fact[string]
+	// PeerMemModule is the EFA installer's GPUDirect RDMA peer-memory module (efa_nv_peermem).
+	PeerMemModule Fact[string]
 	GDRDrvModule  Fact[string]
 	LustreModule  Fact[string]
 	// Persistenced is nvidia-persistenced's unit state word (each GPU's persistence mode is

@@ -48,8 +48,9 @@ type fakeNode struct {
 	scontrol func(argv []string) (string, int)
 	ncclOut  string
 	hostname string
-	// jobs are the scripts the run ran, by file name.
-	jobs []string
+	// jobs are the scripts the run ran, by file name; dcgmOut is what the DCGM script prints.
+	jobs    []string
+	dcgmOut string
 }
 
 type section struct {
@@ -229,8 +230,11 @@ func (n *fakeNode) Run(ctx context.Context, j host.Job) (int, error) {
 	n.mu.Lock()
 	n.jobs = append(n.jobs, path.Base(j.Script))
 	out := ""
-	if path.Base(j.Script) == "nccl.sh" {
+	switch path.Base(j.Script) {
+	case "nccl.sh":
 		out = n.ncclOut
+	case "dcgm.sh":
+		out = n.dcgmOut
 	}
 	n.mu.Unlock()
 	if j.Output != nil {
@@ -649,5 +653,35 @@ func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	c, _ = result.Find(out.Report.Checks, result.Memlock)
 	if c.Status != result.Fail || !strings.Contains(c.Actual, "64 KiB for a new login of ubuntu") || out.Exit != 1 {
 		t.Errorf("a limits file caps ubuntu at 64 KiB: memlock %s %q, exit %d", c.Status, c.Actual, out.Exit)
+	}
+}
+
+// The function phase at boot is opt-in: off, DCGM's check is reported skipped naming the
+// setting that turns it on; with --dcgm-level 1 the diagnostics run at that level, with the
+// bake's settings otherwise, and are judged like a bake's.
+func TestFunctionTestsOnDemand(t *testing.T) {
+	n := newNode(t)
+	doc, err := os.ReadFile("../parse/dcgmdiag/testdata/derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.dcgmOut = string(doc) + "\n@@DLAMI-DCGM EXIT 0\n@@DLAMI-DCGM STDERR\n"
+	off := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
+	if c, _ := result.Find(off.Report.Checks, result.DCGM); c.Status != result.Skip || !strings.Contains(c.Message, "--dcgm-level") {
+		t.Errorf("dcgm off at boot: %s %q", c.Status, c.Message)
+	}
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionBlock)
+	o.DCGMLevel = 1
+	on := Run(context.Background(), n.env(n.bom()), o)
+	if c, _ := result.Find(on.Report.Checks, result.DCGM); c.Status != result.Pass || !strings.Contains(c.Expected, "dcgmi diag -r 1") {
+		t.Errorf("dcgm at level 1: %s %q %q", c.Status, c.Expected, c.Message)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(n.jobs, "dcgm.sh") {
+		t.Errorf("the DCGM script was not run (jobs %q)", n.jobs)
+	}
+	if on.Exit != 0 {
+		t.Errorf("exit %d: %v", on.Exit, on.Report.FailedChecks)
 	}
 }

@@ -36,6 +36,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		NvidiaModule:     moduleField(sections, sectionModinfoNvidia, "nvidia"),
 		NvidiaLicense:    moduleField(sections, sectionNvidiaLicense, "nvidia"),
 		EFAModule:        moduleField(sections, sectionModinfoEFA, "efa"),
+		PeerMemModule:    moduleField(sections, sectionModinfoPeer, "efa_nv_peermem"),
 		GDRDrvModule:     moduleField(sections, sectionModinfoGDRDrv, "gdrdrv"),
 		LustreModule:     moduleField(sections, sectionModinfoLustre, "lustre"),
 		Loaded:           parseWith(sections, sectionLsmod, lsmod.Parse),

@@ -61,6 +61,7 @@ const (
 	sectionNvsmiQuery    = "host.nvidia_smi_q"
 	sectionRDMAStats     = "host.rdma_statistic"
 	sectionModinfoEFA    = "host.modinfo_efa_version"
+	sectionModinfoPeer   = "host.modinfo_efa_nv_peermem_version"
 	sectionModinfoNvidia = "host.modinfo_nvidia_version"
 	sectionNvidiaLicense = "host.modinfo_nvidia_license"
 	sectionModinfoGDRDrv = "host.modinfo_gdrdrv_version"
@@ -146,6 +147,7 @@ func hostCommands(o Options) []bundle.Command {
 		tool(sectionNvsmiQuery, hosttools.NvidiaSMI, `"$1" -q`),
 		rdmaStatsCommand(t),
 		tool(sectionModinfoEFA, hosttools.Modinfo, `"$1" -F version efa`),
+		tool(sectionModinfoPeer, hosttools.Modinfo, `"$1" -F version efa_nv_peermem`),
 		tool(sectionModinfoNvidia, hosttools.Modinfo, `"$1" -F version nvidia`),
 		tool(sectionNvidiaLicense, hosttools.Modinfo, `"$1" -F license nvidia`),
 		tool(sectionModinfoGDRDrv, hosttools.Modinfo, `"$1" -F version gdrdrv`),

@@ -154,7 +154,8 @@ type Layer struct {
 	Scripts []string `mapstructure:"scripts"`
 	// Commands run as root by /bin/sh -e, in order.
 	Inline []string `mapstructure:"inline"`
-	// Environment for scripts and inline commands. Values are never printed.
+	// Environment for scripts and inline commands. A value that can be secret (see the
+	// provisioner docs' Secrets section: credential-like names, long tokens) is never printed.
 	Environment map[string]string `mapstructure:"environment"`
 	// Reboot after the layer, wait for the host, and check the running kernel.
 	Reboot bool `mapstructure:"reboot"`
@@ -238,7 +239,8 @@ type NCCLConfig struct {
 	Args []string `mapstructure:"args"`
 	// Kills a hung test. Defaults to 15m.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// Extra environment passed to the ranks with mpirun -x. Values are never printed.
+	// Extra environment passed to the ranks with mpirun -x. A value that can be secret (see
+	// the Secrets section) is never printed, and none is written into the image.
 	Env map[string]string `mapstructure:"env"`
 	// What nccl-transport requires: `efa` (aws-ofi-nccl over EFA) or `any` (whatever NCCL
 	// chose on one node, reported). Defaults to `efa` when the host has EFA devices (or the

@@ -105,7 +105,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		// The same image set to drain (what an administrator changes on a fleet: the config
 		// and the unit's RequiredBy link), with a stand-in scontrol that records its calls.
 		n := boot(t, "gpu7-drain", "gpu-count=7", map[string]string{
-			"etc/dlami-node-check/config.json": `{"action": "drain", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout_seconds": 120, "check_timeout_seconds": 60, "scontrol": "/usr/bin/scontrol", "before": ["slurmd.service"]}`,
+			"etc/dlami-node-check/config.json": `{"action": "drain", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout": "2m", "check_timeout": "1m", "scontrol": "/usr/bin/scontrol", "before": ["slurmd.service"]}`,
 			"usr/bin/scontrol":                 "#!/bin/sh\nprintf '%s\\n' \"$*\" >>/var/log/scontrol.calls\n",
 			"etc/systemd/system/slurmd.service.requires/dlami-node-check.service": whiteout,
 		})
@@ -157,7 +157,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		start := time.Now()
 		n := boot(t, "hang", "", map[string]string{
 			"usr/bin/lfs":                      "#!/bin/sh\nexec sleep 3600\n",
-			"etc/dlami-node-check/config.json": `{"action": "block", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout_seconds": 15, "check_timeout_seconds": 60, "before": ["slurmd.service"]}`,
+			"etc/dlami-node-check/config.json": `{"action": "block", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout": "15s", "check_timeout": "1m", "before": ["slurmd.service"]}`,
 		})
 		took := time.Since(start)
 		j := n.journal(t)

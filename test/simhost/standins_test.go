@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dcgmdiag"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
@@ -730,5 +731,157 @@ func TestJournalctlRotateVacuum(t *testing.T) {
 	_, errs, code := h.runErr(nil, "root/usr/bin/journalctl", "--vacuum-time=1s")
 	if code != 0 || !strings.Contains(errs, "Vacuuming done") || held() != 0 {
 		t.Fatalf("rotate + vacuum: exit %d, %q, %d bytes left", code, errs, held())
+	}
+}
+
+// The EFA devices a host shows are those its launch attached (knob efa-cards, written by the
+// fleet), named after their network card, in card order, in every tool alike: fi_info's
+// domains, rdma statistic's links and the network a forced NCCL run uses. "none" (amazon-ebs's
+// one default interface) leaves an EFA-capable type without any.
+func TestEFADevicesFollowTheLaunch(t *testing.T) {
+	const fiInfo = "root/opt/amazon/efa/bin/fi_info"
+	devices := func(h *host) (fi, links []string) {
+		t.Helper()
+		out, errs, code := h.runErr(nil, fiInfo, "-p", "efa", "-t", "FI_EP_RDM")
+		if code == 0 {
+			d, err := fiinfo.ParseDomains(out)
+			if err != nil {
+				t.Fatalf("fi_info: %v\n%s", err, out)
+			}
+			for _, dom := range d {
+				fi = append(fi, fiinfo.DeviceName(dom))
+			}
+		} else if code != 1 || !strings.Contains(errs, "fi_getinfo: -61 (No data available)") {
+			t.Fatalf("fi_info without EFA: exit %d, %q", code, errs)
+		}
+		out = h.run(nil, "root/usr/bin/rdma", "statistic", "show")
+		if strings.TrimSpace(out) == "" {
+			return fi, nil // no EFA: rdma prints nothing, as iproute2 does without RDMA links
+		}
+		stat, err := rdmastat.Parse(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range stat {
+			links = append(links, l.Device)
+		}
+		return fi, links
+	}
+	seq := func(from, to int) string {
+		var s []string
+		for c := from; c <= to; c++ {
+			s = append(s, strconv.Itoa(c))
+		}
+		return strings.Join(s, ",")
+	}
+	tests := []struct {
+		product, cards string
+		want           []string
+	}{
+		{"p6-b200.48xlarge", seq(0, 7), []string{"rdmap79s0", "rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap96s0", "rdmap97s0", "rdmap98s0", "rdmap99s0"}},
+		// P6-B300: card 0 is ENA-only, the EFAs sit on cards 1-16.
+		{"p6-b300.48xlarge", seq(1, 16), []string{"rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap96s0", "rdmap97s0", "rdmap98s0", "rdmap99s0",
+			"rdmap113s0", "rdmap114s0", "rdmap115s0", "rdmap116s0", "rdmap130s0", "rdmap131s0", "rdmap132s0", "rdmap133s0", "rdmap147s0"}},
+		{"p5.48xlarge", "0,2,5", []string{"rdmap79s0", "rdmap81s0", "rdmap97s0"}},
+		{"p5.48xlarge", "none", nil},
+		{"p6-b200.48xlarge", "none", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.product+"/"+tc.cards, func(t *testing.T) {
+			h := newHost(t, tc.product, map[string]string{"efa-cards": tc.cards})
+			fi, links := devices(h)
+			if strings.Join(fi, " ") != strings.Join(tc.want, " ") || strings.Join(links, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("fi_info %v, rdma statistic %v; want %v", fi, links, tc.want)
+			}
+		})
+	}
+	// Without the knob (a host booted by hand, the scenarios) the type's full set.
+	fi, links := devices(newHost(t, "p5.48xlarge", nil))
+	if len(fi) != 32 || len(links) != 32 {
+		t.Errorf("no efa-cards knob on p5.48xlarge: %d domains, %d links; want 32", len(fi), len(links))
+	}
+	// A malformed knob invents nothing.
+	h := newHost(t, "p5.48xlarge", map[string]string{"efa-cards": "0,x"})
+	if _, errs, code := h.runErr(nil, fiInfo, "-p", "efa"); code != 1 || !strings.Contains(errs, "knob efa-cards '0,x'") {
+		t.Errorf("malformed efa-cards: exit %d, %q", code, errs)
+	}
+
+	// NCCL forced onto the network: without EFA devices aws-ofi-nccl finds no provider and NCCL
+	// falls back to sockets, whatever the type.
+	env := []string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_DEBUG=INFO", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	r, err := nccltests.ParseString(newHost(t, "p5.48xlarge", map[string]string{"efa-cards": "none"}).run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Transport.Socket || len(r.Transport.Providers) != 0 {
+		t.Errorf("no EFA attached: transport %+v, want sockets and no provider", r.Transport)
+	}
+	r, err = nccltests.ParseString(newHost(t, "p6-b200.48xlarge", map[string]string{"efa-cards": seq(0, 7)}).run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Transport.Socket || len(r.Transport.Providers) != 1 || r.Transport.Providers[0].NICs == nil || *r.Transport.Providers[0].NICs != 8 {
+		t.Errorf("8 EFA attached: transport %+v, want efa with 8 nics", r.Transport)
+	}
+}
+
+// With knob efa-traffic blocked (the fleet sets it when the security groups lack the
+// all-traffic self rules) EFA traffic never arrives: a ping-pong with the SHM transfer off and
+// a network-forced NCCL run stall, silently, until their caller gives up. Shared memory and
+// NVLink traffic do not cross the network and still pass.
+func TestEFATrafficBlockedStalls(t *testing.T) {
+	h := newHost(t, "p6-b200.48xlarge", map[string]string{"efa-traffic": "blocked"})
+	stalls := func(what string, env []string, script string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("bash", append([]string{filepath.Join(h.dir, script)}, args...)...)
+		cmd.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			t.Errorf("%s finished (%v) although EFA traffic is blocked:\n%s", what, err, out.String())
+		case <-time.After(2 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			if strings.Contains(strings.ToLower(out.String()), "security group") {
+				t.Errorf("%s explains itself; real EFA stalls without a word:\n%s", what, out.String())
+			}
+		}
+	}
+	noSHM := []string{"FI_EFA_ENABLE_SHM_TRANSFER=0"}
+	// The server waits as long as it takes anyway: the client is what must stall.
+	srv := exec.Command("bash", filepath.Join(h.dir, pp), "-p", "efa", "-e", "rdm", "-d", "rdmap79s0-rdm", "-B", "20190", "-I", "10", "-S", "1024")
+	srv.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), noSHM...)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(h.prefix, "run/dlami-sim/state/pingpong/20190")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stalls("fi_pingpong over EFA", noSHM, pp, "-p", "efa", "-e", "rdm", "-d", "rdmap79s0-rdm", "-P", "20190", "-I", "10", "-S", "1024", "127.0.0.1")
+
+	// Shared memory does not cross the network.
+	if _, cli, sc, cc := h.pingpong(nil, "rdmap80s0", "20191"); sc != 0 || cc != 0 {
+		t.Errorf("SHM ping-pong with EFA traffic blocked: exit %d/%d\n%s", sc, cc, cli)
+	}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	stalls("all_reduce_perf forced onto the network", []string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"}, nccl, "-b", "8", "-e", "8M", "-f", "2", "-g", "1")
+	if _, err := nccltests.ParseString(h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, nccl, "-b", "8", "-e", "8M", "-f", "2", "-g", "1")); err != nil {
+		t.Errorf("NVLink all-reduce with EFA traffic blocked: %v", err)
+	}
+	// The fleet lifts the block when the rules come back: the next ping-pong passes.
+	h.knob("efa-traffic", "allowed")
+	if _, cli, sc, cc := h.pingpong(noSHM, "rdmap81s0", "20192"); sc != 0 || cc != 0 {
+		t.Errorf("ping-pong after the rules came back: exit %d/%d\n%s", sc, cc, cli)
 	}
 }

@@ -37,7 +37,8 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #   L_GPUS L_GPU_NAME L_GPU_DEV   GPU count, nvidia-smi name, PCI device id
 #   L_GPU_MEM L_CC                memory.total (MiB), compute capability
 #   L_NVSW L_NVSW_DEV             NVSwitch functions on the PCI bus, device id
-#   L_EFA L_EFA_DEV               EFA devices (rdmap*, PCI functions), device id
+#   L_EFA L_EFA_DEV               the type's EFA maximum (the devices of a host whose launch
+#                                 attached all; knob efa-cards names the launch's), device id
 #   L_CX7 L_NVME                  DOWN ConnectX-7 functions, local NVMe drives
 #   L_FM                          Fabric Manager unit: active | absent
 #   L_NET L_NVLS L_P2P            NCCL network, NVLS, intra-node channel path
