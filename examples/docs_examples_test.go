@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
@@ -263,6 +264,9 @@ func TestDocsHCLExamplesDecode(t *testing.T) {
 			t.Errorf("%s: the HCL example does not parse: %s", s.where, diags.Error())
 			continue
 		}
+		if src := dedent(string(s.src)); string(hclwrite.Format([]byte(src))) != src {
+			t.Errorf("%s: the HCL example is not formatted as `packer fmt` writes it; formatted:\n%s", s.where, hclwrite.Format([]byte(src)))
+		}
 		for b, comp := range dlamiBodies(body, s.page) {
 			decoded++
 			spec := hcldec.ObjectSpec{}
@@ -428,5 +432,53 @@ func TestDocumentedSettingsHaveExamples(t *testing.T) {
 		sort.Strings(missing)
 		t.Errorf("%d documented settings appear in no HCL example (docs/*.mdx ```hcl blocks or examples/*/*.pkr.hcl): add a short example in the block's section of its docs page:\n  %s",
 			len(missing), strings.Join(missing, "\n  "))
+	}
+}
+
+// dedent removes the indentation every non-blank line of src shares (an example shown as part
+// of a build block), so that it can be compared with its formatted form.
+func dedent(src string) string {
+	lines := strings.Split(src, "\n")
+	common := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " ")); common < 0 || n < common {
+			common = n
+		}
+	}
+	if common <= 0 {
+		return src
+	}
+	for i, l := range lines {
+		if len(l) >= common {
+			lines[i] = l[common:]
+		} else {
+			lines[i] = strings.TrimLeft(l, " ")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestLandingPageNamesEveryComponent: the registry's landing page (.web-docs/README.md, built
+// from docs/README.md) links every component that has docs, so no component is found only by
+// those who already know it exists.
+func TestLandingPageNamesEveryComponent(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", ".web-docs", "README.md"))
+	if err != nil {
+		t.Fatalf("%v: run `make generate`", err)
+	}
+	docs, err := filepath.Glob(filepath.Join("..", ".web-docs", "components", "*", "*", "README.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no component docs in .web-docs/components (%v): run `make generate`", err)
+	}
+	for _, d := range docs {
+		slug := filepath.Base(filepath.Dir(d))
+		typ := filepath.Base(filepath.Dir(filepath.Dir(d)))
+		link := "/latest/components/" + typ + "/" + slug + ")"
+		if !strings.Contains(string(readme), link) {
+			t.Errorf(".web-docs/README.md (from docs/README.md) does not link the %s %q (%s)", typ, slug, link)
+		}
 	}
 }
