@@ -704,3 +704,42 @@ func TestExamplesKeepTheArtifactWhenVerificationCannotJudge(t *testing.T) {
 		})
 	}
 }
+
+// TestGoldenSlurmIsWhatAFleetRuns: the fuller example keeps what a platform team copies into
+// production: the node check every boot runs before slurmd, the image cleaned of the build's
+// identity, an encrypted, IMDSv2-only AMI with a deprecation date.
+func TestGoldenSlurmIsWhatAFleetRuns(t *testing.T) {
+	bodies := parseExample(t, "golden-slurm")
+	sources := blocksOf(bodies, "source", "amazon-ebs")
+	provs := blocksOf(bodies, "provisioner", "dlami")
+	if len(sources) != 1 || len(provs) != 1 {
+		t.Fatalf("want one amazon-ebs source and one dlami provisioner, got %d and %d", len(sources), len(provs))
+	}
+	literal := func(b *hclsyntax.Block, name string) (cty.Value, bool) {
+		attr, ok := b.Body.Attributes[name]
+		if !ok {
+			return cty.NilVal, false
+		}
+		v, diags := attr.Expr.Value(nil)
+		return v, !diags.HasErrors()
+	}
+	src := sources[0]
+	if v, ok := literal(src, "imds_support"); !ok || v.Type() != cty.String || v.AsString() != "v2.0" {
+		t.Errorf(`source "amazon-ebs": imds_support is not "v2.0"`)
+	}
+	if v, ok := literal(src, "encrypt_boot"); !ok || v.Type() != cty.Bool || !v.True() {
+		t.Errorf(`source "amazon-ebs": encrypt_boot is not true`)
+	}
+	for _, name := range []string{"kms_key_id", "deprecate_at"} {
+		if _, ok := src.Body.Attributes[name]; !ok {
+			t.Errorf(`source "amazon-ebs": no %s`, name)
+		}
+	}
+	p := provs[0]
+	if v, ok := literal(p, "image_hygiene"); !ok || v.Type() != cty.Bool || !v.True() {
+		t.Errorf(`provisioner "dlami": image_hygiene is not true`)
+	}
+	if len(blocksOf([]*hclsyntax.Body{p.Body}, "node_check", "")) != 1 {
+		t.Errorf(`provisioner "dlami": no node_check block`)
+	}
+}
