@@ -29,6 +29,7 @@ import (
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	postprocessor "github.com/dlami-bake/packer-plugin-dlami/postprocessor/dlami"
 	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -427,6 +428,8 @@ func TestDLAMIBlocksDecode(t *testing.T) {
 			if n := decodeBlocks(t, ex.dir, "data", hcldec.ObjectSpec((&datasource.FlatConfig{}).HCL2Spec())); n == 0 {
 				t.Errorf("no data \"dlami\" block decoded")
 			}
+			// Not every example verifies its AMI (eks-worker does not); those that do decode.
+			decodeBlocks(t, ex.dir, "post-processor", hcldec.ObjectSpec((&postprocessor.FlatConfig{}).HCL2Spec()))
 		})
 	}
 }
