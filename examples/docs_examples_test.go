@@ -390,13 +390,7 @@ func localFiles(comp string, val cty.Value) []string {
 // excuses. They came with the check catalog (skip_checks, warn_checks, site_checks_dir and the
 // node check's function tests) while their docs were still being written; each is listed in
 // the test's log, and an entry whose example exists fails the test until it is removed here.
-var pendingExamples = map[string]bool{
-	"site_checks_dir (provisioner/dlami/Config-not-required)":         true,
-	"skip_checks (postprocessor/dlami/Config-not-required)":           true,
-	"warn_checks (postprocessor/dlami/Config-not-required)":           true,
-	"skip_checks (provisioner/dlami/NodeCheckConfig-not-required)":    true,
-	"gpudirect_rdma (provisioner/dlami/NodeCheckConfig-not-required)": true,
-}
+var pendingExamples = map[string]bool{}
 
 // TestDocumentedSettingsHaveExamples: every setting the generated docs partials document
 // (deprecated aliases aside) is written in at least one HCL example, in docs/ or in an example
