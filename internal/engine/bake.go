@@ -194,7 +194,7 @@ type plan struct {
 	// image is true when the run bakes the image it runs on: what it leaves on the host stays
 	// in the image.
 	image bool
-	steps    []func(context.Context) error
+	steps []func(context.Context) error
 	// verdict turns the error the steps ended with into the run's; nil keeps it.
 	verdict func(error) error
 }
