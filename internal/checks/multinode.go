@@ -14,7 +14,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.NCCLMultiNode, Phase: PhaseMultiNode, Family: "nccl", Order: 650, Judge: judgeNCCLMultiNode,
-		Doc: "with `nodes` of 2 or more, the all-reduce across the nodes ran to completion with correct data (`Out of bounds values : 0 OK`, no `#wrong`); every node's ranks used aws-ofi-nccl over EFA with GPUDirect RDMA (`via NET/Libfabric/…/GDRDMA`; a socket fallback or a connection without GDRDMA fails, naming the node), aws-ofi-nccl found as many NICs on each node as its launch attached EFA interfaces, each node ran its share of the ranks, no node logged an Xid during the run, the run ended within `multi_node.timeout` (a stall fails, and every rank on every node is stopped), and the inter-node busbw at the largest size reached `multi_node.busbw_floor_gbps` or the type's published 2-node figure (else it warns)",
+		Doc:   "with `nodes` of 2 or more, the all-reduce across the nodes ran to completion with correct data (`Out of bounds values : 0 OK`, no `#wrong`); every node's ranks used aws-ofi-nccl over EFA with GPUDirect RDMA (`via NET/Libfabric/…/GDRDMA`; a socket fallback or a connection without GDRDMA fails, naming the node), aws-ofi-nccl found as many NICs on each node as its launch attached EFA interfaces, each node ran its share of the ranks, no node logged an Xid during the run, the run ended within `multi_node.timeout` (a stall fails, and every rank on every node is stopped), and the inter-node busbw at the largest size reached `multi_node.busbw_floor_gbps` or the type's published 2-node figure (else it warns)",
 		Reads: "`all_reduce_perf` output of the run across nodes (`NCCL_DEBUG=INFO`), each node's kernel log around it",
 	})
 }
