@@ -42,7 +42,7 @@ func main() {
 
 func realEnv() nodecheck.Env {
 	return nodecheck.Env{
-		Runner: localRunner{}, Command: command, ReadFile: os.ReadFile, Hostname: os.Hostname, Now: time.Now,
+		Runner: localRunner{}, Command: command, ReadFile: os.ReadFile, Hostname: os.Hostname, Getenv: os.Getenv, Now: time.Now,
 	}
 }
 

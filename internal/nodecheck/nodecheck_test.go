@@ -68,7 +68,7 @@ func newNode(t *testing.T) *fakeNode {
 		},
 		units:    map[string]string{"slurmd.service": "infinity"},
 		hostname: "ip-10-1-42-17.ec2.internal",
-		scontrol: func([]string) (string, int) { return "", 0 },
+		scontrol: idleSlurmNode,
 	}
 	nccl, err := os.ReadFile("../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt")
 	if err != nil {
@@ -346,8 +346,8 @@ func TestGPUMissingDrain(t *testing.T) {
 		t.Errorf("exit %d, want 1 (the unit fails; with action drain nothing requires it)", out.Exit)
 	}
 	calls := n.scontrolCalls()
-	want := []string{DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami-node-check: gpu"}
-	if len(calls) != 1 || strings.Join(calls[0], "|") != strings.Join(want, "|") {
+	want := []string{DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami: gpu"}
+	if len(calls) != 2 || strings.Join(calls[1], "|") != strings.Join(want, "|") {
 		t.Fatalf("scontrol calls %q, want %q", calls, want)
 	}
 	if !strings.Contains(strings.Join(out.Notes, "\n"), `drained Slurm node ip-10-1-42-17`) {
@@ -358,7 +358,12 @@ func TestGPUMissingDrain(t *testing.T) {
 func TestDrainFailureIsReported(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	n.scontrol = func([]string) (string, int) { return "slurm_update error: Unable to contact slurm controller", 1 }
+	n.scontrol = func(argv []string) (string, int) {
+		if argv[1] == "-o" {
+			return idleSlurmNode(argv)
+		}
+		return "slurm_update error: Unable to contact slurm controller", 1
+	}
 	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionDrain))
 	if out.Exit != 1 || !strings.Contains(strings.Join(out.Notes, "\n"), "could not drain the node in Slurm: /usr/bin/scontrol exited 1: slurm_update error") {
 		t.Errorf("exit %d notes %q", out.Exit, out.Notes)
@@ -450,7 +455,7 @@ func TestHangInDrainModeStillDrains(t *testing.T) {
 	o.Timeout = 200 * time.Millisecond
 	Run(context.Background(), n.env(n.bom()), o)
 	calls := n.scontrolCalls()
-	if len(calls) != 1 || !strings.Contains(calls[0][4], "gpu") {
+	if len(calls) != 2 || !strings.Contains(calls[1][4], "gpu") {
 		t.Errorf("scontrol calls after a timeout: %q", calls)
 	}
 }
@@ -477,7 +482,7 @@ func TestSlurmMode(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
 		out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
-		if out.Exit != 0 || len(n.scontrolCalls()) != 1 || n.scontrolCalls()[0][3] != "state=drain" {
+		if out.Exit != 0 || len(n.scontrolCalls()) != 2 || n.scontrolCalls()[1][3] != "state=drain" {
 			t.Errorf("exit %d calls %q", out.Exit, n.scontrolCalls())
 		}
 	})
@@ -655,5 +660,38 @@ func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	c, _ = result.Find(out.Report.Checks, result.Memlock)
 	if c.Status != result.Fail || !strings.Contains(c.Actual, "64 KiB for a new login of ubuntu") || out.Exit != 1 {
 		t.Errorf("a limits file caps ubuntu at 64 KiB: memlock %s %q, exit %d", c.Status, c.Actual, out.Exit)
+	}
+}
+
+// TestNPDLineStartsWithFailedIDs: node-problem-detector keeps max_output_length (80) bytes of
+// the line as the condition's message, so the failed ids come first, before any prose.
+func TestNPDLineStartsWithFailedIDs(t *testing.T) {
+	n := newNode(t)
+	baked := n.bom()
+	n.dropGPU()
+	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
+	out := Run(context.Background(), n.env(baked), options(t, ModeNPD, ActionBlock))
+	want := strings.Join(out.Report.FailedChecks, ",")
+	if !strings.HasPrefix(out.Line, want) || len(out.Line) > NPDMaxMessage {
+		t.Errorf("NPD line %q, want it to start with %q", out.Line, want)
+	}
+}
+
+// TestDrainUnitOrdering: with action drain the unit runs scontrol, which needs munged and the
+// network (and, on AWS ParallelCluster, Slurm's configuration on a network file system): it is
+// ordered after them, as Debian's slurmd.service is. The other actions need none of them.
+func TestDrainUnitOrdering(t *testing.T) {
+	c := Config{Action: ActionDrain, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
+	u := Unit(c)
+	for _, want := range []string{"After=munge.service network-online.target remote-fs.target", "Wants=network-online.target"} {
+		if !strings.Contains(u, "\n"+want+"\n") {
+			t.Errorf("drain unit lacks %q:\n%s", want, u)
+		}
+	}
+	for _, a := range []string{ActionBlock, ActionReport} {
+		c.Action = a
+		if u := Unit(c); strings.Contains(u, "munge") || strings.Contains(u, "network-online") {
+			t.Errorf("action %s orders on munge or the network:\n%s", a, u)
+		}
 	}
 }
