@@ -107,7 +107,7 @@ func (s Slurm) Drain(ctx context.Context, failed []string) (string, error) {
 	}
 	reason := DrainReason(failed)
 	switch {
-	case cur.Drained() && !cur.DrainedByUs():
+	case cur.Drained() && !cur.DrainedByCheck():
 		return fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",
 			node, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ",")), nil
 	case cur.Drained() && cur.Reason == reason:
@@ -141,7 +141,7 @@ func (s Slurm) Resume(ctx context.Context) string {
 	switch {
 	case !cur.Drained():
 		return ""
-	case !cur.DrainedByUs():
+	case !cur.DrainedByCheck():
 		return fmt.Sprintf("Slurm node %s stays drained: drained by the operator (state %s, reason %q%s); the node check resumes only the drains it set",
 			node, cur.State, cur.Reason, cur.setBy())
 	}
@@ -175,8 +175,8 @@ func (n SlurmNode) Drained() bool {
 	return false
 }
 
-// DrainedByUs reports whether the node's reason is one this command set.
-func (n SlurmNode) DrainedByUs() bool {
+// DrainedByCheck reports whether the node's reason is one this command set (DrainPrefix).
+func (n SlurmNode) DrainedByCheck() bool {
 	return strings.HasPrefix(n.Reason, DrainPrefix) || strings.HasPrefix(n.Reason, legacyDrainPrefix)
 }
 

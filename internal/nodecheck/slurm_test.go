@@ -34,14 +34,14 @@ func idleSlurmNode(argv []string) (string, int) {
 
 func TestParseSlurmNode(t *testing.T) {
 	cases := []struct {
-		file, node           string
-		state, reason, by    string
-		drained, drainedByUs bool
-		err                  string
+		file, node              string
+		state, reason, by       string
+		drained, drainedByCheck bool
+		err                     string
 	}{
 		{file: "idle.txt", node: "ip-10-1-42-17", state: "IDLE"},
-		{file: "drained-by-check.txt", node: "ip-10-1-42-17", state: "IDLE+DRAIN", reason: "dlami: gpu,xid", by: "root@2026-12-01T18:36:52", drained: true, drainedByUs: true},
-		{file: "drained-with-comment.txt", node: "ip-10-1-42-17", state: "IDLE+DRAIN", reason: "dlami: gpu,xid", by: "root@2026-12-01T18:36:52", drained: true, drainedByUs: true},
+		{file: "drained-by-check.txt", node: "ip-10-1-42-17", state: "IDLE+DRAIN", reason: "dlami: gpu,xid", by: "root@2026-12-01T18:36:52", drained: true, drainedByCheck: true},
+		{file: "drained-with-comment.txt", node: "ip-10-1-42-17", state: "IDLE+DRAIN", reason: "dlami: gpu,xid", by: "root@2026-12-01T18:36:52", drained: true, drainedByCheck: true},
 		// An operator's reason may hold brackets, "State=" and "Comment=": only the fields
 		// before "Reason=" are fields, and the reason runs to Slurm's " [user@time]".
 		{file: "operator-drain-brackets.txt", node: "ip-10-1-42-17", state: "IDLE+DRAIN", reason: "bad fan [ticket 42], State=DOWN see Comment=x", by: "root@2026-12-01T18:36:52", drained: true},
@@ -68,8 +68,8 @@ func TestParseSlurmNode(t *testing.T) {
 			if n.Name != c.node || n.State != c.state || n.Reason != c.reason || n.ReasonSetBy != c.by {
 				t.Errorf("got %+v, want state %q reason %q by %q", n, c.state, c.reason, c.by)
 			}
-			if n.Drained() != c.drained || n.DrainedByUs() != c.drainedByUs {
-				t.Errorf("drained %v by us %v, want %v %v", n.Drained(), n.DrainedByUs(), c.drained, c.drainedByUs)
+			if n.Drained() != c.drained || n.DrainedByCheck() != c.drainedByCheck {
+				t.Errorf("drained %v by us %v, want %v %v", n.Drained(), n.DrainedByCheck(), c.drained, c.drainedByCheck)
 			}
 		})
 	}

@@ -96,6 +96,15 @@ var (
 	binErr  error
 )
 
+// TestMain removes the node check binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // nodeCheckBinary builds dlami-node-check as `make node-check` does (static, trimmed), once.
 func nodeCheckBinary(t *testing.T) string {
 	t.Helper()
