@@ -1,14 +1,17 @@
 // Command dlami-node-check judges the node it runs on against the bill of materials of the
 // image it booted from: the provisioner's host suite with the bake's expectations, the running
 // and next-boot kernel and every guarded package's version and hold, memlock where jobs run,
-// and optionally the 1-node NCCL test. The dlami provisioner installs it (node_check) with a
+// the image's site checks, and optionally the 1-node NCCL test, DCGM's diagnostics, the EFA
+// traffic test and the GPUDirect RDMA all-reduce. The dlami provisioner installs it (node_check) with a
 // systemd unit that runs it at every boot; Slurm (HealthCheckProgram), node-problem-detector
 // (custom plugin) and node_exporter (textfile) use the same command. Linux only; built
 // statically (CGO_ENABLED=0) for amd64 and arm64 and shipped inside the plugin.
 //
 //	dlami-node-check [--mode boot|report|slurm|npd] [--action block|drain|report] [--json]
 //	                 [--config FILE] [--bom FILE] [--out DIR] [--textfile FILE.prom]
-//	                 [--timeout 5m] [--check-timeout 60s] [--nccl] [--scontrol PATH]
+//	                 [--timeout 5m] [--check-timeout 60s] [--nccl] [--dcgm-level N]
+//	                 [--efa-traffic] [--gpudirect-rdma] [--skip-checks IDS] [--warn-checks IDS]
+//	                 [--scontrol PATH] [--login-user USER]
 //
 // Exit status: 0 the node passed; 1 it failed (npd: the problem status); 2 bad usage (npd:
 // unknown). In slurm mode a failed node that was drained exits 0, as Slurm's contract asks of
@@ -24,12 +27,16 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/localhost"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
 
@@ -42,7 +49,7 @@ func main() {
 
 func realEnv() nodecheck.Env {
 	return nodecheck.Env{
-		Runner: localRunner{}, Command: command, ReadFile: os.ReadFile, Hostname: os.Hostname, Getenv: os.Getenv, Now: time.Now,
+		Host: localhost.Host{}, Command: localhost.Command, ReadFile: os.ReadFile, Hostname: os.Hostname, Getenv: os.Getenv, Now: time.Now,
 	}
 }
 
@@ -50,16 +57,21 @@ func realEnv() nodecheck.Env {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodecheck.Env) int {
 	fl := flag.NewFlagSet("dlami-node-check", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	mode := fl.String("mode", nodecheck.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
-	configPath := fl.String("config", nodecheck.ConfigPath, "the settings the provisioner installed; flags override them")
+	mode := fl.String("mode", nodeconf.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
+	configPath := fl.String("config", nodeconf.ConfigPath, "the settings the provisioner installed; flags override them")
 	action := fl.String("action", "", "on a failure in boot mode: block, drain or report (default: the config's, else block)")
 	bomPath := fl.String("bom", "", "the bill of materials (default: the config's, else "+bom.DefaultPath+")")
-	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodecheck.DefaultOutDir+")")
+	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodeconf.DefaultOutDir+")")
 	textfile := fl.String("textfile", "", "node_exporter textfile to write (*.prom; default: the config's)")
 	timeout := fl.Duration("timeout", 0, "bound of the whole run; reaching it fails the node (default: the config's, else 5m; slurm mode at most 50s)")
 	checkTimeout := fl.Duration("check-timeout", 0, "bound of each probe command (default: the config's, else 60s)")
 	nccl := fl.Bool("nccl", false, "run the 1-node NCCL test too (default: the config's)")
-	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodecheck.DefaultScontrol+")")
+	dcgmLevel := fl.Int("dcgm-level", 0, "run DCGM's diagnostics at this level too, 0 off (default: the config's)")
+	efaTraffic := fl.Bool("efa-traffic", false, "run the EFA traffic test too (default: the config's)")
+	gdr := fl.Bool("gpudirect-rdma", false, "run the GPUDirect RDMA all-reduce too (default: the config's)")
+	skipChecks := fl.String("skip-checks", "", "comma-separated check ids not to judge, on top of the bake's (default: the config's)")
+	warnChecks := fl.String("warn-checks", "", "comma-separated check ids whose failure only warns, on top of the bake's (default: the config's)")
+	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodeconf.DefaultScontrol+")")
 	loginUser := fl.String("login-user", "", "the user whose new logins the memlock check judges (default: the config's, the bake's SSH user)")
 	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
 	showVersion := fl.Bool("version", false, "print the version and exit")
@@ -81,40 +93,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	cfg, err := readConfig(env, *configPath, set["config"])
 	if err != nil {
 		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
-		if *mode == nodecheck.ModeNPD {
+		if *mode == nodeconf.ModeNPD {
 			fmt.Fprintln(stdout, "DLAMI node check could not run: bad config")
-			return nodecheck.NPDUnknown
+			return nodeconf.NPDUnknown
 		}
 		return usage
 	}
 	o := nodecheck.Options{
-		Mode: *mode, Action: or(cfg.Action, nodecheck.ActionBlock), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
-		OutDir: or(cfg.OutDir, nodecheck.DefaultOutDir), Textfile: cfg.Textfile,
-		Timeout:      secondsOr(cfg.TimeoutSeconds, nodecheck.DefaultTimeout),
-		CheckTimeout: secondsOr(cfg.CheckTimeoutSeconds, 60*time.Second),
-		NCCL:         cfg.NCCL, Scontrol: or(cfg.Scontrol, nodecheck.DefaultScontrol),
-		Version: version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
+		Mode: *mode, Action: nodeconf.Action(cfg.Action), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
+		OutDir: or(cfg.OutDir, nodeconf.DefaultOutDir), Textfile: cfg.Textfile,
+		Timeout:      durationOr(cfg.Timeout.Duration(), nodeconf.DefaultTimeout),
+		CheckTimeout: durationOr(cfg.CheckTimeout.Duration(), settings.DefaultCheckTimeout),
+		NCCL:         cfg.NCCL, DCGMLevel: cfg.DCGMLevel, EFATraffic: cfg.EFATraffic, GPUDirectRDMA: cfg.GPUDirectRDMA,
+		SkipChecks: cfg.SkipChecks, WarnChecks: cfg.WarnChecks,
+		Scontrol: or(cfg.Scontrol, nodeconf.DefaultScontrol),
+		Version:  version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
 	}
 	apply := map[string]func(){
 		"action": func() { o.Action = *action }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
 		"textfile": func() { o.Textfile = *textfile }, "timeout": func() { o.Timeout = *timeout },
 		"check-timeout": func() { o.CheckTimeout = *checkTimeout }, "nccl": func() { o.NCCL = *nccl }, "scontrol": func() { o.Scontrol = *scontrol },
 		"login-user": func() { o.LoginUser = *loginUser },
+		"dcgm-level": func() { o.DCGMLevel = *dcgmLevel }, "efa-traffic": func() { o.EFATraffic = *efaTraffic },
+		"gpudirect-rdma": func() { o.GPUDirectRDMA = *gdr },
+		"skip-checks":    func() { o.SkipChecks = idList(*skipChecks) }, "warn-checks": func() { o.WarnChecks = idList(*warnChecks) },
 	}
 	for name, f := range apply {
 		if set[name] {
 			f()
 		}
 	}
-	if o.Mode == nodecheck.ModeSlurm && o.Timeout > nodecheck.SlurmTimeout {
+	if o.Mode == nodeconf.ModeSlurm && o.Timeout > nodeconf.SlurmTimeout {
 		// Slurm kills a HealthCheckProgram after 60 seconds.
-		o.Timeout = nodecheck.SlurmTimeout
+		o.Timeout = nodeconf.SlurmTimeout
 	}
 	if err := o.Validate(); err != nil {
 		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
-		if o.Mode == nodecheck.ModeNPD {
+		if o.Mode == nodeconf.ModeNPD {
 			fmt.Fprintln(stdout, "DLAMI node check could not run: bad flags")
-			return nodecheck.NPDUnknown
+			return nodeconf.NPDUnknown
 		}
 		return usage
 	}
@@ -138,17 +155,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 
 // readConfig reads the config file; a missing default one means the built-in defaults, a
 // missing one named with --config is an error.
-func readConfig(env nodecheck.Env, path string, explicit bool) (nodecheck.Config, error) {
+func readConfig(env nodecheck.Env, path string, explicit bool) (nodeconf.Config, error) {
 	data, err := env.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		return nodecheck.Config{}, nil
+		return nodeconf.Config{}, nil
 	case err != nil:
-		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+		return nodeconf.Config{}, fmt.Errorf("--config %s: %w", path, err)
 	}
-	c, err := nodecheck.DecodeConfig(data)
+	c, err := nodeconf.DecodeConfig(data)
 	if err != nil {
-		return nodecheck.Config{}, fmt.Errorf("--config %s: %w", path, err)
+		return nodeconf.Config{}, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return c, nil
 }
@@ -160,9 +177,20 @@ func or(v, def string) string {
 	return v
 }
 
-func secondsOr(n int, def time.Duration) time.Duration {
-	if n <= 0 {
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
 		return def
 	}
-	return time.Duration(n) * time.Second
+	return d
+}
+
+// idList splits a comma-separated list of check ids.
+func idList(s string) []string {
+	var ids []string
+	for _, id := range strings.Split(s, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

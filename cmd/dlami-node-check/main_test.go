@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 )
 
@@ -20,10 +24,26 @@ type noNode struct{}
 func (noNode) Query(context.Context, []bundle.Command) (map[string]bundle.Section, error) {
 	return map[string]bundle.Section{}, nil
 }
+func (noNode) Run(context.Context, host.Job) (int, error) { return 127, errors.New("no node") }
+func (noNode) Kill(context.Context, host.Job) error       { return nil }
+func (noNode) MakeDir(context.Context, string) error      { return nil }
+func (noNode) MakeTempDir(_ context.Context, p, s string) (string, error) {
+	return p + "/" + s + ".x", nil
+}
+func (noNode) Upload(context.Context, string, io.Reader) error { return nil }
+func (noNode) Install(context.Context, []byte, string, fs.FileMode) error {
+	return errors.New("no node")
+}
+func (noNode) ReadFile(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
+func (noNode) RemoveAll(context.Context, string) error          { return nil }
+func (noNode) Hold(context.Context, []string) error             { return errors.New("no node") }
+func (noNode) BootID(context.Context) (string, error)           { return "", errors.New("no node") }
+func (noNode) Reboot(context.Context) error                     { return errors.New("no node") }
+func (noNode) Reconnect(context.Context) error                  { return nil }
 
 func env(files map[string]string) nodecheck.Env {
 	return nodecheck.Env{
-		Runner: noNode{}, Now: time.Now, Hostname: func() (string, error) { return "node-1", nil },
+		Host: noNode{}, Now: time.Now, Hostname: func() (string, error) { return "node-1", nil },
 		Command: func(_ context.Context, argv []string, _ []string) (string, int, error) {
 			if len(argv) > 2 && argv[2] == "show" { // scontrol -o show node: an idle node
 				return "NodeName=node-1 Arch=x86_64 State=IDLE ThreadsPerCore=1\n", 0, nil
@@ -55,7 +75,7 @@ func TestUsage(t *testing.T) {
 		err  string
 	}{
 		{[]string{"--mode", "bogus", "--out", dir}, 2, "", `--mode "bogus"`},
-		{[]string{"--mode", "npd", "--timeout", "0s"}, nodecheck.NPDUnknown, "DLAMI node check could not run: bad flags\n", "--timeout 0s"},
+		{[]string{"--mode", "npd", "--timeout", "0s"}, nodeconf.NPDUnknown, "DLAMI node check could not run: bad flags\n", "--timeout 0s"},
 		{[]string{"--config", "/etc/missing.json"}, 2, "", "--config /etc/missing.json"},
 		{[]string{"--version"}, 0, "dlami-node-check ", ""},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
@@ -80,7 +100,7 @@ func TestNoBOM(t *testing.T) {
 		t.Errorf("exit %d result %s failed %v", code, r.Result, r.FailedChecks)
 	}
 	code, out, _ = runCmd(t, nil, "--mode", "npd", "--out", dir, "--timeout", "5s")
-	if code != nodecheck.NPDProblem || strings.Count(out, "\n") != 1 || len(out) > nodecheck.NPDMaxMessage+1 {
+	if code != nodeconf.NPDProblem || strings.Count(out, "\n") != 1 || len(out) > nodeconf.NPDMaxMessage+1 {
 		t.Errorf("npd: exit %d out %q", code, out)
 	}
 }
@@ -89,8 +109,8 @@ func TestNoBOM(t *testing.T) {
 // misspelt setting is refused.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg := nodecheck.Config{Action: "drain", OutDir: dir, TimeoutSeconds: 5}
-	files := map[string]string{nodecheck.ConfigPath: string(cfg.Encode())}
+	cfg := nodeconf.Config{Action: "drain", OutDir: dir, Timeout: nodeconf.Duration(5 * time.Second)}
+	files := map[string]string{nodeconf.ConfigPath: string(cfg.Encode())}
 	code, _, errs := runCmd(t, files, "--mode", "boot")
 	if code != 1 || !strings.Contains(errs, "drained Slurm node node-1") {
 		t.Errorf("action from the config: exit %d stderr %q", code, errs)
@@ -99,24 +119,8 @@ func TestConfigFile(t *testing.T) {
 	if code != 1 || strings.Contains(errs, "drained") {
 		t.Errorf("--action block over the config: exit %d stderr %q", code, errs)
 	}
-	files[nodecheck.ConfigPath] = `{"acton": "drain"}`
+	files[nodeconf.ConfigPath] = `{"acton": "drain"}`
 	if code, _, errs = runCmd(t, files, "--mode", "boot"); code != 2 || !strings.Contains(errs, `unknown field "acton"`) {
 		t.Errorf("misspelt config: exit %d stderr %q", code, errs)
-	}
-}
-
-// TestLocalRunnerKillsHungTools: a tool that never ends is killed with its whole process
-// group when the bound ends, and the query returns at once.
-func TestLocalRunnerKillsHungTools(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := localRunner{}.Query(ctx, []bundle.Command{{Name: "hang", Shell: "sleep 30", TimeoutSeconds: 30}})
-	if err == nil || time.Since(start) > 4*time.Second {
-		t.Fatalf("hung query: %v after %s", err, time.Since(start))
-	}
-	s, err := localRunner{}.Query(context.Background(), []bundle.Command{{Name: "ok", Shell: "echo hello; exit 3"}})
-	if err != nil || s["ok"].Output != "hello" || s["ok"].ExitCode != 3 {
-		t.Errorf("query: %+v %v", s, err)
 	}
 }

@@ -11,10 +11,12 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // SchemaVersion of the BOM; Decode refuses any other.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // oldestSchema is the oldest bill of materials this plugin still reads (without a guard
 // policy: the reader then uses its own).
@@ -23,9 +25,8 @@ const oldestSchema = 2
 // DefaultPath is where the provisioner writes the BOM unless manifest_path says otherwise.
 const DefaultPath = "/etc/dlami-bake/manifest.json"
 
-// LocalFileName is the copy of the BOM the provisioner writes next to its reports, where the
-// post-processor finds the instance type to launch.
-const LocalFileName = "dlami-bom.json"
+// LocalFileName is the copy of the BOM the provisioner writes next to its reports.
+const LocalFileName = settings.BOMLocalFileName
 
 // BOM is the bill of materials of one bake.
 type BOM struct {
@@ -43,7 +44,7 @@ type BOM struct {
 	// Guarded are the packages the kernel guard watched, as they were at the end of the bake.
 	Guarded map[string]Package `json:"guarded"`
 	// NCCL is the NCCL test's figures; nil when it did not run.
-	NCCL *checks.NCCLFigures `json:"nccl"`
+	NCCL *report.NCCLFigures `json:"nccl"`
 	// GuardPolicy is the guard's include/exclude the bake used: the first boot and every node
 	// are judged with it, so a package the bake excluded never fails them. Schema 2 lacked it.
 	GuardPolicy *guard.Policy `json:"guard_policy,omitempty"`
@@ -56,6 +57,20 @@ type BOM struct {
 	// instance. A reader older than this field refuses such a BOM (unknown field), which keeps a
 	// deferred image from being tagged verified without its host suite.
 	Deferred *Deferred `json:"deferred_validation,omitempty"`
+	// Tests are the bake's NCCL and function test settings and its check selection: a
+	// verification that completes a deferred validation, and every node, judge with them
+	// (schema 4; older BOMs lack them, and their readers use their own).
+	Tests *Tests `json:"tests,omitempty"`
+}
+
+// Tests are the settings of the checks a bake ran. The NCCL environment is never written
+// (settings.NCCL leaves it out: its values may be secret and the file is world-readable).
+type Tests struct {
+	NCCL     settings.NCCL     `json:"nccl"`
+	Function settings.Function `json:"function"`
+	// Skip and Warn are the bake's skip_checks and warn_checks.
+	Skip []string `json:"skip_checks,omitempty"`
+	Warn []string `json:"warn_checks,omitempty"`
 }
 
 // Deferred records a validation the bake left to the post-processor.

@@ -1,6 +1,7 @@
 package bom
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +23,15 @@ func TestRoundTripAndRejects(t *testing.T) {
 	if got.Kernel != b.Kernel || got.Guarded["linux-aws"] != b.Guarded["linux-aws"] || got.SchemaVersion != SchemaVersion {
 		t.Errorf("round trip: %+v", got)
 	}
+	cur := fmt.Sprintf(`"schema_version": %d`, SchemaVersion)
+	if !strings.Contains(string(data), cur) {
+		t.Fatalf("encoded without %s:\n%s", cur, data)
+	}
 	for name, in := range map[string]string{
 		"truncated":     string(data[:len(data)/2]),
-		"older schema":  strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 1`, 1),
-		"newer schema":  strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 4`, 1),
-		"unknown field": strings.Replace(string(data), `"schema_version": 3`, `"schema_version": 3, "x": 1`, 1),
+		"older schema":  strings.Replace(string(data), cur, `"schema_version": 1`, 1),
+		"newer schema":  strings.Replace(string(data), cur, fmt.Sprintf(`"schema_version": %d`, SchemaVersion+1), 1),
+		"unknown field": strings.Replace(string(data), cur, cur+`, "x": 1`, 1),
 		"no kernel":     strings.Replace(string(data), `"kernel": "7.0.0-1014-aws"`, `"kernel": ""`, 1),
 		"no guarded":    `{"schema_version": 2, "kernel": "k", "guarded": {}}`,
 	} {

@@ -26,19 +26,20 @@ type Command struct {
 	// Packer's SSH commands get no login PATH, so a tool that only a profile script puts on
 	// PATH (fi_info) would not be found by name. The section records which path answered.
 	Tool *Tool
-	// TimeoutSeconds bounds the command with coreutils timeout; 0 means DefaultTimeoutSeconds.
-	TimeoutSeconds int
+	// Timeout bounds the command with coreutils timeout, in whole seconds (at least one); 0
+	// means DefaultTimeout.
+	Timeout time.Duration
 }
 
-// DefaultTimeoutSeconds bounds a command whose TimeoutSeconds is 0.
-const DefaultTimeoutSeconds = 30
+// DefaultTimeout bounds a command whose Timeout is 0.
+const DefaultTimeout = 30 * time.Second
 
-// Timeout is the number of seconds c may run.
-func Timeout(c Command) int {
-	if c.TimeoutSeconds <= 0 {
-		return DefaultTimeoutSeconds
+// timeoutSeconds is the number of whole seconds c may run, as coreutils timeout takes it.
+func timeoutSeconds(c Command) int {
+	if c.Timeout <= 0 {
+		return int(DefaultTimeout / time.Second)
 	}
-	return c.TimeoutSeconds
+	return max(1, int(c.Timeout/time.Second))
 }
 
 // Budget bounds a whole bundle: every command's own timeout plus slack, so one hung command
@@ -46,7 +47,7 @@ func Timeout(c Command) int {
 func Budget(cmds []Command) time.Duration {
 	budget := 30 * time.Second
 	for _, c := range cmds {
-		budget += time.Duration(Timeout(c)+2) * time.Second
+		budget += time.Duration(timeoutSeconds(c)+2) * time.Second
 	}
 	return budget
 }
@@ -112,7 +113,7 @@ func Script(cmds []Command) (string, error) {
 			return "", fmt.Errorf("bundle: command name %q used twice", c.Name)
 		}
 		seen[c.Name] = true
-		t := Timeout(c)
+		t := timeoutSeconds(c)
 		fmt.Fprintf(&b, "echo '%s BEGIN %s'; t0=$(date +%%s%%N)\n", marker, c.Name)
 		if c.Tool == nil {
 			fmt.Fprintf(&b, "timeout -k 2 %d sh -c %s 2>&1 </dev/null\n", t, Quote(c.Shell))

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestScriptRunsAndParses(t *testing.T) {
@@ -13,7 +14,7 @@ func TestScriptRunsAndParses(t *testing.T) {
 		{Name: "fails", Shell: "echo oops >&2; exit 3"},
 		{Name: "quoted", Shell: `printf '%s\n' "it's $((1+1))"`},
 		{Name: "noeol", Shell: "printf abc"},
-		{Name: "slow", Shell: "sleep 5", TimeoutSeconds: 1},
+		{Name: "slow", Shell: "sleep 5", Timeout: 1 * time.Second},
 	}
 	script, err := Script(cmds)
 	if err != nil {

@@ -3,17 +3,36 @@ package checks
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.EFADriver, Phase: PhaseHost, Family: "efa", Order: 260, Judge: judgeEFADriver,
+		Doc:   "the EFA kernel module is present for the running kernel, at the expected version; the GPUDirect RDMA peer-memory module (`efa_nv_peermem`) is built for it when the EFA installer lists `efa-nv-peermem`, whether or not the launch attached a device",
+		Reads: "`modinfo -F version efa`, `modinfo -F version efa_nv_peermem`",
+	})
+	register(Entry{
+		ID: result.EFAInstaller, Phase: PhaseHost, Family: "efa", Order: 270, Judge: judgeEFAInstaller,
+		Doc:   "EFA installer, libfabric and aws-ofi-nccl versions match",
+		Reads: "`/opt/amazon/efa_installed_packages`, `fi_info --version`",
+	})
+	register(Entry{
+		ID: result.EFADevices, Phase: PhaseHost, Family: "efa", Order: 280, Judge: judgeEFADevices,
+		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count; ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once. On an EFA-capable type whose launch attached no EFA interface (a builder such as amazon-ebs cannot attach one; the PCI bus shows none) it warns, naming the post-processor's verification where the devices are proven, and never passes; some devices but fewer than expected fails",
+		Reads: "`/sys/bus/pci/devices`, `ls -1 /sys/class/infiniband/`, `/opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM`",
+	})
+}
+
 // judgeEFADriver judges the EFA kernel module: present for the running kernel (the DLAMI
 // ships it whatever the instance type), at the pinned version if any.
-func judgeEFADriver(h facts.Host, t Target) result.Check {
+func judgeEFADriver(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFADriver
 	pin := t.Expect.EFADriver
 	expected, basis := "efa module present for the running kernel", BasisRule
@@ -21,11 +40,18 @@ func judgeEFADriver(h facts.Host, t Target) result.Check {
 		expected, basis = pin, BasisSetting
 	}
 	m := h.EFAModule
-	if !m.OK() {
-		return check(id, result.Fail, basis, expected, "efa kernel module not found", m.Problem, m.Evidence)
+	if !m.OK() || m.Value == "" {
+		return check(id, result.Fail, basis, expected, "efa kernel module not found", cmp.Or(m.Problem, "modinfo reported no version of the efa module"), m.Evidence)
 	}
 	if ok, msg := pinned(pin, m.Value); !ok {
 		return check(id, result.Fail, basis, expected, m.Value, msg, m.Evidence)
+	}
+	// The peer-memory module is EFA software too: built for the running kernel whether or not
+	// the launch attached a device, or GPUDirect RDMA over EFA cannot work on any node.
+	if in := h.EFAInstaller; in.OK() && slices.Contains(in.Value.Names, "efa-nv-peermem") && (!h.PeerMemModule.OK() || h.PeerMemModule.Value == "") {
+		return check(id, result.Fail, basis, expected, m.Value+"; efa_nv_peermem not built",
+			"the EFA installer lists efa-nv-peermem but its module efa_nv_peermem is not built for the running kernel: GPUDirect RDMA over EFA cannot work (dkms status efa-nv-peermem): "+cmp.Or(h.PeerMemModule.Problem, "modinfo reported no version"),
+			evidence(m.Evidence, h.PeerMemModule.Evidence))
 	}
 	msg := ""
 	if pin == "" {
@@ -36,7 +62,8 @@ func judgeEFADriver(h facts.Host, t Target) result.Check {
 
 // judgeEFAInstaller judges the EFA installer record: readable, and at the pinned installer,
 // libfabric and aws-ofi-nccl versions if any.
-func judgeEFAInstaller(h facts.Host, t Target) result.Check {
+func judgeEFAInstaller(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFAInstaller
 	e := t.Expect
 	expected := fmt.Sprintf("installer %s, libfabric %s, aws-ofi-nccl %s", cmp.Or(e.EFAInstaller, "any"), cmp.Or(e.Libfabric, "any"), cmp.Or(e.AWSOFINCCL, "any"))
@@ -49,6 +76,9 @@ func judgeEFAInstaller(h facts.Host, t Target) result.Check {
 		return check(id, result.Fail, basis, expected, "no readable EFA installer record", h.EFAInstaller.Problem, ev())
 	}
 	in := h.EFAInstaller.Value
+	if in.InstallerVersion == "" {
+		return check(id, result.Fail, basis, expected, "no installer version", "the EFA installer record names no installer version: the EFA software cannot be judged", ev())
+	}
 	lf, lfOK := h.Libfabric()
 	ofi, ofiOK := in.AWSOFINCCL()
 	show := func(v string, ok bool) string {
@@ -92,9 +122,10 @@ func judgeEFAInstaller(h facts.Host, t Target) result.Check {
 
 // judgeEFADevices judges that the EFA PCI functions, the rdmap* devices and the fi_info domains
 // agree, and that their count is the expected one (setting, else profile, else the PCI bus).
-func judgeEFADevices(h facts.Host, t Target) result.Check {
+func judgeEFADevices(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.EFADevices
-	want, basis, counted := t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i pci.Inventory) int { return len(i.EFA) })
+	want, basis, counted := t.expectedEFA()
 	expected := "PCI EFA functions = rdmap* devices = fi_info domains"
 	if counted {
 		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)
@@ -107,6 +138,11 @@ func judgeEFADevices(h facts.Host, t Target) result.Check {
 	pciEFA := -1
 	if t.PCI != nil {
 		pciEFA = len(t.PCI.EFA)
+	}
+	if why := t.efaUnattached(); why != "" && len(devs) == 0 && pciEFA <= 0 && (!h.Domains.OK() || len(h.Domains.Value) == 0) {
+		// Nothing to count, and nothing that could have been counted: a warning that says
+		// where the devices are proven, never a pass.
+		return check(id, result.Warn, "", expected, "0 EFA devices (none attached at launch)", "not judged here: "+why+"; "+efaProvenElsewhere, ev())
 	}
 	var notes []string
 	if len(other) > 0 {
@@ -137,7 +173,7 @@ func judgeEFADevices(h facts.Host, t Target) result.Check {
 	} else if missing := notIn(domains, devs); len(missing) > 0 && len(domains) > 0 && strings.HasPrefix(domains[0], "rdmap") {
 		fails = append(fails, "fi_info domains not under /sys/class/infiniband: "+strings.Join(missing, ", "))
 	}
-	if t.Profile != nil && t.PCI != nil && t.Expect.EFACount == 0 && t.Profile.EFACount > 0 && pciEFA != t.Profile.EFACount {
+	if basis == t.profileName() && t.PCI != nil && pciEFA != t.Profile.EFACount {
 		fails = append(fails, fmt.Sprintf("the %s says %d EFA devices but the PCI bus has %d EFA functions (check the launch's EFA network interfaces)", t.profileName(), t.Profile.EFACount, pciEFA))
 	} else if counted && basis != BasisPCI && len(devs) != want {
 		fails = append(fails, fmt.Sprintf("%d EFA devices, %s says %d (check the launch's EFA network interfaces; p5en devices can come up late)", len(devs), basis, want))
@@ -152,6 +188,15 @@ func judgeEFADevices(h facts.Host, t Target) result.Check {
 		return check(id, result.Skip, basis, expected, actual, "no EFA on this host and none expected", "")
 	}
 	return check(id, result.Pass, basis, expected, actual, strings.Join(notes, "; "), "")
+}
+
+// expectedEFA resolves the EFA device count: the count the run's own launch attached, else the
+// setting, the profile or the PCI bus (expectedCount).
+func (t Target) expectedEFA() (n int, basis string, ok bool) {
+	if t.Launch.Known && t.Launch.EFA > 0 && t.Expect.EFACount >= 0 {
+		return t.Launch.EFA, "launch (" + t.Launch.Setting + ")", true
+	}
+	return t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i facts.PCIInventory) int { return len(i.EFA) })
 }
 
 // notIn returns the names in a that are not in b.

@@ -9,10 +9,19 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.FabricManager, Phase: PhaseHost, Family: "gpu", Order: 250, Judge: judgeFabricManager,
+		Doc:   "Fabric Manager is active where the GPUs sit on an NVSwitch fabric (setting, profile, else NVSwitches or ConnectX-7 NVLink bridges on the PCI bus)",
+		Reads: "`systemctl is-active nvidia-fabricmanager`, `/sys/bus/pci/devices`",
+	})
+}
+
 // judgeFabricManager judges nvidia-fabricmanager: GPUs on an NVSwitch fabric need it active,
 // or NVLink collectives across the switches do not work. A profile and the PCI bus that
 // disagree about the fabric fail, naming both.
-func judgeFabricManager(h facts.Host, t Target) result.Check {
+func judgeFabricManager(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.FabricManager
 	want, basis, known := t.fabricManagerRequired()
 	expected := "active"

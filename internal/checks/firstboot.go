@@ -7,10 +7,10 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// JudgeSettle says why a first boot cannot be judged yet: it did not settle in time, the wait
+// SettleProblem says why a first boot cannot be judged yet: it did not settle in time, the wait
 // failed, or cloud-init reports an error. "" means it settled: the first boot cannot be compared
 // with the image while it is still changing.
-func JudgeSettle(f facts.Fact[facts.Settle]) (problem string) {
+func SettleProblem(f facts.Fact[facts.Settle]) (problem string) {
 	switch {
 	case f.OK() && f.Value.TimedOut:
 		return "cloud-init or apt did not settle within settle_timeout: the first boot is still changing the instance"
@@ -24,8 +24,9 @@ func JudgeSettle(f facts.Fact[facts.Settle]) (problem string) {
 
 // Unsettled returns the first-boot checks failed for problem.
 func Unsettled(problem, evidence string) []result.Check {
-	out := make([]result.Check, 0, len(result.FirstBootIDs))
-	for _, id := range result.FirstBootIDs {
+	ids := IDs(PhaseFirstBoot)
+	out := make([]result.Check, 0, len(ids))
+	for _, id := range ids {
 		out = append(out, result.Check{ID: id, Status: result.Fail, Basis: "bill of materials", Expected: "a settled first boot", Actual: "not settled", Message: problem, Evidence: evidence})
 	}
 	return out

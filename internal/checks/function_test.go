@@ -5,12 +5,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func readFixture(t *testing.T, path string) string {
@@ -21,6 +24,12 @@ func readFixture(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// The markers of the job scripts' own lines (package probe's).
+const (
+	efaMarkerT  = "@@DLAMI-EFA"
+	dcgmMarkerT = "@@DLAMI-DCGM"
+)
 
 // The real fabtests table of aws-cdi-sdk's install guide, as the client prints it.
 const pingTable = "../parse/pingpong/testdata/efa_test-aws-cdi-sdk-install-guide.txt"
@@ -38,7 +47,7 @@ func efaOutput(t *testing.T, devices []string, broken map[string]struct {
 		if x, ok := broken[d]; ok {
 			out, rc, src = x.out, x.rc, x.rc
 		}
-		fmt.Fprintf(&b, "%s BEGIN %s\n%s\n%s END %s %d %d\n", efaMarker, d, out, efaMarker, d, rc, src)
+		fmt.Fprintf(&b, "%s BEGIN %s\n%s\n%s END %s %d %d\n", efaMarkerT, d, out, efaMarkerT, d, rc, src)
 	}
 	return b.String()
 }
@@ -54,26 +63,27 @@ func stats(t *testing.T, drops int) facts.Fact[[]rdmastat.Link] {
 
 func TestEFATraffic(t *testing.T) {
 	devs := []string{"rdmap0s31", "rdmap16s27", "rdmap32s27", "rdmap48s27", "rdmap64s27", "rdmap80s27", "rdmap96s27", "rdmap112s27"}
-	judge := func(out string, o EFATrafficOptions, before, after facts.Fact[[]rdmastat.Link]) result.Check {
+	judge := func(out string, o settings.EFATraffic, before, after facts.Fact[[]rdmastat.Link]) result.Check {
 		t.Helper()
-		pp, err := ParseEFATraffic(out)
+		pp, err := probe.ParseEFATraffic(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return JudgeEFATraffic(facts.EFATraffic{Devices: pp, StatsBefore: before, StatsAfter: after}, devs, o)
+		return judgeEFATraffic(facts.Run{EFATraffic: facts.EFATraffic{Tested: devs, Devices: pp, StatsBefore: before, StatsAfter: after}},
+			Target{Settings: Settings{Function: settings.Function{EFATraffic: o}}})
 	}
-	floor := EFATrafficOptions{MinBandwidthMBps: 1000}
+	floor := settings.EFATraffic{MinBandwidthMBps: 1000}
 	tests := []struct {
 		name    string
 		out     string
-		o       EFATrafficOptions
+		o       settings.EFATraffic
 		after   int
 		status  result.Status
 		mention string
 	}{
 		{"every device carries traffic", efaOutput(t, devs, nil), floor, 0, result.Pass, ""},
-		{"no floor: figures reported, warned", efaOutput(t, devs, nil), EFATrafficOptions{}, 0, result.Warn, "efa_traffic.min_bandwidth_mbps"},
-		{"below the floor", efaOutput(t, devs, nil), EFATrafficOptions{MinBandwidthMBps: 5000}, 0, result.Fail, "rdmap0s31: 2359 MB/s, below"},
+		{"no floor: figures reported, warned", efaOutput(t, devs, nil), settings.EFATraffic{}, 0, result.Warn, "efa_traffic.min_bandwidth_mbps"},
+		{"below the floor", efaOutput(t, devs, nil), settings.EFATraffic{MinBandwidthMBps: 5000}, 0, result.Fail, "rdmap0s31: 2359 MB/s, below"},
 		{"one device errors", efaOutput(t, devs, map[string]struct {
 			out string
 			rc  int
@@ -91,53 +101,14 @@ func TestEFATraffic(t *testing.T) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
 	}
-	if _, err := ParseEFATraffic(efaMarker + " ERROR fi_pingpong is not installed"); err == nil {
-		t.Error("a missing fi_pingpong parsed")
+	if c := judge(efaOutput(t, devs, nil), floor, stats(t, 0), stats(t, 0)); c.Status != result.Pass {
+		t.Errorf("healthy: %s %s", c.Status, c.Message)
 	}
-	if _, err := EFATrafficCommand([]string{"rdmap0s31; reboot"}, EFATrafficOptions{}); err == nil {
-		t.Error("a device name with shell in it reached the script")
+	if c := judgeEFATraffic(facts.Run{EFATraffic: facts.EFATraffic{NotRun: "the efa-devices check failed"}}, Target{}); c.Status != result.Skip || !strings.Contains(c.Message, "efa-devices") {
+		t.Errorf("not run: %s %s", c.Status, c.Message)
 	}
-	s, err := EFATrafficCommand(devs, EFATrafficOptions{Concurrency: 4})
-	if err != nil || strings.Count(s, "\nwait\n") != 2 || !strings.Contains(s, "FI_EFA_ENABLE_SHM_TRANSFER=0") {
-		t.Errorf("script: %v\n%s", err, s)
-	}
-	if got := EFATrafficBudgetSeconds(32, EFATrafficOptions{}); got != 4*(DefaultEFATrafficTimeoutSeconds+5)+30 {
-		t.Errorf("32 devices in groups of 8: budget %d s", got)
-	}
-}
-
-func TestJudgeDCGM(t *testing.T) {
-	fixture := func(name string) string { return readFixture(t, "../parse/dcgmdiag/testdata/"+name) }
-	tests := []struct {
-		name    string
-		out     string
-		timeout bool
-		status  result.Status
-		mention string
-	}{
-		{"all pass", fixture("derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json"), false, result.Pass, ""},
-		{"a failed test", fixture("dcgm4.2.3-r1-GB10-software-fail-persistence.json"), false, result.Fail, "software"},
-		{"all skipped: could not run", fixture("derived-dcgm3.3.1-r3-T400-all-skip-issue139.json"), false, result.Error, "could not run"},
-		{"runtime error: could not run", fixture("derived-dcgm4-runtime-error-paused.json"), false, result.Error, "could not run"},
-		{"host engine down: could not run", fixture("derived-text-hostengine-not-running.txt"), false, result.Error, "could not run"},
-		{"dcgmi missing", dcgmMarker + " ERROR dcgmi is not installed at /usr/bin/dcgmi\n", false, result.Fail, "dcgm_level = 0"},
-		{"timed out", "", true, result.Error, "did not finish"},
-	}
-	for _, tt := range tests {
-		c := JudgeDCGM(ParseDCGMRun(tt.out, 2), 2, tt.timeout)
-		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
-			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
-		}
-	}
-	if c := JudgeDCGM(facts.Fact[facts.DCGM]{}, 0, false); c.Status != result.Skip {
-		t.Errorf("level 0: %s", c.Status)
-	}
-	if err := ValidateDCGMLevel(4); err == nil || !strings.Contains(err.Error(), "dcgm_level") {
-		t.Errorf("level 4: %v", err)
-	}
-	s, err := DCGMCommand(2)
-	if err != nil || !strings.Contains(s, `"$dcgmi" diag -r 2 -j`) || !strings.Contains(s, "--term") {
-		t.Errorf("script: %v\n%s", err, s)
+	if c := judgeEFATraffic(facts.Run{EFATraffic: facts.EFATraffic{Tested: devs, Problem: "the EFA traffic test did not finish within its bound"}}, Target{}); c.Status != result.Fail {
+		t.Errorf("could not run: %s %s", c.Status, c.Message)
 	}
 }
 
@@ -161,39 +132,41 @@ func TestJudgeGPUDirectRDMA(t *testing.T) {
 		return facts.Read(s, text)
 	}
 	rec := facts.Read(in, "")
-	floor := GDROptions{BusBWFloorGBps: 100}
+	floor := settings.GDR{BusBWFloorGBps: 100}
 	tests := []struct {
 		name    string
 		out     string
-		o       GDROptions
+		o       settings.GDR
 		loaded  facts.Fact[lsmod.Set]
 		status  result.Status
 		mention string
 	}{
 		{"GDRDMA over the network", viaNet, floor, mods("efa_nv_peermem", "efa"), result.Pass, ""},
-		{"no floor", viaNet, GDROptions{}, mods("efa_nv_peermem"), result.Warn, "gpudirect_rdma.busbw_floor_gbps"},
+		{"no floor", viaNet, settings.GDR{}, mods("efa_nv_peermem"), result.Warn, "gpudirect_rdma.busbw_floor_gbps"},
 		{"staged through host memory", staged, floor, mods("efa_nv_peermem"), result.Fail, "without GDRDMA"},
 		{"NVLink used: no network", ok, floor, mods("efa_nv_peermem"), result.Fail, "no channel went over the network"},
 		{"peer-memory module missing", viaNet, floor, mods("efa"), result.Fail, "efa_nv_peermem module is not loaded"},
-		{"below floor", viaNet, GDROptions{BusBWFloorGBps: 5000}, mods("efa_nv_peermem"), result.Fail, "below gpudirect_rdma.busbw_floor_gbps"},
+		{"below floor", viaNet, settings.GDR{BusBWFloorGBps: 5000}, mods("efa_nv_peermem"), result.Fail, "below gpudirect_rdma.busbw_floor_gbps"},
 	}
 	for _, tt := range tests {
-		c := JudgeGPUDirectRDMA(tt.out, 0, false, tt.o, rec, tt.loaded)
+		run := probe.ParseNCCLRun(tt.out, 0, false, time.Minute)
+		c := judgeGPUDirectRDMA(facts.Run{GDR: run, Host: facts.Host{EFAInstaller: rec, Loaded: tt.loaded}},
+			Target{Settings: Settings{Function: settings.Function{GDR: tt.o}}})
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
 	}
-	if o := GDROptionsFor(NCCLOptions{Env: map[string]string{"FI_LOG_LEVEL": "warn"}}); o.Env["NCCL_P2P_DISABLE"] != "1" || o.Env["FI_LOG_LEVEL"] != "warn" || o.Transport != TransportEFA {
+	if o := (settings.NCCL{Env: map[string]string{"FI_LOG_LEVEL": "warn"}}).ForcedNetwork(); o.Env["NCCL_P2P_DISABLE"] != "1" || o.Env["FI_LOG_LEVEL"] != "warn" || o.Transport != settings.TransportEFA {
 		t.Errorf("GDR options: %+v", o)
 	}
 }
 
-func FuzzParseEFATraffic(f *testing.F) {
-	f.Add(efaMarker + " BEGIN rdmap0s31\nbytes #sent #ack total time MB/sec usec/xfer Mxfers/sec\n64k 10 =10 1.2m 0.00s 717.02 91.40 0.01\n" + efaMarker + " END rdmap0s31 0 0\n")
-	f.Add(efaMarker + " BEGIN rdmap0s31\n")
-	f.Add(efaMarker + " ERROR x")
+func FuzzJudgeEFATraffic(f *testing.F) {
+	f.Add(efaMarkerT + " BEGIN rdmap0s31\nbytes #sent #ack total time MB/sec usec/xfer Mxfers/sec\n64k 10 =10 1.2m 0.00s 717.02 91.40 0.01\n" + efaMarkerT + " END rdmap0s31 0 0\n")
+	f.Add(efaMarkerT + " BEGIN rdmap0s31\n")
+	f.Add(efaMarkerT + " ERROR x")
 	f.Fuzz(func(t *testing.T, s string) {
-		pp, err := ParseEFATraffic(s)
+		pp, err := probe.ParseEFATraffic(s)
 		if err != nil {
 			return
 		}
@@ -202,18 +175,6 @@ func FuzzParseEFATraffic(f *testing.F) {
 			if p.OK() && len(p.Value.Client) == 0 {
 				t.Fatalf("a device without a table read as working: %+v", p)
 			}
-		}
-	})
-}
-
-func FuzzParseDCGMRun(f *testing.F) {
-	f.Add(`{"DCGM Diagnostic": {"test_categories": []}}`)
-	f.Add(dcgmMarker + " ERROR dcgmi is not installed\n")
-	f.Add(dcgmMarker + " STARTED nv-hostengine\n{}\n" + dcgmMarker + " STDERR\nboom\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		c := JudgeDCGM(ParseDCGMRun(s, 2), 2, false)
-		if c.Status == result.Pass && !strings.Contains(s, "Pass") && !strings.Contains(s, "pass") {
-			t.Fatalf("a run without a passed result judged pass: %q", s)
 		}
 	})
 }

@@ -9,9 +9,18 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
+func init() {
+	register(Entry{
+		ID: result.GDRCopy, Phase: PhaseHost, Family: "gpu", Order: 290, Judge: judgeGDRCopy,
+		Doc:   "the `gdrdrv` module is loaded and `/dev/gdrdrv` is a character device",
+		Reads: "`lsmod`, `stat -c %F /dev/gdrdrv`",
+	})
+}
+
 // judgeGDRCopy judges GDRCopy: gdrdrv loaded and /dev/gdrdrv a character device (the DLAMI
 // ships both), at the pinned version if any.
-func judgeGDRCopy(h facts.Host, t Target) result.Check {
+func judgeGDRCopy(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.GDRCopy
 	pin := t.Expect.GDRCopy
 	expected, basis := "gdrdrv loaded, /dev/gdrdrv character device", BasisRule

@@ -1,22 +1,36 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.GPU, Phase: PhaseHost, Family: "gpu", Order: 200, Judge: judgeGPU,
+		Doc:   "GPU count and model equal the expectation (setting, profile, else the PCI bus), and `nvidia-smi` lists as many GPUs as the PCI bus has NVIDIA GPUs",
+		Reads: "`nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`, `/sys/bus/pci/devices`",
+	})
+	register(Entry{
+		ID: result.NvidiaDriver, Phase: PhaseHost, Family: "gpu", Order: 210, Judge: judgeNvidiaDriver,
+		Doc:   "every GPU reports the expected driver version, and it agrees with the loaded kernel module (no driver/library mismatch)",
+		Reads: "`nvidia-smi` (same query), `modinfo -F version nvidia`",
+	})
+}
+
 // judgeGPU judges the GPUs nvidia-smi lists. Whatever the profile or the settings say, fewer
 // GPUs in nvidia-smi than NVIDIA GPUs on the PCI bus fails: that is the signature of a GPU
 // that fell off the bus or that the driver lost.
-func judgeGPU(h facts.Host, t Target) result.Check {
+func judgeGPU(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.GPU
-	want, basis, counted := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) })
+	want, basis, counted := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) })
 	model, modelBasis := t.Expect.GPUModel, BasisSetting
 	if model == "" && t.Profile != nil {
 		model, modelBasis = t.Profile.GPUModel, t.profileName()
@@ -93,7 +107,8 @@ func judgeGPU(h facts.Host, t Target) result.Check {
 
 // judgeNvidiaDriver judges that nvidia-smi and the kernel module report the same driver (a
 // mismatch is NVML's "Driver/library version mismatch") and, when pinned, the version.
-func judgeNvidiaDriver(h facts.Host, t Target) result.Check {
+func judgeNvidiaDriver(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.NvidiaDriver
 	pin := t.Expect.NvidiaDriver
 	expected, basis := "nvidia-smi and kernel module agree", BasisRule
@@ -106,8 +121,11 @@ func judgeNvidiaDriver(h facts.Host, t Target) result.Check {
 	if !h.GPUs.OK() {
 		return check(id, result.Fail, basis, expected, "unknown", h.GPUs.Problem, ev())
 	}
-	if !h.NvidiaModule.OK() {
-		return check(id, result.Fail, basis, expected, "nvidia kernel module not found", h.NvidiaModule.Problem, ev())
+	if !h.NvidiaModule.OK() || h.NvidiaModule.Value == "" {
+		return check(id, result.Fail, basis, expected, "nvidia kernel module not found", cmp.Or(h.NvidiaModule.Problem, "modinfo reported no version of the nvidia module"), ev())
+	}
+	if len(h.GPUs.Value) == 0 {
+		return check(id, result.Fail, basis, expected, "no GPU", "nvidia-smi lists no GPU: the driver it runs cannot be compared with the kernel module", ev())
 	}
 	kmod := h.NvidiaModule.Value
 	actual := kmod

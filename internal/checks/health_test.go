@@ -50,12 +50,12 @@ func TestJudgePCIeLinkUnderLoad(t *testing.T) {
 		{"gen 1 only while idle (the first sample), max later", facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{sample(t, 8, idle, full, nil), sample(t, 8, gen5, full, nil)}}, result.Pass, ""},
 		{"x8 under load", facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{sample(t, 8, gen5, x8on3, nil), sample(t, 8, gen5, x8on3, nil)}}, result.Fail, "GPU 3 at x8 of x16"},
 		{"gen below max under load", facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{sample(t, 8, func(i int) int { return 4 }, full, nil)}}, result.Warn, "gen 4 of 5"},
-		{"no load: not judged", facts.Load{Why: "nccl.skip = true"}, result.Warn, "nccl.skip = true"},
+		{"no load: not judged", facts.Load{NotRun: "nccl.skip = true"}, result.Warn, "nccl.skip = true"},
 		{"a test shorter than one reading: not judged", facts.Load{Ran: true}, result.Warn, "lengthen the test"},
 		{"load without a readable sample", facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{facts.Unread[[]gpuhealth.GPU]("host.gpu_health: timed out", "")}}, result.Fail, "timed out"},
 	}
 	for _, tt := range tests {
-		c := JudgePCIeLink(tt.load)
+		c := judgePCIeLink(facts.Run{Load: tt.load}, profiled(t, "p5.48xlarge"))
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
@@ -84,7 +84,7 @@ func TestJudgeGPUClocksUnderLoad(t *testing.T) {
 		{"power brake", 2, result.Fail, "GPU 6: power-brake slowdown"},
 		{"software power cap is not a fault", 3, result.Pass, ""},
 	} {
-		c := JudgeGPUClocks(facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{sample(t, 8, gen5, full, reason(6, tt.which))}})
+		c := judgeGPUClocks(facts.Run{Load: facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{sample(t, 8, gen5, full, reason(6, tt.which))}}}, Target{})
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
@@ -103,20 +103,20 @@ func counters(t *testing.T, crc, replay int) facts.Fact[[]nvlink.Counters] {
 
 func TestNVLinkDuring(t *testing.T) {
 	pass := result.Check{ID: result.NVLink, Status: result.Pass}
-	if c := NVLinkDuring(pass, counters(t, 0, 0), counters(t, 0, 0), "during the NCCL test"); c.Status != result.Pass {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 0), "during the NCCL test", Target{}); c.Status != result.Pass {
 		t.Errorf("nothing grew: %s: %s", c.Status, c.Message)
 	}
-	if c := NVLinkDuring(pass, counters(t, 0, 0), counters(t, 7, 0), "during the NCCL test"); c.Status != result.Fail || !strings.Contains(c.Message, "CRC") || !strings.Contains(c.Message, "during the NCCL test") {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 7, 0), "during the NCCL test", Target{}); c.Status != result.Fail || !strings.Contains(c.Message, "CRC") || !strings.Contains(c.Message, "during the NCCL test") {
 		t.Errorf("CRC grew: %s: %s", c.Status, c.Message)
 	}
-	if c := NVLinkDuring(pass, counters(t, 0, 0), counters(t, 0, 40), "during the NCCL test"); c.Status != result.Warn || !strings.Contains(c.Message, "Replay") {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 40), "during the NCCL test", Target{}); c.Status != result.Warn || !strings.Contains(c.Message, "Replay") {
 		t.Errorf("replay burst: %s: %s", c.Status, c.Message)
 	}
-	if c := NVLinkDuring(pass, counters(t, 0, 0), facts.Unread[[]nvlink.Counters]("host.nvlink_errors: timed out", ""), "during the NCCL test"); c.Status != result.Fail {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), facts.Unread[[]nvlink.Counters]("host.nvlink_errors: timed out", ""), "during the NCCL test", Target{}); c.Status != result.Fail {
 		t.Errorf("unreadable after: %s", c.Status)
 	}
 	skip := result.Check{ID: result.NVLink, Status: result.Skip}
-	if c := NVLinkDuring(skip, facts.Unread[[]nvlink.Counters]("none", ""), facts.Unread[[]nvlink.Counters]("none", ""), "during the NCCL test"); c.Status != result.Skip {
+	if c := nvlinkDuring(skip, facts.Unread[[]nvlink.Counters]("none", ""), facts.Unread[[]nvlink.Counters]("none", ""), "during the NCCL test", Target{}); c.Status != result.Skip {
 		t.Errorf("no NVLink host: %s", c.Status)
 	}
 }

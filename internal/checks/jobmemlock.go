@@ -8,12 +8,21 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// JudgeJobMemlock judges the locked-memory limit where jobs run on a node (check job-memlock):
+func init() {
+	register(Entry{
+		ID: result.JobMemlock, Phase: PhaseHost, Family: "kernel", Order: 340, Judge: judgeJobMemlock,
+		Doc:   "(node check only) every installed job unit (`slurmd`, `containerd`, `docker`) has `LimitMEMLOCK=infinity`, and a container runtime default that sets memlock sets it unlimited; none installed warns",
+		Reads: "`systemctl show -p LimitMEMLOCK`, `/etc/docker/daemon.json`, containerd's `base_runtime_spec`",
+	})
+}
+
+// judgeJobMemlock judges the locked-memory limit where jobs run on a node (check job-memlock):
 // every installed job unit (slurmd, containerd, docker) must have LimitMEMLOCK=infinity, and a
 // container runtime's own default memlock limit, where its configuration sets one, must be
 // unlimited. A fact that could not be read fails; a node with no job unit and no runtime
 // configuration has nothing to compare against and warns.
-func JudgeJobMemlock(f facts.JobMemlock) result.Check {
+func judgeJobMemlock(r facts.Run, _ Target) result.Check {
+	f := r.JobMemlock
 	id := result.JobMemlock
 	const expected = "unlimited for every job unit and container runtime default"
 	for _, u := range []struct {

@@ -9,10 +9,19 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.Lustre, Phase: PhaseHost, Family: "storage", Order: 320, Judge: judgeLustre,
+		Doc:   "the Lustre client is installed (and its version matches) when expected; when installed anyway, the utilities and the module are one release",
+		Reads: "`lfs --version`, `modinfo -F version lustre`",
+	})
+}
+
 // judgeLustre judges the Lustre client when it is required (lustre_expected, or a lustre pin):
 // lfs and a module built for the running kernel, at the pinned version. When it is not
 // required but installed, the utilities and the module must still agree.
-func judgeLustre(h facts.Host, t Target) result.Check {
+func judgeLustre(run facts.Run, t Target) result.Check {
+	h := run.Host
 	id := result.Lustre
 	e := t.Expect
 	required := (e.LustreExpected != nil && *e.LustreExpected) || (e.LustreExpected == nil && e.Lustre != "")

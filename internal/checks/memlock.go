@@ -8,6 +8,14 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.Memlock, Phase: PhaseHost, Family: "kernel", Order: 300, Judge: judgeMemlock,
+		Doc:   "a new login of the login user gets an `unlimited` locked-memory limit (collectives pin large buffers)",
+		Reads: "the limits files as pam_limits applies them: `limits.conf`, then `limits.d/*.conf` by name, user over group over `*`, in sshd's PAM stack; where no file sets it, the lower of PID 1's and sshd's limit (`/proc/<pid>/limits`); the SSH session's own `ulimit -l` is evidence, and on a first boot (a fresh login) a limited session fails too",
+	})
+}
+
 // memlockFix is what to write so that every login, whatever the libpam build, gets it.
 const memlockFix = "set `* soft memlock unlimited` and `* hard memlock unlimited` in a file of /etc/security/limits.d (the EFA installer's 01_efa.conf does)"
 
@@ -16,9 +24,13 @@ const memlockFix = "set `* soft memlock unlimited` and `* hard memlock unlimited
 // The probe's own session is not the verdict in a bake: it opened before any layer ran, so a
 // layer's limits file is invisible to it. On a first boot the session is a fresh login, and
 // a limited session fails too.
-func judgeMemlock(h facts.Host, t Target) result.Check {
+func judgeMemlock(f facts.Run, t Target) result.Check {
+	h := f.Host
 	id := result.Memlock
 	const expected = "unlimited for a new login"
+	if t.LoginUnjudged != "" {
+		return check(id, result.Warn, "", expected, "not judged", t.LoginUnjudged, "")
+	}
 	lm, session := h.LoginMemlock, h.Memlock
 	sessionEv := "this SSH session: unreadable (" + session.Problem + ")"
 	if session.OK() {

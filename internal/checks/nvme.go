@@ -5,10 +5,19 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.NVMe, Phase: PhaseHost, Family: "storage", Order: 310, Judge: judgeNVMe,
+		Doc:   "local NVMe is mounted at `nvme_path` where the type has instance store",
+		Reads: "`findmnt --mountpoint /opt/dlami/nvme`",
+	})
+}
+
 // judgeNVMe judges the local NVMe instance store, which the DLAMI mounts at boot: whether it
 // must be mounted comes from the setting, else the profile. The PCI bus cannot tell instance
 // store from EBS reliably enough, so an unprofiled type without the setting warns.
-func judgeNVMe(h facts.Host, t Target) result.Check {
+func judgeNVMe(run facts.Run, t Target) result.Check {
+	h := run.Host
 	id := result.NVMe
 	mount := t.Expect.NVMeMount()
 	want, basis, known := false, "", false

@@ -9,11 +9,20 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
+func init() {
+	register(Entry{
+		ID: result.Persistence, Phase: PhaseHost, Family: "gpu", Order: 220, Judge: judgePersistence,
+		Doc:   "the driver keeps GPU state between jobs: `nvidia-persistenced` is active (the DLAMI ships it), or persistence mode is on for every GPU",
+		Reads: "`systemctl is-active nvidia-persistenced`, `nvidia-smi --query-gpu=...,persistence_mode,...`",
+	})
+}
+
 // judgePersistence judges that the driver keeps GPU state between jobs: nvidia-persistenced
 // active (the DLAMI ships and enables it), or persistence mode on every GPU. Without either the
 // driver tears the GPUs down when the last process exits: every job pays the initialisation,
 // and NVIDIA's health checks (DCGM, AWS's and Azure's suites) expect it on.
-func judgePersistence(h facts.Host, _ Target) result.Check {
+func judgePersistence(f facts.Run, _ Target) result.Check {
+	h := f.Host
 	id := result.Persistence
 	const expected = "nvidia-persistenced active, or persistence mode on every GPU"
 	ev := func() string { return evidence(h.Persistenced.Evidence, h.Health.GPUs.Evidence) }

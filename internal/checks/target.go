@@ -1,20 +1,21 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
 // Bases of an expectation, in the order they are consulted.
 const (
 	BasisSetting = "setting"
-	BasisProfile = "profile"
 	BasisPCI     = "PCI inventory"
 	BasisRule    = "rule"
 )
@@ -38,6 +39,9 @@ func (e Expectations) Validate() []error {
 			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
 		}
 	}
+	if e.PCIeWidth != 0 && !pcieWidths[e.PCIeWidth] {
+		errs = append(errs, fmt.Errorf("expect.pcie_width = %d: use a PCIe link width (1, 2, 4, 8, 12, 16 or 32 lanes), or leave it unset to take the profile's or the GPU's maximum", e.PCIeWidth))
+	}
 	if e.BusBWFloorGBps < 0 {
 		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
 	}
@@ -52,6 +56,9 @@ func (e Expectations) Validate() []error {
 	return errs
 }
 
+// pcieWidths are the link widths the PCIe specification defines.
+var pcieWidths = map[int]bool{1: true, 2: true, 4: true, 8: true, 12: true, 16: true, 32: true}
+
 type pin struct{ setting, value string }
 
 // pins are the version settings, which take an exact version or a constraint.
@@ -62,10 +69,24 @@ func (e Expectations) pins() []pin {
 	}
 }
 
+// Settings are the settings the judges compare against, resolved once and carried whole: the
+// expect block, the NCCL test's and the function tests' settings, and which checks are
+// skipped or only warn.
+type Settings struct {
+	Expect   Expectations
+	NCCL     settings.NCCL
+	Function settings.Function
+	// Skip are the checks skip_checks names (reported skipped, never judged); Warn those
+	// warn_checks names (a failure is reported as a warning). SkipSetting and WarnSetting name
+	// the settings in messages.
+	Skip, Warn               []string
+	SkipSetting, WarnSetting string
+}
+
 // Target is what the host checks compare against: the settings, the instance type's built-in
 // profile (when there is one) and the host's own PCI inventory (when it could be read).
 type Target struct {
-	Expect Expectations
+	Settings
 	// InstanceType and InstanceTypeSource: the host's own answer ("product_name", "imds"),
 	// else the configured type ("configured"), else "".
 	InstanceType       string
@@ -73,7 +94,7 @@ type Target struct {
 	// Profile is nil when the instance type has no built-in profile.
 	Profile *profile.Profile
 	// PCI is nil when the inventory could not be read; PCIProblem then says why.
-	PCI        *pci.Inventory
+	PCI        *facts.PCIInventory
 	PCIProblem string
 	// KernelLogSince, when set, limits the xid check to the kernel log after a mark (a layer's
 	// reboot) and names the step in its verdict.
@@ -82,12 +103,28 @@ type Target struct {
 	// boot): its memlock limit is then a second witness of what a login gets. A bake's SSH
 	// session opened before the layers ran, so there it is only evidence.
 	SessionIsLogin bool
+	// LoginUnjudged, when set, says why no login user's memlock can be judged (the node check
+	// runs as root and was given no login user), naming the setting: memlock warns with it.
+	LoginUnjudged string
+	// Launch is what the host's launch attached, when the run knows it (a verification
+	// instance the plugin launched itself); a bake inside a builder does not.
+	Launch Launch
+}
+
+// Launch is what a launch attached to the instance.
+type Launch struct {
+	// Known is true when the run launched the instance itself and knows what it attached.
+	Known bool
+	// EFA is the number of EFA interfaces the launch attached; Setting names the setting
+	// that chose it ("efa = \"all\"").
+	EFA     int
+	Setting string
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,
 // else configuredType), its profile, and the PCI inventory.
-func Resolve(h facts.Host, e Expectations, configuredType string) Target {
-	t := Target{Expect: e, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
+func Resolve(h facts.Host, s Settings, configuredType string) Target {
+	t := Target{Settings: s, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
 	if t.InstanceType == "" {
 		if c := strings.TrimSpace(configuredType); c != "" {
 			t.InstanceType, t.InstanceTypeSource = c, "configured"
@@ -125,7 +162,7 @@ func (t Target) noProfileNote() string {
 // expectedCount resolves a count setting: the setting (n > 0; -1 = off), else the profile's
 // (when it judges one), else the PCI inventory's. ok is false when nothing says; basis names
 // where the count came from.
-func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int, fromPCI func(pci.Inventory) int) (n int, basis string, ok bool) {
+func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int, fromPCI func(facts.PCIInventory) int) (n int, basis string, ok bool) {
 	switch {
 	case setting > 0:
 		return setting, BasisSetting, true
@@ -142,6 +179,32 @@ func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int
 	}
 	return 0, "", false
 }
+
+// efaCapable reports whether the instance type can have EFA devices: its profile, or the
+// expect block, says so.
+func (t Target) efaCapable() bool {
+	return t.Profile != nil && t.Profile.MaxEFA > 0 || t.Expect.EFACount > 0
+}
+
+// efaUnattached says why an EFA-capable host has no EFA device to judge because its launch
+// attached none, or "" when the devices can be judged. EC2 gives an instance EFA devices only
+// for the network interfaces launched with them (an EFA cannot be attached to a running
+// instance): a builder that launches one plain interface (amazon-ebs) gets none on any type.
+func (t Target) efaUnattached() string {
+	switch {
+	case !t.efaCapable():
+		return ""
+	case t.Launch.Known && t.Launch.EFA == 0:
+		return fmt.Sprintf("the launch attached no EFA interface (%s)", cmp.Or(t.Launch.Setting, `efa = "none"`))
+	case !t.Launch.Known && t.PCI != nil && len(t.PCI.EFA) == 0:
+		return "no EFA interface was attached at launch: the PCI bus shows no EFA function (a builder such as amazon-ebs launches one plain network interface and cannot attach one; EC2 attaches EFA only at launch)"
+	}
+	return ""
+}
+
+// efaProvenElsewhere is where the EFA devices, their traffic and GPUDirect RDMA are proven
+// when this host's launch attached none.
+const efaProvenElsewhere = "they are proven by the dlami post-processor's verification, whose launch attaches every EFA interface of the type (efa = \"all\")"
 
 // efaOnHost is how many EFA devices the host has by its profile, else its PCI bus; 0 when
 // neither says it has any.
@@ -170,7 +233,7 @@ func (t Target) fabricManagerRequired() (want bool, basis string, ok bool) {
 }
 
 // fabricSummary describes what the PCI bus shows of an NVSwitch fabric.
-func fabricSummary(inv pci.Inventory) string {
+func fabricSummary(inv facts.PCIInventory) string {
 	switch {
 	case len(inv.NVSwitches) > 0:
 		return fmt.Sprintf("%d NVSwitch functions (10de, class 0680)", len(inv.NVSwitches))
@@ -178,12 +241,4 @@ func fabricSummary(inv pci.Inventory) string {
 		return fmt.Sprintf("%d ConnectX-7 NVLink management bridges (15b3, class 0207)", len(inv.NVLinkManagementBridge))
 	}
 	return "no NVSwitch fabric"
-}
-
-// withBasis renders "what (basis)".
-func withBasis(what, basis string) string {
-	if basis == "" {
-		return what
-	}
-	return what + " (" + basis + ")"
 }

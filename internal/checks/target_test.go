@@ -19,7 +19,7 @@ func TestExpectedCountPrecedence(t *testing.T) {
 		if typ != "" {
 			s.Instance.Type = typ
 		}
-		tg := Resolve(s, e, "")
+		tg := Resolve(s, Settings{Expect: e}, "")
 		return tg.expectedCount(e.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i pci.Inventory) int { return len(i.GPUs) })
 	}
 	if n, b, ok := gpus(Expectations{GPUCount: 4}, ""); n != 4 || b != BasisSetting || !ok {

@@ -2,16 +2,22 @@ package checks
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/xid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
+
+func init() {
+	register(Entry{
+		ID: result.Xid, Phase: PhaseHost, Family: "kernel", Order: 330, Judge: judgeXid,
+		Refined: []Phase{PhaseLoad},
+		Doc:     "no NVIDIA Xid or SXid in the current boot's kernel log, before the layers, after them and **during** the NCCL test, except `ignore_xids`; each is classified by NVIDIA's Xid catalog (resolution bucket and action). The whole boot is read twice: from the kernel's ring buffer, once before the first layer and again after the last, and from the journal's copy of the kernel log, which a layer's `dmesg -c` or a full ring buffer cannot empty (an event in both counts once). A journal that cannot be read fails; a journal that holds no kernel message of this boot (journald `Storage=none`, `ReadKMsg=no`) warns, because what a layer cleared from the ring buffer cannot be seen. After a layer's reboot the new boot is judged the same way, from both, and the verdict names the layer. The lines of the NCCL test are read from the ring buffer",
+		Reads:   "`sudo -n dmesg` (else `dmesg`); `sudo -n journalctl -k -b 0 -q --no-pager -o short-monotonic` (`journalctl` unprivileged only where sudo refuses)",
+	})
+}
 
 const xidEvidenceLines = 40
 
@@ -32,20 +38,34 @@ func xidExpected(ignore []int) (string, map[int]bool) {
 	return e, set
 }
 
-// judgeXid is the host suite's xid check: this whole boot, from dmesg and the journal's copy of
-// the kernel log, or the lines since the mark the bake set in the target. A mark of an earlier
-// boot (a layer's reboot) puts all of this boot after it, which is what the journal's -b 0
-// holds: then the whole boot is judged from both, and the verdict names the step, so a later
-// layer's dmesg -c hides nothing either.
-func judgeXid(h facts.Host, t Target) result.Check {
+// judgeXid is the xid check: this whole boot, from dmesg and the journal's copy of the kernel
+// log, or the lines since the mark the bake set in the target. A mark of an earlier boot (a
+// layer's reboot) puts all of this boot after it, which is what the journal's -b 0 holds:
+// then the whole boot is judged from both, and the verdict names the step, so a later layer's
+// dmesg -c hides nothing either. An Xid a bake read before its layers ran, in this same boot,
+// stays judged when a layer cleared it; and once the load ran, the records logged during it,
+// in dmesg and in the journal, are judged too.
+func judgeXid(f facts.Run, t Target) result.Check {
+	c := xidThisBoot(f.Host, t)
+	if f.BootLog != nil {
+		c = xidBeforeLayers(c, *f.BootLog, f.Host, t)
+	}
+	if l := f.Load; l.Mark != nil {
+		c = foldXid(c, xidSince(l.KernelLog, l.KernelJournal, *l.Mark, t))
+	}
+	return c
+}
+
+// xidThisBoot judges the host reading's kernel log.
+func xidThisBoot(h facts.Host, t Target) result.Check {
 	since := t.KernelLogSince
 	if since == nil {
-		return judgeBoot(h.KernelLog, h.KernelJournal, t)
+		return xidBoot(h.KernelLog, h.KernelJournal, t)
 	}
 	if !h.KernelLog.OK() || since.Position.BootID == h.KernelLog.Value.BootID {
-		return JudgeKernelLog(h.KernelLog, since, t)
+		return kernelLogVerdict(h.KernelLog, since, t)
 	}
-	c := judgeBoot(h.KernelLog, h.KernelJournal, t)
+	c := xidBoot(h.KernelLog, h.KernelJournal, t)
 	if c.Message != "" {
 		c.Message = since.During + ": " + c.Message
 	}
@@ -55,18 +75,68 @@ func judgeXid(h facts.Host, t Target) result.Check {
 	return c
 }
 
+// xidBeforeLayers keeps the verdict on an Xid the kernel logged before the layers ran, in this
+// same boot, when the log no longer shows it: a layer cleared the ring buffer.
+func xidBeforeLayers(cur result.Check, boot facts.Fact[facts.KernelLog], h facts.Host, t Target) result.Check {
+	if !boot.OK() || len(boot.Value.Lines) == 0 || t.KernelLogSince != nil || cur.Status == result.Fail ||
+		!h.KernelLog.OK() || h.KernelLog.Value.BootID != boot.Value.BootID {
+		return cur
+	}
+	early := kernelLogVerdict(boot, nil, t)
+	if early.Status != result.Fail {
+		return cur
+	}
+	early.Message = "logged before the layers ran and no longer in the kernel log (a layer cleared it): " + early.Message
+	return early
+}
+
+// xidSince judges what the kernel logged after mark: dmesg's lines after it, and the journal's
+// records after it that dmesg no longer shows (cleared from the ring buffer, or overflowed out
+// of it, during the step).
+func xidSince(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], mark facts.Mark, t Target) result.Check {
+	c := kernelLogVerdict(log, &mark, t)
+	if !log.OK() {
+		return c
+	}
+	expected, ignore := xidExpected(t.Expect.IgnoreXids)
+	if !journal.OK() {
+		msg := "the kernel journal could not be read " + mark.During + ": " + journal.Problem + "; an Xid cleared from the ring buffer during it was not judged"
+		if c.Status == result.Fail {
+			c.Message += "; and " + msg
+			return c
+		}
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel journal unreadable "+mark.During, msg, journal.Evidence)
+	}
+	entries, placed := journal.Value.After(mark.Position, log.Value.BootID)
+	if !placed {
+		return c
+	}
+	only := journalOnly(log.Value.After(mark.Position), entries)
+	if len(only) == 0 {
+		return c
+	}
+	later := classifyXid(append(logReports(log.Value.After(mark.Position)), only...), expected, ignore, mark.During)
+	if later.Status == result.Fail && c.Status != result.Fail {
+		later.Message += "; logged " + mark.During + " and no longer in the kernel ring buffer (cleared with dmesg -c, or overflowed out of it): read from the journal"
+	}
+	if later.Status == result.Fail {
+		return later
+	}
+	return c
+}
+
 // journalHowTo says how to make journald keep the kernel log.
 const journalHowTo = "keep it: Storage=persistent in /etc/systemd/journald.conf (or Storage=auto, Ubuntu's default, " +
 	"with /var/log/journal present) and ReadKMsg=yes, then restart systemd-journald"
 
-// judgeBoot judges every Xid of this boot: the ring buffer dmesg reads loses what a layer
+// xidBoot judges every Xid of this boot: the ring buffer dmesg reads loses what a layer
 // cleared (dmesg -c) and what overflowed it, so the journal's copy of the kernel log (journald
 // reads each record as it is logged) is judged with it. A record in both is one event: they
 // are matched by message, timestamps stripped (the journal's are journald's own clock). A
 // journal that cannot be read fails; one that holds no kernel message of this boot warns,
 // naming what could not be seen: neither passes what it could not judge.
-func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
-	c := judgeBootRecords(log, journal, t)
+func xidBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
+	c := xidBootRecords(log, journal, t)
 	// journalctl skips a journal file it cannot read (truncated by an unclean shutdown,
 	// corrupted) and says so: its records were not judged, so the boot is not proven clean.
 	if !journal.OK() || len(journal.Value.Ignored) == 0 || c.Status != result.Pass {
@@ -82,11 +152,11 @@ func judgeBoot(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJ
 		strings.TrimSpace(c.Evidence+"\n"+strings.Join(journal.Value.Ignored, "\n")))
 }
 
-// judgeBootRecords judges the records dmesg and the journal hold (judgeBoot).
-func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
+// xidBootRecords judges the records dmesg and the journal hold (xidBoot).
+func xidBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], t Target) result.Check {
 	expected, ignore := xidExpected(t.Expect.IgnoreXids)
 	expected += "; dmesg and this boot's journal"
-	dm := JudgeKernelLog(log, nil, t)
+	dm := kernelLogVerdict(log, nil, t)
 	dm.Expected = expected
 	if !log.OK() {
 		return dm
@@ -102,7 +172,7 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel journal unreadable", msg, journal.Evidence)
 	}
-	lines := log.Value.Lines()
+	lines := log.Value.Lines
 	if len(journal.Value.Entries) == 0 {
 		if dm.Status == result.Fail {
 			if len(lines) == 0 {
@@ -125,30 +195,18 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 	if len(lines) == 0 {
 		dm = check(result.Xid, result.Pass, BasisRule, expected, "none", "", "")
 	}
-	inDmesg := map[string]int{}
-	for _, l := range lines {
-		inDmesg[kernlog.Text(l)]++
-	}
-	var only []string
-	for _, e := range journal.Value.Entries {
-		if inDmesg[e.Message] > 0 {
-			inDmesg[e.Message]--
-			continue
-		}
-		only = append(only, e.Line)
-	}
+	only := journalOnly(lines, journal.Value.Entries)
 	if len(only) == 0 {
 		return dm
 	}
-	c := classifyXid(append(slices.Clone(lines), only...), expected, ignore, "")
+	c := classifyXid(append(logReports(lines), only...), expected, ignore, "")
 	if len(lines) == 0 && c.Status == result.Pass {
 		c.Message = strings.TrimPrefix(c.Message+"; ", "; ") + fmt.Sprintf("the kernel ring buffer is empty (cleared with dmesg -c): judged from the journal's %d kernel records of this boot", len(only))
 	}
 	if c.Status == result.Fail {
-		events, unparsed := xid.Parse(strings.Join(only, "\n"))
-		n := len(unparsed)
-		for _, e := range events {
-			if !isIgnored(e, ignore) {
+		n := 0
+		for _, r := range only {
+			if r.Unreadable || r.Xid != nil && !isIgnored(*r.Xid, ignore) {
 				n++
 			}
 		}
@@ -159,11 +217,45 @@ func judgeBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.
 	return c
 }
 
-// JudgeKernelLog is the one judge of Xids and SXids: any that is not ignored fails, and so
-// does a line that mentions one but cannot be read, and so does a log that cannot be read (the
-// step is not proven clean). With since set, only the lines logged after it are judged and the
-// verdict names the step.
-func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target) result.Check {
+// xidRecord is one kernel log record the xid check reads: its line, as evidence, and the
+// report it is.
+type xidRecord struct {
+	Line string
+	facts.XidReport
+}
+
+// logReports are dmesg's lines as records.
+func logReports(lines []facts.LogLine) []xidRecord {
+	out := make([]xidRecord, len(lines))
+	for i, l := range lines {
+		out[i] = xidRecord{l.Raw, l.XidReport}
+	}
+	return out
+}
+
+// journalOnly are the journal's records that dmesg's lines do not show, each matched once by
+// message (the same message logged twice is two records; stamps differ between the two).
+func journalOnly(lines []facts.LogLine, entries []facts.JournalEntry) []xidRecord {
+	inDmesg := map[string]int{}
+	for _, l := range lines {
+		inDmesg[l.Text]++
+	}
+	var only []xidRecord
+	for _, e := range entries {
+		if inDmesg[e.Message] > 0 {
+			inDmesg[e.Message]--
+			continue
+		}
+		only = append(only, xidRecord{e.Line, e.XidReport})
+	}
+	return only
+}
+
+// kernelLogVerdict is the one verdict on Xids and SXids in dmesg's lines: any that is not
+// ignored fails, and so does a line that mentions one but cannot be read, and so does a log
+// that cannot be read (the step is not proven clean). With since set, only the lines logged
+// after it are judged and the verdict names the step.
+func kernelLogVerdict(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target) result.Check {
 	expected, ignore := xidExpected(t.Expect.IgnoreXids)
 	when := ""
 	if since != nil {
@@ -176,7 +268,7 @@ func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target
 		}
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
 	}
-	lines := log.Value.Lines()
+	lines := log.Value.Lines
 	if len(lines) == 0 {
 		msg := "dmesg printed nothing: the kernel ring buffer is empty (cleared with dmesg -c), so it proves nothing"
 		if when != "" {
@@ -187,12 +279,12 @@ func JudgeKernelLog(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target
 	if since != nil {
 		lines = log.Value.After(since.Position)
 	}
-	return classifyXid(lines, expected, ignore, when)
+	return classifyXid(logReports(lines), expected, ignore, when)
 }
 
-// FoldXid folds the verdict on the lines of a step (later) into the verdict on the log before
+// foldXid folds the verdict on the lines of a step (later) into the verdict on the log before
 // it (earlier): a failure of either stands, and both are told.
-func FoldXid(earlier, later result.Check) result.Check {
+func foldXid(earlier, later result.Check) result.Check {
 	if later.Status != result.Fail {
 		if earlier.ID == "" {
 			return later
@@ -208,20 +300,29 @@ func FoldXid(earlier, later result.Check) result.Check {
 
 // isIgnored reports whether ignore_xids excuses e. It names Xids only: an SXid (an NVSwitch
 // error) with the same number is never excused.
-func isIgnored(e xid.Event, ignore map[int]bool) bool { return ignore[e.Xid] && !e.SXid }
+func isIgnored(e facts.XidEvent, ignore map[int]bool) bool { return ignore[e.Xid] && !e.SXid }
 
-// classifyXid classifies lines; when is "" for the whole log, or names the step the lines come
+// classifyXid classifies records; when is "" for the whole log, or names the step the lines come
 // from.
-func classifyXid(lines []string, expected string, ignore map[int]bool, when string) result.Check {
-	events, unparsed := xid.Parse(strings.Join(lines, "\n"))
+func classifyXid(records []xidRecord, expected string, ignore map[int]bool, when string) result.Check {
+	var events []facts.XidEvent
+	var unparsed []string
+	for _, r := range records {
+		switch {
+		case r.Xid != nil:
+			events = append(events, *r.Xid)
+		case r.Unreadable:
+			unparsed = append(unparsed, r.Line)
+		}
+	}
 	type key struct {
 		sxid bool
 		n    int
 		pci  string
 	}
 	var order []key
-	groups := map[key][]xid.Event{}
-	var bad, ignored []xid.Event
+	groups := map[key][]facts.XidEvent{}
+	var bad, ignored []facts.XidEvent
 	for _, e := range events {
 		if isIgnored(e, ignore) {
 			ignored = append(ignored, e)
@@ -288,7 +389,7 @@ func classifyXid(lines []string, expected string, ignore map[int]bool, when stri
 }
 
 // xidSummary renders distinct numbers in order: "Xid 79, SXid 20034".
-func xidSummary(events []xid.Event) string {
+func xidSummary(events []facts.XidEvent) string {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range events {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -17,22 +17,22 @@ const healthyLog = `[    0.000000] Linux version 7.0.0-1014-aws (buildd@lcy02-am
 [   14.022173] gdrdrv:gdrdrv_init: loading gdrdrv version 2.5.1`
 
 // xidAfter judges log's lines after p as the bake does after the NCCL test, folded into earlier.
-func xidAfter(earlier result.Check, log string, p kernlog.Position, tg Target) result.Check {
-	f := facts.Read(facts.KernelLog{Text: log, BootID: "boot-1"}, "")
+func xidAfter(earlier result.Check, log string, p facts.LogPosition, tg Target) result.Check {
+	f := facts.Read(probe.ReadKernelLog(log, "boot-1"), "")
 	if log == "" {
 		f = facts.Unread[facts.KernelLog]("dmesg printed nothing", "")
 	}
-	return FoldXid(earlier, JudgeKernelLog(f, &facts.Mark{Position: p, During: "during the NCCL test"}, tg))
+	return foldXid(earlier, kernelLogVerdict(f, &facts.Mark{Position: p, During: "during the NCCL test"}, tg))
 }
 
 func TestJudgeXidAfter(t *testing.T) {
 	tg := Target{}
 	log := healthyLog
-	before := JudgeKernelLog(facts.Read(facts.KernelLog{Text: log, BootID: "boot-1"}, ""), nil, tg)
+	before := kernelLogVerdict(facts.Read(probe.ReadKernelLog(log, "boot-1"), ""), nil, tg)
 	if before.Status != result.Pass {
 		t.Fatalf("healthy log: %s", before.Status)
 	}
-	p := kernlog.Mark(log, "boot-1")
+	p := probe.ReadKernelLog(log, "boot-1").End()
 	during := log + "\n[ 9000.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
 
 	c := xidAfter(before, during, p, tg)
@@ -45,8 +45,8 @@ func TestJudgeXidAfter(t *testing.T) {
 	}
 	// An Xid already in the log before the mark is the earlier check's, not "during".
 	withOld := log + "\n[ 100.0] NVRM: Xid (PCI:0000:62:00): 79, GPU has fallen off the bus."
-	old := JudgeKernelLog(facts.Read(facts.KernelLog{Text: withOld, BootID: "boot-1"}, ""), nil, tg)
-	pOld := kernlog.Mark(withOld, "boot-1")
+	old := kernelLogVerdict(facts.Read(probe.ReadKernelLog(withOld, "boot-1"), ""), nil, tg)
+	pOld := probe.ReadKernelLog(withOld, "boot-1").End()
 	if c := xidAfter(old, withOld, pOld, tg); c.Status != result.Fail || strings.Contains(c.Message, "during") {
 		t.Errorf("old Xid: %s: %s", c.Status, c.Message)
 	}
@@ -73,11 +73,11 @@ func journalOf(t *testing.T, lines ...string) facts.Fact[facts.KernelJournal] {
 	for i, l := range lines {
 		fmt.Fprintf(&b, "[%5d.%06d] ip-10-1-42-17 kernel: %s\n", 3+i, 100+i, kernlog.Text(l))
 	}
-	es, err := kjournal.Parse(b.String())
+	j, err := probe.ReadKernelJournal(b.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return facts.Read(facts.KernelJournal{Entries: es}, "")
+	return facts.Read(j, "")
 }
 
 func withIgnored(j facts.Fact[facts.KernelJournal], warnings ...string) facts.Fact[facts.KernelJournal] {
@@ -90,7 +90,7 @@ func TestJudgeBoot(t *testing.T) {
 	xid74 := "[  812.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
 	healthy := strings.Split(healthyLog, "\n")
 	dmesg := func(lines ...string) facts.Fact[facts.KernelLog] {
-		return facts.Read(facts.KernelLog{Text: strings.Join(lines, "\n"), BootID: "boot-1"}, "")
+		return facts.Read(probe.ReadKernelLog(strings.Join(lines, "\n"), "boot-1"), "")
 	}
 	all := func(extra ...string) []string { return append(slices.Clone(healthy), extra...) }
 	tests := []struct {
@@ -137,7 +137,7 @@ func TestJudgeBoot(t *testing.T) {
 	for _, tt := range tests {
 		tg := Target{}
 		tg.Expect.IgnoreXids = tt.ignore
-		c := judgeXid(facts.Host{KernelLog: tt.dmesg, KernelJournal: tt.journal}, tg)
+		c := judgeXid(facts.Run{Host: facts.Host{KernelLog: tt.dmesg, KernelJournal: tt.journal}}, tg)
 		if c.Status != tt.status || !strings.Contains(c.Actual, tt.actual) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
@@ -158,8 +158,8 @@ func TestJudgeBoot(t *testing.T) {
 func TestJudgeXidSinceMark(t *testing.T) {
 	xid79 := "[  700.000001] NVRM: Xid (PCI:0000:51:00): 79, pid=1, name=x, GPU has fallen off the bus."
 	healthy := strings.Split(healthyLog, "\n")
-	reboot := &facts.Mark{Position: kernlog.Position{BootID: "old"}, During: "since the reboot of layer \"x\""}
-	dmesg := facts.Read(facts.KernelLog{Text: healthyLog, BootID: "boot-1"}, "")
+	reboot := &facts.Mark{Position: facts.LogPosition{BootID: "old"}, During: "since the reboot of layer \"x\""}
+	dmesg := facts.Read(probe.ReadKernelLog(healthyLog, "boot-1"), "")
 	tests := []struct {
 		name    string
 		since   *facts.Mark
@@ -174,7 +174,7 @@ func TestJudgeXidSinceMark(t *testing.T) {
 			facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), result.Pass, ""},
 	}
 	for _, tt := range tests {
-		c := judgeXid(facts.Host{KernelLog: dmesg, KernelJournal: tt.journal}, Target{KernelLogSince: tt.since})
+		c := judgeXid(facts.Run{Host: facts.Host{KernelLog: dmesg, KernelJournal: tt.journal}}, Target{KernelLogSince: tt.since})
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.want) {
 			t.Errorf("%s: %s: %s", tt.name, c.Status, c.Message)
 		}

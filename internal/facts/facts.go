@@ -6,11 +6,8 @@ package facts
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
@@ -54,6 +51,8 @@ type Host struct {
 	NvidiaModule  Fact[string]
 	NvidiaLicense Fact[string]
 	EFAModule     Fact[string]
+	// PeerMemModule is the EFA installer's GPUDirect RDMA peer-memory module (efa_nv_peermem).
+	PeerMemModule Fact[string]
 	GDRDrvModule  Fact[string]
 	LustreModule  Fact[string]
 	// Persistenced is nvidia-persistenced's unit state word (each GPU's persistence mode is
@@ -140,32 +139,10 @@ type Mount struct {
 	Details string
 }
 
-// KernelLog is a kernel log read in one boot.
-type KernelLog struct {
-	// Text is the log, ANSI colours removed.
-	Text   string
-	BootID string
-}
-
-// Lines are the log's lines.
-func (l KernelLog) Lines() []string {
-	t := strings.TrimRight(l.Text, "\n")
-	if t == "" {
-		return nil
-	}
-	return strings.Split(t, "\n")
-}
-
-// End is the position at the end of the log: lines logged later are after it.
-func (l KernelLog) End() kernlog.Position { return kernlog.Mark(l.Text, l.BootID) }
-
-// After returns the lines logged after p.
-func (l KernelLog) After(p kernlog.Position) []string { return kernlog.After(l.Text, l.BootID, p) }
-
 // KernelJournal is this boot's kernel messages from the journal (journalctl -k -b 0), in
 // order. Entries is empty when the journal holds none of this boot.
 type KernelJournal struct {
-	Entries []kjournal.Entry
+	Entries []JournalEntry
 	// Ignored are journalctl's warnings of journal files it skipped (truncated, corrupted):
 	// their records are not in Entries.
 	Ignored []string
@@ -174,7 +151,7 @@ type KernelJournal struct {
 // Mark is a named position in a host's kernel log: the lines after it belong to a step ("during
 // the NCCL test", "since the reboot of layer \"x\"").
 type Mark struct {
-	Position kernlog.Position
+	Position LogPosition
 	// During names the step in messages.
 	During string
 }

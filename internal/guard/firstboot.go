@@ -31,7 +31,10 @@ type BakedPackage struct {
 //   - first-boot-packages: every baked guarded package is present at its baked version with
 //     its baked hold, and no guarded package appeared (a first-boot upgrade that pulled a
 //     kernel, or moved the NVIDIA userspace).
-func JudgeFirstBoot(baked Baked, cur Snapshot, p Policy) []result.Check {
+//
+// when names the boot in messages: "at first boot" on a verification instance, "on this boot"
+// on a node.
+func JudgeFirstBoot(baked Baked, cur Snapshot, p Policy, when string) []result.Check {
 	k := result.Check{ID: result.FirstBootKernel, Basis: "bill of materials", Expected: baked.Kernel + " running and booted next",
 		Actual: fmt.Sprintf("running %s, next boot %s", orUnknown(cur.RunningKernel), orUnknown(cur.NextBootKernel))}
 	var kprob []string
@@ -41,7 +44,7 @@ func JudgeFirstBoot(baked Baked, cur Snapshot, p Policy) []result.Check {
 	if cur.NextBootKernel != baked.Kernel {
 		kprob = append(kprob, fmt.Sprintf("its next boot would run %s (%s), not %s", orUnknown(cur.NextBootKernel), cur.NextBootSource, baked.Kernel))
 	}
-	verdict(&k, "at first boot", kprob, nil, "running and booting "+baked.Kernel, "")
+	verdict(&k, when, kprob, nil, "running and booting "+baked.Kernel, "")
 
 	pk := result.Check{ID: result.FirstBootPackages, Basis: "bill of materials", Expected: fmt.Sprintf("%d guarded packages as baked", len(baked.Packages))}
 	var pprob []string
@@ -82,9 +85,9 @@ func JudgeFirstBoot(baked Baked, cur Snapshot, p Policy) []result.Check {
 	for _, pr := range pprob {
 		ev.WriteString(pr + "\n")
 	}
-	verdict(&pk, "at first boot", pprob, nil, fmt.Sprintf("all %d guarded packages as baked", len(baked.Packages)), strings.TrimSuffix(ev.String(), "\n"))
+	verdict(&pk, when, pprob, nil, fmt.Sprintf("all %d guarded packages as baked", len(baked.Packages)), strings.TrimSuffix(ev.String(), "\n"))
 	if len(pprob) > 0 {
-		pk.Message += " (something at first boot changed them: an unattended upgrade, a cloud-init script, an apt timer)"
+		pk.Message += " (something changed them " + when + ": an unattended upgrade, a cloud-init script, an apt timer)"
 	}
 	return []result.Check{k, pk}
 }

@@ -41,7 +41,7 @@ func TestJudgeFirstBoot(t *testing.T) {
 	} {
 		cur := clone(t, base)
 		tt.mutate(&cur)
-		cs := JudgeFirstBoot(baked, cur, Policy{})
+		cs := JudgeFirstBoot(baked, cur, Policy{}, "at first boot")
 		if cs[0].ID != result.FirstBootKernel || cs[1].ID != result.FirstBootPackages {
 			t.Fatalf("ids %s %s", cs[0].ID, cs[1].ID)
 		}

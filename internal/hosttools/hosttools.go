@@ -39,6 +39,8 @@ var (
 	NvHostengine = tool("nv-hostengine", "/usr/bin/nv-hostengine")
 	// FiPingpong is fabtests', in the EFA installer's prefix.
 	FiPingpong = tool("fi_pingpong", "/opt/amazon/efa/bin/fi_pingpong", "/usr/bin/fi_pingpong")
+	// Mpirun is Open MPI's, from the EFA installer (host-layer.md's 1-node NCCL test).
+	Mpirun = tool("mpirun", "/opt/amazon/openmpi/bin/mpirun")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

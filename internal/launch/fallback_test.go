@@ -105,16 +105,42 @@ func TestLaunchNoCandidateHasCapacity(t *testing.T) {
 // An error that is not about capacity ends the launch: the next candidate is not tried.
 func TestLaunchOtherErrorsDoNotFallThrough(t *testing.T) {
 	f := newFake(t)
-	f.srv.SetFault("RunInstances", region, awsfake.Fault{ServerError: 1})
+	f.srv.SetFault("RunInstances", region, awsfake.Fault{AccessDenied: true})
 	api := &countingEC2{EC2API: f.client(region)}
 	s := spec(region)
 	s.Fallbacks = []Placement{{InstanceType: "p5e.48xlarge"}}
 	_, err := Launch(context.Background(), api, s, discard)
 	if err == nil || IsCapacity(err) || len(api.runs) != 1 {
-		t.Fatalf("err %v after %d RunInstances: want the InternalError of the first and no second try", err, len(api.runs))
+		t.Fatalf("err %v after %d RunInstances: want the UnauthorizedOperation of the first and no second try", err, len(api.runs))
 	}
 	if len(f.state(region).Instances) != 0 {
 		t.Error("an instance was launched")
+	}
+}
+
+// A 500 is tried again on the same candidate with the same client token (one instance), not
+// taken for a capacity refusal.
+func TestLaunchRetriesAServerErrorOnTheSameCandidate(t *testing.T) {
+	f := newFake(t)
+	f.srv.SetFault("RunInstances", region, awsfake.Fault{ServerError: 2})
+	api := &countingEC2{EC2API: f.client(region)}
+	s := spec(region)
+	s.Fallbacks = []Placement{{InstanceType: "p5e.48xlarge"}}
+	in, err := Launch(context.Background(), api, s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Cleanup(context.Background(), in, discard)
+	if in.Placement.InstanceType != "p5.48xlarge" || len(in.Refused) != 0 || len(api.runs) != 3 {
+		t.Errorf("launched %v after %d RunInstances (refused %v): want the first candidate on the third try", in.Placement, len(api.runs), in.Refused)
+	}
+	for _, r := range api.runs {
+		if aws.ToString(r.ClientToken) != aws.ToString(api.runs[0].ClientToken) || r.InstanceType != api.runs[0].InstanceType {
+			t.Errorf("a retry changed the request: %s %s", r.InstanceType, aws.ToString(r.ClientToken))
+		}
+	}
+	if n := len(f.state(region).Instances); n != 1 {
+		t.Errorf("%d instances, want one", n)
 	}
 }
 

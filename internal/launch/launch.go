@@ -90,11 +90,18 @@ type Spec struct {
 	Tags map[string]string
 	// RunID names the run in RunTag (the Packer run UUID); empty means a generated id.
 	RunID string
-	// Poll is how often the instance's state is read, and the first backoff of the cleanup's
-	// retries; 0 means 5 s.
+	// Poll is how often the instance's state is read, and the first backoff of every retry;
+	// 0 means DefaultPoll.
 	Poll time.Duration
-	// CleanupTimeout bounds the cleanup; 0 means CleanupTimeout.
+	// CleanupTimeout bounds the cleanup, and each step of the launch; 0 means CleanupTimeout.
 	CleanupTimeout time.Duration
+	// CallTimeout bounds each EC2 call; 0 means CallTimeout.
+	CallTimeout time.Duration
+}
+
+// patience is how s's calls are retried.
+func (s Spec) patience() Patience {
+	return Patience{Poll: s.Poll, Timeout: s.CleanupTimeout, CallTimeout: s.CallTimeout}
 }
 
 // Metadata is RunInstances' MetadataOptions: "" and 0 leave a field unsent.
@@ -158,19 +165,9 @@ const (
 	LaunchTag = "dlami:launch"
 )
 
-const (
-	// CleanupTimeout is how long a cleanup keeps retrying, detached from the cancellation of
-	// the run that launched: termination takes a minute or two, and EC2 refuses to delete the
-	// security group until the instance's network interface is gone.
-	CleanupTimeout = 10 * time.Minute
-	// CallTimeout bounds each EC2 call of a cleanup, of a launch that was cancelled, and of
-	// tagging and deregistration, so that one call that never answers cannot use up the
-	// cleanup's time (awsaccess.HTTPTimeout bounds each HTTP attempt inside it).
-	CallTimeout = time.Minute
-	// notFoundTries is how often a termination is retried while EC2 does not know the
-	// instance id yet (it is eventually consistent just after RunInstances).
-	notFoundTries = 5
-)
+// notFoundTries is how often a termination is retried while EC2 does not know the instance
+// id yet (it is eventually consistent just after RunInstances).
+const notFoundTries = 5
 
 // Instance is a running launched instance, and what its cleanup must remove.
 type Instance struct {
@@ -182,12 +179,13 @@ type Instance struct {
 	Placement Placement
 	Refused   []Refusal
 	// keyName is set before CreateKeyPair is sent; groupName and vpc before
-	// CreateSecurityGroup, securityGroup once it answered; token before RunInstances.
+	// CreateSecurityGroup, securityGroup once it answered (or the group was found by name);
+	// token before RunInstances.
 	keyName, securityGroup string
 	groupName, vpc         string
 	token                  string
 	api                    EC2API
-	poll, cleanupTimeout   time.Duration
+	patience               Patience
 	// launchID is the launch tag's value, set with the first token (the first candidate's
 	// client token is launchID, each later one's launchID-N).
 	launchID string
@@ -222,13 +220,17 @@ func (in *Instance) Address(iface string) (string, error) {
 	return v, nil
 }
 
-// Launch creates the temporaries, runs the instance and waits until it is running. On error
-// it has already cleaned up what it created, or what it may have created when an answer was
-// lost; an instance it could not confirm terminated is named by a NotTerminatedError in the
-// error. The returned Instance must be passed to Cleanup.
+// Launch creates the temporaries, runs the instance and waits until it is running. Each step
+// is retried while EC2 throttles, fails with a 5xx, drops the connection or does not answer,
+// and is safe to try again after an answer was lost: a key pair that exists already is
+// replaced (its private key went with the lost answer), a security group that exists already
+// is looked up by its name and used, a rule that exists already is success, and RunInstances
+// carries a client token. On error Launch has already cleaned up what it created, or what it
+// may have created when an answer was lost; what the cleanup could not remove is named by a
+// LeakError in the error. The returned Instance must be passed to Cleanup.
 func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instance, error) {
 	suffix := randomSuffix()
-	in := &Instance{api: api, poll: cmp.Or(s.Poll, 5*time.Second), cleanupTimeout: cmp.Or(s.CleanupTimeout, CleanupTimeout)}
+	in := &Instance{api: api, patience: s.patience()}
 	tags := maps.Clone(s.Tags)
 	if tags == nil {
 		tags = map[string]string{}
@@ -245,50 +247,37 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	// As amazon-ebs does: EC2 makes the key pair and hands back the private key once. The
 	// name is kept before the call: a lost answer may still have made the key pair.
 	in.keyName = "dlami-verify-" + suffix
-	kp, err := api.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{
-		KeyName: aws.String(in.keyName), KeyType: types.KeyTypeEd25519,
-		TagSpecifications: tagSpec(types.ResourceTypeKeyPair, tags),
-	})
-	if err != nil {
-		return fail(fmt.Errorf("creating the temporary key pair: %w", err))
-	}
-	if in.Signer, err = ssh.ParsePrivateKey([]byte(aws.ToString(kp.KeyMaterial))); err != nil {
-		return fail(fmt.Errorf("the temporary key pair's private key is unreadable: %w", err))
+	if err := in.createKeyPair(ctx, tags); err != nil {
+		return fail(fmt.Errorf("creating the temporary key pair %s: %w", in.keyName, err))
 	}
 	say("created temporary key pair " + in.keyName)
 
 	candidates := append([]Placement{{s.InstanceType, s.SubnetID}}, s.Fallbacks...)
 	groups := s.SecurityGroupIDs
 	if len(groups) == 0 {
-		vpc, err := vpcOfAll(ctx, api, candidates)
+		var vpc string
+		err := in.step(ctx, func(ctx context.Context) error {
+			var err error
+			vpc, err = vpcOfAll(ctx, api, candidates)
+			return err
+		})
 		if err != nil {
 			return fail(err)
 		}
 		in.groupName, in.vpc = "dlami-verify-"+suffix, vpc
-		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
-			GroupName: aws.String(in.groupName), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
-			VpcId: aws.String(vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, tags),
-		})
-		if err != nil {
-			return fail(fmt.Errorf("creating the temporary security group: %w", err))
+		if err := in.createGroup(ctx, tags); err != nil {
+			return fail(fmt.Errorf("creating the temporary security group %s: %w", in.groupName, err))
 		}
-		in.securityGroup = aws.ToString(out.GroupId)
 		say("created temporary security group " + in.securityGroup)
-		var ranges []types.IpRange
-		for _, c := range s.sshCIDRs() {
-			ranges = append(ranges, types.IpRange{CidrIp: aws.String(c)})
-		}
-		if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
-			GroupId:       aws.String(in.securityGroup),
-			IpPermissions: []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), IpRanges: ranges}},
-		}); err != nil {
+		if err := in.openSSH(ctx, s.sshCIDRs()); err != nil {
 			return fail(fmt.Errorf("opening port 22 in %s: %w", in.securityGroup, err))
 		}
 		groups = []string{in.securityGroup}
 	}
 
-	// The client token makes the SDK's retry of a launch whose answer was lost the same
-	// launch, not a second instance; the launch tag finds it when no answer came at all.
+	// The client token makes a retry of a launch whose answer was lost (the SDK's or this
+	// step's) the same launch, not a second instance; the launch tag finds it when no answer
+	// came at all.
 	in.launchID = tags[LaunchTag]
 	var out *ec2.RunInstancesOutput
 	for i, c := range candidates {
@@ -311,7 +300,11 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 				}
 			})
 		}
-		out, err = api.RunInstances(ctx, run, optFns...)
+		err := in.step(ctx, func(ctx context.Context) error {
+			var err error
+			out, err = api.RunInstances(ctx, run, optFns...)
+			return err
+		})
 		if err == nil {
 			in.Placement = c
 			break
@@ -334,6 +327,128 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		return fail(err)
 	}
 	return in, nil
+}
+
+// step runs one step of a launch: f, one call bounded by the call timeout, retried while its
+// error is transient, until the launch's context or the step's own deadline (the patience's
+// Timeout) ends.
+func (in *Instance) step(ctx context.Context, f func(context.Context) error) error {
+	return in.stepCalls(ctx, func(ctx context.Context) error { return in.patience.call(ctx, f) })
+}
+
+// stepCalls is step for an f that makes several calls, each bounded by in.patience.call.
+func (in *Instance) stepCalls(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, in.patience.timeout())
+	defer cancel()
+	return in.patience.retryCalls(ctx, lasting, f)
+}
+
+// errNotYet is a step that found EC2 not caught up yet (a security group EC2 says exists but
+// does not list): transient, so the step tries again.
+var errNotYet = errors.New("EC2 does not show it yet")
+
+// createKeyPair makes the temporary key pair and keeps its private key. EC2 hands the private
+// key out once: when an earlier try's answer was lost, the retry meets InvalidKeyPair.Duplicate
+// and the key pair, which carries this launch's own name, is replaced.
+func (in *Instance) createKeyPair(ctx context.Context, tags map[string]string) error {
+	create := &ec2.CreateKeyPairInput{
+		KeyName: aws.String(in.keyName), KeyType: types.KeyTypeEd25519,
+		TagSpecifications: tagSpec(types.ResourceTypeKeyPair, tags),
+	}
+	var kp *ec2.CreateKeyPairOutput
+	createKey := func(ctx context.Context) (err error) {
+		kp, err = in.api.CreateKeyPair(ctx, create)
+		return err
+	}
+	return in.stepCalls(ctx, func(ctx context.Context) error {
+		err := in.patience.call(ctx, createKey)
+		if awsaccess.APICode(err) == "InvalidKeyPair.Duplicate" {
+			if err := in.patience.call(ctx, func(ctx context.Context) error {
+				_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
+				return err
+			}); err != nil {
+				return fmt.Errorf("replacing the key pair an unanswered try made: %w", err)
+			}
+			err = in.patience.call(ctx, createKey)
+		}
+		if err != nil {
+			return err
+		}
+		signer, err := ssh.ParsePrivateKey([]byte(aws.ToString(kp.KeyMaterial)))
+		if err != nil {
+			return fmt.Errorf("the temporary key pair's private key is unreadable: %w", err)
+		}
+		in.Signer = signer
+		return nil
+	})
+}
+
+// createGroup makes the temporary security group. When an earlier try's answer was lost, the
+// retry meets InvalidGroup.Duplicate: the group, which carries this launch's own name, is
+// looked up and used.
+func (in *Instance) createGroup(ctx context.Context, tags map[string]string) error {
+	return in.stepCalls(ctx, func(ctx context.Context) error {
+		var out *ec2.CreateSecurityGroupOutput
+		err := in.patience.call(ctx, func(ctx context.Context) (err error) {
+			out, err = in.api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+				GroupName: aws.String(in.groupName), Description: aws.String("Temporary: SSH for the dlami post-processor's first-boot check"),
+				VpcId: aws.String(in.vpc), TagSpecifications: tagSpec(types.ResourceTypeSecurityGroup, tags),
+			})
+			return err
+		})
+		if awsaccess.APICode(err) == "InvalidGroup.Duplicate" {
+			var id string
+			ferr := in.patience.call(ctx, func(ctx context.Context) (err error) {
+				id, err = in.lookupGroup(ctx)
+				return err
+			})
+			switch {
+			case ferr != nil:
+				return fmt.Errorf("finding the group an unanswered try made: %w", ferr)
+			case id == "":
+				return fmt.Errorf("%w: %w", errNotYet, err)
+			}
+			in.securityGroup = id
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		in.securityGroup = aws.ToString(out.GroupId)
+		return nil
+	})
+}
+
+// openSSH admits cidrs on port 22 of the temporary group, in one rule. A rule an earlier try
+// added (its answer lost) is InvalidPermission.Duplicate: success.
+func (in *Instance) openSSH(ctx context.Context, cidrs []string) error {
+	var ranges []types.IpRange
+	for _, c := range cidrs {
+		ranges = append(ranges, types.IpRange{CidrIp: aws.String(c)})
+	}
+	return in.step(ctx, func(ctx context.Context) error {
+		_, err := in.api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+			GroupId:       aws.String(in.securityGroup),
+			IpPermissions: []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), IpRanges: ranges}},
+		})
+		if awsaccess.APICode(err) == "InvalidPermission.Duplicate" {
+			return nil
+		}
+		return err
+	})
+}
+
+// lookupGroup returns the id of the temporary security group, found by its name in its VPC,
+// or "" when EC2 lists none.
+func (in *Instance) lookupGroup(ctx context.Context) (string, error) {
+	out, err := in.api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []types.Filter{
+		{Name: aws.String("group-name"), Values: []string{in.groupName}},
+		{Name: aws.String("vpc-id"), Values: []string{in.vpc}},
+	}})
+	if err != nil || len(out.SecurityGroups) == 0 {
+		return "", err
+	}
+	return aws.ToString(out.SecurityGroups[0].GroupId), nil
 }
 
 // CapacityError is a launch whose every candidate EC2 refused for capacity.
@@ -506,7 +621,16 @@ func (in *Instance) describe(ctx context.Context) (types.Instance, error) {
 
 func (in *Instance) waitRunning(ctx context.Context) error {
 	for {
-		i, err := in.describe(ctx)
+		var i types.Instance
+		err := in.patience.call(ctx, func(ctx context.Context) error {
+			var err error
+			i, err = in.describe(ctx)
+			return err
+		})
+		if denied(err) {
+			// A missing permission does not grant itself by waiting.
+			return fmt.Errorf("instance %s: reading its state: %w", in.ID, err)
+		}
 		if err == nil && i.State != nil {
 			switch i.State.Name {
 			case types.InstanceStateNameRunning:
@@ -521,275 +645,10 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 				return fmt.Errorf("instance %s is %s instead of running%s", in.ID, i.State.Name, reason)
 			}
 		}
-		if err := pause.Sleep(ctx, in.poll); err != nil {
+		if err := pause.Sleep(ctx, in.patience.poll()); err != nil {
 			return fmt.Errorf("instance %s did not reach running: %w", in.ID, err)
 		}
 	}
-}
-
-// NotTerminatedError names instances a cleanup could not confirm terminated by its deadline:
-// they are still running, and billed, until someone terminates them.
-type NotTerminatedError struct {
-	IDs []string
-	Err error
-}
-
-func (e *NotTerminatedError) Error() string {
-	return fmt.Sprintf("%s not confirmed terminated: %v", strings.Join(e.IDs, ", "), e.Err)
-}
-
-func (e *NotTerminatedError) Unwrap() error { return e.Err }
-
-// NotTerminated returns the instances err says are still running, if any.
-func NotTerminated(err error) []string {
-	var nt *NotTerminatedError
-	if errors.As(err, &nt) {
-		return nt.IDs
-	}
-	return nil
-}
-
-// Cleanup terminates the instance and deletes the temporary security group and key pair, and
-// what a launch whose answer was lost may have made. It runs detached from ctx's cancellation
-// (a cancelled run must still clean up) for at most the launch's CleanupTimeout, bounds each
-// call by CallTimeout, and retries throttled and failed calls with backoff until then. It is
-// safe on a partly launched Instance and on nil, keeps going past errors and returns them all;
-// an instance it could not confirm terminated is named by a NotTerminatedError.
-func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
-	if in == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(in.cleanupTimeout, CleanupTimeout))
-	defer cancel()
-	var errs []error
-	ids, err := in.launched(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(ids) > 0 {
-		if err := in.terminate(ctx, ids, say); err != nil {
-			errs = append(errs, &NotTerminatedError{IDs: ids, Err: err})
-		}
-	}
-	if in.securityGroup == "" && in.groupName != "" {
-		// CreateSecurityGroup went out without an answer: find the group by its name.
-		id, err := in.findGroup(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		in.securityGroup = id
-	}
-	if in.securityGroup != "" {
-		// EC2 refuses while the instance's network interface lingers (DependencyViolation).
-		err := in.retry(ctx, func(ctx context.Context) error {
-			_, err := in.api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(in.securityGroup)})
-			if strings.HasPrefix(awsaccess.APICode(err), "InvalidGroup.NotFound") {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting security group %s: %w", in.securityGroup, err))
-		} else {
-			say("deleted temporary security group " + in.securityGroup)
-		}
-	}
-	if in.keyName != "" {
-		// EC2 answers success for a key pair that does not exist.
-		err := in.retry(ctx, func(ctx context.Context) error {
-			_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
-			return err
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting key pair %s: %w", in.keyName, err))
-		} else {
-			say("deleted temporary key pair " + in.keyName)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// launched is the instance to terminate: the one RunInstances answered with, else those a
-// RunInstances without an answer made, found by the launch tag.
-func (in *Instance) launched(ctx context.Context) ([]string, error) {
-	if in.ID != "" {
-		return []string{in.ID}, nil
-	}
-	if in.token == "" {
-		return nil, nil
-	}
-	// Every candidate's instance carries the one launch tag.
-	var ids []string
-	err := in.retry(ctx, func(ctx context.Context) error {
-		ids = nil
-		out, err := in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
-			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
-			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-		}})
-		if err != nil {
-			return err
-		}
-		for _, r := range out.Reservations {
-			for _, i := range r.Instances {
-				ids = append(ids, aws.ToString(i.InstanceId))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w; look for it in the console", in.launchID, LaunchTag, in.launchID, err)
-	}
-	return ids, nil
-}
-
-// findGroup returns the id of the temporary security group, found by name, or "".
-func (in *Instance) findGroup(ctx context.Context) (string, error) {
-	var id string
-	err := in.retry(ctx, func(ctx context.Context) error {
-		out, err := in.api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []types.Filter{
-			{Name: aws.String("group-name"), Values: []string{in.groupName}},
-			{Name: aws.String("vpc-id"), Values: []string{in.vpc}},
-		}})
-		if err == nil && len(out.SecurityGroups) > 0 {
-			id = aws.ToString(out.SecurityGroups[0].GroupId)
-		}
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("finding security group %s after CreateSecurityGroup failed: %w", in.groupName, err)
-	}
-	return id, nil
-}
-
-// terminate terminates ids and waits until EC2 says they are terminated, retrying both across
-// errors (throttling, 5xx, an id EC2 does not know yet) until ctx ends.
-func (in *Instance) terminate(ctx context.Context, ids []string, say func(string)) error {
-	notFound := 0
-	err := in.retry(ctx, func(ctx context.Context) error {
-		_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-		if awsaccess.APICode(err) == "InvalidInstanceID.NotFound" {
-			if notFound++; notFound >= notFoundTries {
-				return nil // gone, or never there
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), err)
-	}
-	say("terminating " + strings.Join(ids, ", "))
-	// The security group can only go once the instance is gone. The waiter would stop at the
-	// first describe error; a cleanup keeps asking until its deadline.
-	w := ec2.NewInstanceTerminatedWaiter(boundedDescribe{in.api}, func(o *ec2.InstanceTerminatedWaiterOptions) {
-		o.MinDelay, o.MaxDelay = in.poll, 6*in.poll
-		terminated := o.Retryable
-		o.Retryable = func(ctx context.Context, di *ec2.DescribeInstancesInput, out *ec2.DescribeInstancesOutput, err error) (bool, error) {
-			if err != nil {
-				return true, nil
-			}
-			return terminated(ctx, di, out, err)
-		}
-	})
-	for {
-		left := time.Until(deadline(ctx))
-		if left <= 0 {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), context.DeadlineExceeded)
-		}
-		err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, left)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
-		}
-		// Pending or stopping (the termination did not take yet): terminate again.
-		_, _ = call(ctx, func(ctx context.Context) (*ec2.TerminateInstancesOutput, error) {
-			return in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-		})
-		if err := pause.Sleep(ctx, in.poll); err != nil {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
-		}
-	}
-}
-
-// boundedDescribe bounds each DescribeInstances of the waiter by CallTimeout.
-type boundedDescribe struct{ api EC2API }
-
-func (b boundedDescribe) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	return call(ctx, func(ctx context.Context) (*ec2.DescribeInstancesOutput, error) {
-		return b.api.DescribeInstances(ctx, in, optFns...)
-	})
-}
-
-// retry calls f, each call bounded by CallTimeout, until it succeeds or ctx ends, with
-// jittered exponential backoff from the poll interval between calls. It returns f's last
-// error when ctx ends first.
-func (in *Instance) retry(ctx context.Context, f func(context.Context) error) error {
-	backoff := awsaccess.RetryPolicy{BaseDelay: in.poll, MaxBackoff: 6 * in.poll}
-	for n := 1; ; n++ {
-		_, err := call(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
-		if err == nil {
-			return nil
-		}
-		if perr := pause.Sleep(ctx, max(backoff.Backoff(n), in.poll/4)); perr != nil {
-			return fmt.Errorf("%w (still failing at the cleanup deadline after %d tries)", err, n)
-		}
-	}
-}
-
-func deadline(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
-}
-
-// call makes one EC2 call bounded by CallTimeout.
-func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	return f(ctx)
-}
-
-// TagImage sets tags on an AMI; the call is bounded by CallTimeout.
-func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]string) error {
-	if _, err := call(ctx, func(ctx context.Context) (*ec2.CreateTagsOutput, error) {
-		return api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})
-	}); err != nil {
-		return fmt.Errorf("tagging %s: %w", imageID, err)
-	}
-	return nil
-}
-
-// Deregister deregisters an AMI and deletes its EBS snapshots, so a bad image cannot reach a
-// launch template. Each call is bounded by CallTimeout.
-func Deregister(ctx context.Context, api EC2API, imageID string) error {
-	out, err := call(ctx, func(ctx context.Context) (*ec2.DescribeImagesOutput, error) {
-		return api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{imageID}})
-	})
-	if err != nil {
-		return fmt.Errorf("describing %s: %w", imageID, err)
-	}
-	var snaps []string
-	for _, img := range out.Images {
-		for _, bdm := range img.BlockDeviceMappings {
-			if bdm.Ebs != nil && bdm.Ebs.SnapshotId != nil {
-				snaps = append(snaps, aws.ToString(bdm.Ebs.SnapshotId))
-			}
-		}
-	}
-	if _, err := call(ctx, func(ctx context.Context) (*ec2.DeregisterImageOutput, error) {
-		return api.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(imageID)})
-	}); err != nil {
-		return fmt.Errorf("deregistering %s: %w", imageID, err)
-	}
-	var errs []error
-	for _, sn := range snaps {
-		if _, err := call(ctx, func(ctx context.Context) (*ec2.DeleteSnapshotOutput, error) {
-			return api.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(sn)})
-		}); err != nil {
-			errs = append(errs, fmt.Errorf("deleting snapshot %s of %s: %w", sn, imageID, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func tagSpec(rt types.ResourceType, tags map[string]string) []types.TagSpecification {

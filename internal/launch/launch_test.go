@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -68,6 +69,9 @@ func spec(region string) Spec {
 }
 
 func discard(string) {}
+
+// quick is the patience of a test: fast polls, a deadline a loaded CI machine still meets.
+var quick = Patience{Poll: 10 * time.Millisecond, Timeout: 10 * time.Second, CallTimeout: 5 * time.Second}
 
 func TestLaunchAndCleanup(t *testing.T) {
 	f := newFake(t)
@@ -153,7 +157,7 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 func TestLaunchStuckPendingIsTerminated(t *testing.T) {
 	f := newFake(t)
 	f.srv.SetFault("RunInstances", region, awsfake.Fault{StuckPending: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := Launch(ctx, f.client(region), spec(region), discard)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not reach running") {
@@ -271,7 +275,7 @@ func TestTagAndDeregister(t *testing.T) {
 	f := newFake(t, region, "us-west-2")
 	ctx := context.Background()
 	east, west := bakedImage(t, f)
-	if err := TagImage(ctx, f.client(region), east, map[string]string{"dlami:verified": "true"}); err != nil {
+	if err := TagImage(ctx, f.client(region), east, map[string]string{"dlami:verified": "true"}, quick); err != nil {
 		t.Fatal(err)
 	}
 	var tagged bool
@@ -298,7 +302,7 @@ func TestTagAndDeregister(t *testing.T) {
 		if len(snaps) == 0 {
 			t.Fatalf("%s: image %s has no snapshot to delete", tc.region, tc.image)
 		}
-		if err := Deregister(ctx, f.client(tc.region), tc.image); err != nil {
+		if err := Deregister(ctx, f.client(tc.region), tc.image, quick); err != nil {
 			t.Fatalf("%s: %v", tc.region, err)
 		}
 		after := f.state(tc.region)
@@ -313,7 +317,7 @@ func TestTagAndDeregister(t *testing.T) {
 			}
 		}
 	}
-	if err := Deregister(ctx, f.client(region), "ami-0000000000000dead"); err == nil {
+	if err := Deregister(ctx, f.client(region), "ami-0000000000000dead", quick); err == nil {
 		t.Error("deregistering an unknown image passed")
 	}
 }
@@ -394,9 +398,15 @@ type lostAnswer struct {
 	EC2API
 	op     string
 	cancel context.CancelFunc
+	lost   bool
 }
 
-func (l *lostAnswer) lose(ctx context.Context) error {
+// lose loses the first answer of l.op; later calls are answered.
+func (l *lostAnswer) lose(ctx context.Context, op string, out any, err error) error {
+	if op != l.op || err != nil || l.lost {
+		return err
+	}
+	l.lost = true
 	if l.cancel != nil {
 		l.cancel()
 		return ctx.Err()
@@ -406,31 +416,34 @@ func (l *lostAnswer) lose(ctx context.Context) error {
 
 func (l *lostAnswer) CreateKeyPair(ctx context.Context, in *ec2.CreateKeyPairInput, o ...func(*ec2.Options)) (*ec2.CreateKeyPairOutput, error) {
 	out, err := l.EC2API.CreateKeyPair(ctx, in, o...)
-	if l.op == "CreateKeyPair" && err == nil {
-		return nil, l.lose(ctx)
+	if err := l.lose(ctx, "CreateKeyPair", out, err); err != nil {
+		return nil, err
 	}
-	return out, err
+	return out, nil
 }
 
 func (l *lostAnswer) CreateSecurityGroup(ctx context.Context, in *ec2.CreateSecurityGroupInput, o ...func(*ec2.Options)) (*ec2.CreateSecurityGroupOutput, error) {
 	out, err := l.EC2API.CreateSecurityGroup(ctx, in, o...)
-	if l.op == "CreateSecurityGroup" && err == nil {
-		return nil, l.lose(ctx)
+	if err := l.lose(ctx, "CreateSecurityGroup", out, err); err != nil {
+		return nil, err
 	}
-	return out, err
+	return out, nil
 }
 
 func (l *lostAnswer) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, o ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
 	out, err := l.EC2API.RunInstances(ctx, in, o...)
-	if l.op == "RunInstances" && err == nil {
-		return nil, l.lose(ctx)
+	if err := l.lose(ctx, "RunInstances", out, err); err != nil {
+		return nil, err
 	}
-	return out, err
+	return out, nil
 }
 
 // A RunInstances, CreateKeyPair or CreateSecurityGroup whose answer is lost (the connection
-// dropped, or the run was cancelled after the call went out) leaves no running instance and
-// no temporaries: the cleanup finds them by the launch tag and by name.
+// dropped) is tried again, and the retry meets what the first call made: the launch goes on
+// with one key pair (replaced: its private key went with the lost answer), one security group
+// (looked up by name) and one instance (the client token), and its cleanup leaves nothing.
+// When the run is cancelled as the answer is lost, the launch fails and still leaves nothing:
+// the cleanup finds what the call made by the launch tag and by name.
 func TestLostAnswerLeavesNothing(t *testing.T) {
 	for _, op := range []string{"RunInstances", "CreateKeyPair", "CreateSecurityGroup"} {
 		for _, cancelled := range []bool{false, true} {
@@ -442,12 +455,34 @@ func TestLostAnswerLeavesNothing(t *testing.T) {
 				if cancelled {
 					api.cancel = cancel
 				}
-				_, err := Launch(ctx, api, spec(region), discard)
-				if err == nil {
-					t.Fatal("launch passed although an answer was lost")
+				in, err := Launch(ctx, api, spec(region), discard)
+				if !api.lost {
+					t.Fatalf("%s was never called", op)
 				}
-				if cancelled && !errors.Is(err, context.Canceled) {
-					t.Errorf("err %v, want the cancellation", err)
+				if cancelled {
+					if !errors.Is(err, context.Canceled) {
+						t.Errorf("err %v, want the cancellation", err)
+					}
+				} else {
+					if err != nil {
+						t.Fatalf("launch after a lost %s answer: %v", op, err)
+					}
+					rs := f.state(region)
+					groups := 0
+					for _, g := range rs.SecurityGroups {
+						if g.Name != "default" {
+							groups++
+						}
+					}
+					if len(rs.Instances) != 1 || len(rs.KeyPairs) != 1 || groups != 1 || rs.Instances[0].ID != in.ID {
+						t.Errorf("after the retry: %d instances, %d key pairs, %d groups; want one of each", len(rs.Instances), len(rs.KeyPairs), groups)
+					}
+					if in.Signer == nil || !strings.HasPrefix(rs.KeyPairs[0].PublicKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(in.Signer.PublicKey())))+" ") {
+						t.Errorf("the launch's private key does not match the key pair EC2 holds")
+					}
+					if err := Cleanup(ctx, in, discard); err != nil {
+						t.Fatal(err)
+					}
 				}
 				if op == "RunInstances" && len(f.state(region).Instances) != 1 {
 					t.Errorf("instances %+v, want the one the lost call made", f.state(region).Instances)

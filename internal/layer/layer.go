@@ -10,11 +10,13 @@ package layer
 import (
 	"fmt"
 	"maps"
+	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 )
@@ -89,6 +91,9 @@ func Validate(s Spec, exists func(string) bool) error {
 	for i, r := range s.AptRepositories {
 		if strings.ContainsAny(r, "\n\r") || !strings.HasPrefix(strings.TrimSpace(r), "deb") {
 			return fmt.Errorf("%s: apt_repositories[%d] must be one sources.list line starting with \"deb\"", where, i)
+		}
+		if _, err := repoURLs(r); err != nil {
+			return fmt.Errorf("%s: apt_repositories[%d]: %w", where, i, err)
 		}
 	}
 	for i, k := range s.AptKeys {
@@ -204,34 +209,199 @@ func Build(s Spec, dir string) Plan {
 	return p
 }
 
-// repoCredentials matches a URL with credentials in a sources.list line:
-// "https://user:token@host/path".
-var repoCredentials = regexp.MustCompile(`\b([a-z][a-z0-9+.-]*)://([^/@\s:]+):([^/@\s]+)@([^/\s]+)(/\S*)?`)
+// repoURL is a repository URL of a sources.list line with its credentials taken apart: apt
+// takes them from the URL's userinfo (percent-decoded) or from apt_auth.conf(5).
+type repoURL struct {
+	scheme string
+	// hostPath is host[:port]/path, the URL without scheme and userinfo.
+	hostPath string
+	// userinfo is the credentials as written (percent-encoded); user and password decoded.
+	// password is "" for "https://TOKEN@host" and "https://TOKEN:@host" (a token sent as the
+	// user name with an empty password, as packagecloud documents).
+	userinfo       string
+	user, password string
+	// written is the URL as the line has it.
+	written string
+}
+
+// repoURLs finds every URL of a sources.list line and takes its credentials apart. It refuses
+// a URL whose credentials apt could not tell from its host (a raw '@' or '/' in them), or that
+// apt_auth.conf(5) cannot carry (white space), with a message that says what to write instead.
+func repoURLs(line string) ([]repoURL, error) {
+	var out []repoURL
+	for _, tok := range strings.Fields(line) {
+		i := strings.Index(tok, "://")
+		if i <= 0 || !schemeRE.MatchString(tok[:i]) {
+			continue
+		}
+		u := repoURL{scheme: tok[:i], written: tok}
+		rest := tok[i+3:]
+		end := strings.IndexByte(rest, '/')
+		if end < 0 {
+			end = len(rest)
+		}
+		authority, path := rest[:end], rest[end:]
+		at := strings.LastIndexByte(authority, '@')
+		host := authority[at+1:]
+		if at >= 0 {
+			u.userinfo = authority[:at]
+			if strings.Contains(u.userinfo, "@") {
+				return nil, fmt.Errorf("the credentials of %s contain a raw '@': apt cannot tell them from the host; percent-encode '@' in a user name or password as %%40", redactURL(u))
+			}
+		}
+		if !hostPortRE.MatchString(host) {
+			if strings.Contains(path, "@") {
+				return nil, fmt.Errorf("%s has a '/' before its '@': percent-encode '/' in a user name or password as %%2F, and '@' as %%40", redactURL(u))
+			}
+			return nil, fmt.Errorf("%q is not a host[:port]", host)
+		}
+		u.hostPath = host + path
+		if at >= 0 {
+			rawUser, rawPass, _ := strings.Cut(u.userinfo, ":")
+			var err error
+			if u.user, err = url.PathUnescape(rawUser); err == nil {
+				u.password, err = url.PathUnescape(rawPass)
+			}
+			switch {
+			case host == "":
+				return nil, fmt.Errorf("%s has credentials and no host", redactURL(u))
+			case err != nil:
+				return nil, fmt.Errorf("the credentials of %s are not valid percent-encoding: write a '%%' as %%25", redactURL(u))
+			case u.user == "":
+				return nil, fmt.Errorf("%s has credentials and no user name: write %s://USER:PASSWORD@%s, or USER alone for a token", redactURL(u), u.scheme, host)
+			case strings.ContainsFunc(u.user+u.password, unicode.IsSpace):
+				return nil, fmt.Errorf("the credentials of %s contain white space, which apt_auth.conf(5) cannot carry", redactURL(u))
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+var (
+	schemeRE   = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
+	hostPortRE = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*)(:[0-9]*)?$`)
+)
+
+// redactURL is u for an error message: its credentials replaced.
+func redactURL(u repoURL) string {
+	if u.userinfo == "" {
+		return u.written
+	}
+	return strings.Replace(u.written, u.userinfo+"@", "<credentials>@", 1)
+}
+
+// authEntry is u's apt_auth.conf(5) entry: "machine [scheme://]host[:port]/path login USER
+// [password PASSWORD]". apt matches an entry without a scheme to https and tor+https only
+// (apt_auth.conf(5), apt ≥ 2.0), so any other scheme is written out; an empty password is
+// left out, and apt sends the user name with an empty password.
+func (u repoURL) authEntry() string {
+	machine := u.hostPath
+	if u.scheme != "https" && u.scheme != "tor+https" {
+		machine = u.scheme + "://" + u.hostPath
+	}
+	e := fmt.Sprintf("machine %s login %s", machine, u.user)
+	if u.password != "" {
+		e += " password " + u.password
+	}
+	return e
+}
 
 // splitCredentials moves the credentials out of sources.list lines into apt_auth.conf(5)
-// entries ("machine host/path login user password token").
+// entries. The lines are validated (Validate): a line it cannot read is kept as it is.
 func splitCredentials(repos []string) (lines, auth []string) {
 	for _, r := range repos {
-		lines = append(lines, repoCredentials.ReplaceAllStringFunc(r, func(u string) string {
-			m := repoCredentials.FindStringSubmatch(u)
-			auth = append(auth, fmt.Sprintf("machine %s%s login %s password %s", m[4], m[5], m[2], m[3]))
-			return m[1] + "://" + m[4] + m[5]
-		}))
+		urls, _ := repoURLs(r)
+		for _, u := range urls {
+			if u.userinfo == "" {
+				continue
+			}
+			auth = append(auth, u.authEntry())
+			r = strings.Replace(r, u.written, u.scheme+"://"+u.hostPath, 1)
+		}
+		lines = append(lines, r)
 	}
 	return lines, auth
 }
 
-// Secrets are the values of a layer that must never reach a log or a report: its environment
-// values and the passwords of its repositories.
+// Secrets are the values of a layer that must never reach a log, the UI or a report: the user
+// name and password of every repository URL, as written and decoded, and the environment
+// values EnvSecrets picks.
 func (s Spec) Secrets() []string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
-		out = append(out, s.Environment[k])
-	}
+	out := EnvSecrets(s.Environment)
 	for _, r := range s.AptRepositories {
-		for _, m := range repoCredentials.FindAllStringSubmatch(r, -1) {
-			out = append(out, m[3])
+		urls, _ := repoURLs(r)
+		for _, u := range urls {
+			out = append(out, u.credentials()...)
 		}
 	}
 	return out
+}
+
+// credentials are u's user name and password, decoded and as written.
+func (u repoURL) credentials() []string {
+	if u.userinfo == "" {
+		return nil
+	}
+	rawUser, rawPass, _ := strings.Cut(u.userinfo, ":")
+	return slices.DeleteFunc([]string{u.user, u.password, rawUser, rawPass}, func(v string) bool { return v == "" })
+}
+
+// secretKeyWords are words that say an environment variable holds a credential, matched in
+// each '_'-separated part of its name (case-insensitive): as a part of its own (API_KEY,
+// DB_PASS, GIT_AUTH, GH_PAT) or inside one (GITHUB_TOKEN, NPMTOKEN, DBPASSWORD).
+var (
+	secretKeyParts = []string{"KEY", "PASS", "AUTH", "PAT", "PSK", "PIN"}
+	secretKeyWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "APIKEY", "PRIVATEKEY", "ACCESSKEY", "COOKIE"}
+)
+
+// LongSecret is the length from which an environment value is a secret whatever its name: a
+// generated token, unless it is a path or a URL without credentials.
+const LongSecret = 20
+
+// EnvSecrets are the values of env (a layer's environment, nccl.env) that can be secret:
+//   - a value whose variable's name says it holds a credential (TOKEN, SECRET, PASSWORD, KEY,
+//     AUTH, ... in its name);
+//   - the user name and password of a URL in a value (https://user:token@proxy:3128);
+//   - a value of LongSecret characters or more with no white space, unless it is an absolute
+//     path or a URL (a generated token looks like that; a library path does not).
+//
+// Other values (efa, INFO, 0, a path) are not: registering them would blank the same words
+// wherever they appear, in evidence and in verdicts. Values shorter than
+// secretfilter.MinLength are never secrets.
+func EnvSecrets(env map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		urls, err := repoURLs(v)
+		if err != nil {
+			// A URL whose credentials cannot be told apart: the whole value.
+			out = append(out, v)
+		}
+		for _, u := range urls {
+			out = append(out, u.credentials()...)
+		}
+		switch {
+		case secretName(k):
+			out = append(out, v)
+		case len(v) >= LongSecret && !strings.ContainsFunc(v, unicode.IsSpace) && !strings.HasPrefix(v, "/") && !strings.Contains(v, "://"):
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// secretName reports whether an environment variable's name says it holds a credential.
+func secretName(key string) bool {
+	for _, part := range strings.Split(strings.ToUpper(key), "_") {
+		if slices.Contains(secretKeyParts, part) {
+			return true
+		}
+		for _, w := range secretKeyWords {
+			if strings.Contains(part, w) {
+				return true
+			}
+		}
+	}
+	return false
 }

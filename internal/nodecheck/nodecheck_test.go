@@ -5,15 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
@@ -42,6 +48,9 @@ type fakeNode struct {
 	scontrol func(argv []string) (string, int)
 	ncclOut  string
 	hostname string
+	// jobs are the scripts the run ran, by file name; dcgmOut is what the DCGM script prints.
+	jobs    []string
+	dcgmOut string
 }
 
 type section struct {
@@ -179,6 +188,9 @@ func (n *fakeNode) answer(name string) section {
 	if s, ok := n.host[name]; ok {
 		return s
 	}
+	if name == "site.list" {
+		return section{}
+	}
 	return section{out: "sh: command not found", code: 127}
 }
 
@@ -206,19 +218,52 @@ func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.commands = append(n.commands, argv)
-	switch {
-	case argv[0] == DefaultScontrol:
+	if argv[0] == nodeconf.DefaultScontrol {
 		out, code := n.scontrol(argv)
 		return out, code, nil
-	case argv[0] == "/bin/sh":
-		return n.ncclOut, 0, nil
 	}
 	return "", 127, nil
 }
 
+// Run implements host.Runner: the NCCL test prints ncclOut; jobs are recorded by script name.
+func (n *fakeNode) Run(ctx context.Context, j host.Job) (int, error) {
+	n.mu.Lock()
+	n.jobs = append(n.jobs, path.Base(j.Script))
+	out := ""
+	switch path.Base(j.Script) {
+	case "nccl.sh":
+		out = n.ncclOut
+	case "dcgm.sh":
+		out = n.dcgmOut
+	}
+	n.mu.Unlock()
+	if j.Output != nil {
+		io.WriteString(j.Output, out)
+	}
+	return 0, ctx.Err()
+}
+
+func (n *fakeNode) Kill(context.Context, host.Job) error    { return nil }
+func (n *fakeNode) MakeDir(context.Context, string) error   { return nil }
+func (n *fakeNode) RemoveAll(context.Context, string) error { return nil }
+func (n *fakeNode) Hold(context.Context, []string) error {
+	return errors.New("a node check holds nothing")
+}
+func (n *fakeNode) BootID(context.Context) (string, error)          { return "boot-1", nil }
+func (n *fakeNode) Reboot(context.Context) error                    { return errors.New("a node check reboots nothing") }
+func (n *fakeNode) Reconnect(context.Context) error                 { return nil }
+func (n *fakeNode) Upload(context.Context, string, io.Reader) error { return nil }
+func (n *fakeNode) Install(context.Context, []byte, string, fs.FileMode) error {
+	return errors.New("a node check installs nothing")
+}
+func (n *fakeNode) ReadFile(context.Context, string) ([]byte, error) { return nil, fs.ErrNotExist }
+func (n *fakeNode) MakeTempDir(_ context.Context, parent, prefix string) (string, error) {
+	return parent + "/" + prefix + ".test", nil
+}
+
 func (n *fakeNode) env(bomData []byte) Env {
 	return Env{
-		Runner: n, Command: n.command, Now: time.Now,
+		Host: n, Command: n.command, Now: time.Now,
 		ReadFile: func(path string) ([]byte, error) {
 			if path == bom.DefaultPath && bomData != nil {
 				return bomData, nil
@@ -234,7 +279,7 @@ func (n *fakeNode) scontrolCalls() [][]string {
 	defer n.mu.Unlock()
 	var out [][]string
 	for _, c := range n.commands {
-		if c[0] == DefaultScontrol {
+		if c[0] == nodeconf.DefaultScontrol {
 			out = append(out, c)
 		}
 	}
@@ -246,7 +291,7 @@ func options(t *testing.T, mode, action string) Options {
 	return Options{
 		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
 		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
-		CheckTimeout: 10 * time.Second, Scontrol: DefaultScontrol, Version: "0.1.0-test",
+		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
 	}
 }
 
@@ -269,7 +314,7 @@ func status(t *testing.T, o Outcome, id string) result.Status {
 
 func TestHealthyBoot(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeBoot, ActionBlock)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock)
 	out := Run(context.Background(), n.env(n.bom()), o)
 	if out.Exit != 0 || out.Failed() {
 		t.Fatalf("healthy node: exit %d, failed %v: %s", out.Exit, out.Report.FailedChecks, out.Line)
@@ -277,12 +322,12 @@ func TestHealthyBoot(t *testing.T) {
 	if !strings.HasPrefix(out.Line, "dlami-node-check: PASS") || strings.Contains(out.Line, "\n") || !strings.Contains(out.Line, "image build golden") {
 		t.Errorf("line %q", out.Line)
 	}
-	for _, id := range append(append([]string{result.JobMemlock}, result.FirstBootIDs...), result.HostIDs...) {
+	for _, id := range checks.IDs(checks.PhaseFirstBoot, checks.PhaseHost) {
 		if st := status(t, out, id); st.Failing() {
 			t.Errorf("%s = %s", id, st)
 		}
 	}
-	for _, id := range result.NCCLIDs {
+	for _, id := range checks.IDs(checks.PhaseLoad) {
 		if st := status(t, out, id); st != result.Skip {
 			t.Errorf("%s = %s, want skip (NCCL is off at boot by default)", id, st)
 		}
@@ -326,7 +371,7 @@ func TestHealthyBoot(t *testing.T) {
 func TestGPUMissingBlock(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	if out.Exit != 1 || status(t, out, result.GPU) != result.Fail {
 		t.Fatalf("exit %d, gpu %s", out.Exit, status(t, out, result.GPU))
 	}
@@ -341,12 +386,12 @@ func TestGPUMissingBlock(t *testing.T) {
 func TestGPUMissingDrain(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionDrain))
 	if out.Exit != 1 {
 		t.Errorf("exit %d, want 1 (the unit fails; with action drain nothing requires it)", out.Exit)
 	}
 	calls := n.scontrolCalls()
-	want := []string{DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami: gpu"}
+	want := []string{nodeconf.DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami: gpu"}
 	if len(calls) != 2 || strings.Join(calls[1], "|") != strings.Join(want, "|") {
 		t.Fatalf("scontrol calls %q, want %q", calls, want)
 	}
@@ -364,7 +409,7 @@ func TestDrainFailureIsReported(t *testing.T) {
 		}
 		return "slurm_update error: Unable to contact slurm controller", 1
 	}
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeBoot, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionDrain))
 	if out.Exit != 1 || !strings.Contains(strings.Join(out.Notes, "\n"), "could not drain the node in Slurm: /usr/bin/scontrol exited 1: slurm_update error") {
 		t.Errorf("exit %d notes %q", out.Exit, out.Notes)
 	}
@@ -373,7 +418,7 @@ func TestDrainFailureIsReported(t *testing.T) {
 func TestReportModeNeverActs(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	out := Run(context.Background(), n.env(n.bom()), options(t, ModeReport, ActionDrain))
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionDrain))
 	if out.Exit != 1 || len(n.scontrolCalls()) != 0 {
 		t.Errorf("report mode: exit %d, scontrol %v", out.Exit, n.scontrolCalls())
 	}
@@ -384,7 +429,7 @@ func TestPackageDrift(t *testing.T) {
 	baked := n.bom()
 	// apt-get -y upgrade after boot: Fabric Manager moves (it depends on nothing of the driver).
 	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
-	out := Run(context.Background(), n.env(baked), options(t, ModeReport, ActionBlock))
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 	c, _ := result.Find(out.Report.Checks, result.FirstBootPackages)
 	if c.Status != result.Fail || !strings.Contains(c.Message+c.Evidence, "nvidia-fabricmanager: 595.91.07-1 → 595.99.01-1") {
 		t.Fatalf("first-boot-packages %s: %s / %s", c.Status, c.Message, c.Evidence)
@@ -401,7 +446,7 @@ func TestKernelDrift(t *testing.T) {
 	n := newNode(t)
 	baked := n.bom()
 	n.running = "7.0.0-1015-aws"
-	out := Run(context.Background(), n.env(baked), options(t, ModeReport, ActionBlock))
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 	if status(t, out, result.FirstBootKernel) != result.Fail {
 		t.Errorf("running another kernel passed")
 	}
@@ -409,7 +454,7 @@ func TestKernelDrift(t *testing.T) {
 
 func TestNoBOMFailsClosed(t *testing.T) {
 	n := newNode(t)
-	out := Run(context.Background(), n.env(nil), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env(nil), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	if out.Exit != 1 || status(t, out, "stage:bill-of-materials") != result.Fail || status(t, out, result.FirstBootPackages) != result.Fail {
 		t.Errorf("no BOM: exit %d, failed %v", out.Exit, out.Report.FailedChecks)
 	}
@@ -417,7 +462,7 @@ func TestNoBOMFailsClosed(t *testing.T) {
 
 func TestCorruptBOMFailsClosed(t *testing.T) {
 	n := newNode(t)
-	out := Run(context.Background(), n.env([]byte(`{"schema_version": 3`)), options(t, ModeBoot, ActionBlock))
+	out := Run(context.Background(), n.env([]byte(`{"schema_version": 3`)), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
 	c, _ := result.Find(out.Report.Checks, "stage:bill-of-materials")
 	if out.Exit != 1 || c.Status != result.Fail || !strings.Contains(c.Message, bom.DefaultPath) {
 		t.Errorf("corrupt BOM: exit %d, %+v", out.Exit, c)
@@ -427,7 +472,7 @@ func TestCorruptBOMFailsClosed(t *testing.T) {
 func TestHangFailsWithinTheBound(t *testing.T) {
 	n := newNode(t)
 	n.hangOn = "host.nvidia_smi"
-	o := options(t, ModeBoot, ActionBlock)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock)
 	o.Timeout = 300 * time.Millisecond
 	start := time.Now()
 	out := Run(context.Background(), n.env(n.bom()), o)
@@ -451,7 +496,7 @@ func TestHangFailsWithinTheBound(t *testing.T) {
 func TestHangInDrainModeStillDrains(t *testing.T) {
 	n := newNode(t)
 	n.hangOn = "host.nvidia_smi"
-	o := options(t, ModeBoot, ActionDrain)
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionDrain)
 	o.Timeout = 200 * time.Millisecond
 	Run(context.Background(), n.env(n.bom()), o)
 	calls := n.scontrolCalls()
@@ -462,14 +507,14 @@ func TestHangInDrainModeStillDrains(t *testing.T) {
 
 func TestNPD(t *testing.T) {
 	n := newNode(t)
-	ok := Run(context.Background(), n.env(n.bom()), options(t, ModeNPD, ActionBlock))
-	if ok.Exit != NPDOK || len(ok.Line) > NPDMaxMessage || strings.Contains(ok.Line, "\n") {
+	ok := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeNPD, nodeconf.ActionBlock))
+	if ok.Exit != nodeconf.NPDOK || len(ok.Line) > nodeconf.NPDMaxMessage || strings.Contains(ok.Line, "\n") {
 		t.Errorf("healthy: exit %d line %q", ok.Exit, ok.Line)
 	}
 	n.dropGPU()
 	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
-	bad := Run(context.Background(), n.env(newNode(t).bom()), options(t, ModeNPD, ActionDrain))
-	if bad.Exit != NPDProblem || len(bad.Line) > NPDMaxMessage || !strings.Contains(bad.Line, "gpu") || strings.Contains(bad.Line, "\n") {
+	bad := Run(context.Background(), n.env(newNode(t).bom()), options(t, nodeconf.ModeNPD, nodeconf.ActionDrain))
+	if bad.Exit != nodeconf.NPDProblem || len(bad.Line) > nodeconf.NPDMaxMessage || !strings.Contains(bad.Line, "gpu") || strings.Contains(bad.Line, "\n") {
 		t.Errorf("problem: exit %d line %q", bad.Exit, bad.Line)
 	}
 	if len(n.scontrolCalls()) != 0 {
@@ -481,7 +526,7 @@ func TestSlurmMode(t *testing.T) {
 	t.Run("fail drains and exits 0", func(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
-		out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		if out.Exit != 0 || len(n.scontrolCalls()) != 2 || n.scontrolCalls()[1][3] != "state=drain" {
 			t.Errorf("exit %d calls %q", out.Exit, n.scontrolCalls())
 		}
@@ -490,7 +535,7 @@ func TestSlurmMode(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
 		n.scontrol = func([]string) (string, int) { return "no controller", 1 }
-		if out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport)); out.Exit != 1 {
+		if out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport)); out.Exit != 1 {
 			t.Errorf("exit %d", out.Exit)
 		}
 	})
@@ -502,9 +547,9 @@ func TestSlurmMode(t *testing.T) {
 			}
 			return "", 0
 		}
-		out := Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		calls := n.scontrolCalls()
-		if out.Exit != 0 || len(calls) != 2 || strings.Join(calls[1], " ") != DefaultScontrol+" update nodename=ip-10-1-42-17 state=resume" {
+		if out.Exit != 0 || len(calls) != 2 || strings.Join(calls[1], " ") != nodeconf.DefaultScontrol+" update nodename=ip-10-1-42-17 state=resume" {
 			t.Errorf("exit %d calls %q", out.Exit, calls)
 		}
 	})
@@ -513,7 +558,7 @@ func TestSlurmMode(t *testing.T) {
 		n.scontrol = func(argv []string) (string, int) {
 			return "NodeName=ip-10-1-42-17 State=IDLE+DRAIN Reason=maintenance window [admin@2026-10-05T12:00:00]", 0
 		}
-		Run(context.Background(), n.env(n.bom()), options(t, ModeSlurm, ActionReport))
+		Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
 		if calls := n.scontrolCalls(); len(calls) != 1 {
 			t.Errorf("calls %q: an administrator's drain was resumed", calls)
 		}
@@ -538,7 +583,7 @@ func TestJobMemlock(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n := newNode(t)
 			n.units, n.docker = c.units, c.docker
-			out := Run(context.Background(), n.env(n.bom()), options(t, ModeReport, ActionBlock))
+			out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
 			got, _ := result.Find(out.Report.Checks, result.JobMemlock)
 			if got.Status != c.want || !strings.Contains(got.Message, c.msg) {
 				t.Errorf("job-memlock %s %q, want %s containing %q", got.Status, got.Message, c.want, c.msg)
@@ -549,22 +594,18 @@ func TestJobMemlock(t *testing.T) {
 
 func TestNCCLOnDemand(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeReport, ActionBlock)
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionBlock)
 	o.NCCL = true
 	out := Run(context.Background(), n.env(n.bom()), o)
-	for _, id := range result.NCCLIDs {
+	for _, id := range []string{result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport} {
 		if st := status(t, out, id); st != result.Pass {
 			t.Errorf("%s = %s", id, st)
 		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ran := false
-	for _, c := range n.commands {
-		ran = ran || (c[0] == "/bin/sh" && strings.Contains(c[2], "all_reduce_perf"))
-	}
-	if !ran {
-		t.Error("the NCCL script was not run")
+	if !slices.Contains(n.jobs, "nccl.sh") {
+		t.Errorf("the NCCL script was not run (jobs %q)", n.jobs)
 	}
 }
 
@@ -577,51 +618,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate: %v, want %q", err, want)
 		}
 	}
-	if err := options(t, ModeBoot, ActionBlock).Validate(); err != nil {
+	if err := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock).Validate(); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestUnitAndNPDConfig(t *testing.T) {
-	c := Config{Action: ActionBlock, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
-	u := Unit(c)
-	for _, want := range []string{
-		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
-		"Before=slurmd.service kubelet.service", "RequiredBy=slurmd.service kubelet.service", "TimeoutStartSec=330",
-		"ExecStart=/usr/local/sbin/dlami-node-check --mode boot --config /etc/dlami-node-check/config.json",
-	} {
-		if !strings.Contains(u, want+"\n") {
-			t.Errorf("unit lacks %q:\n%s", want, u)
-		}
-	}
-	c.Action = ActionDrain
-	if strings.Contains(Unit(c), "RequiredBy=") {
-		t.Error("a drain unit is RequiredBy the job units: its failure would keep slurmd from starting")
-	}
-	var npd struct {
-		Plugin     string                  `json:"plugin"`
-		Conditions []struct{ Type string } `json:"conditions"`
-		Rules      []struct {
-			Type, Condition, Path string
-			Args                  []string
-		} `json:"rules"`
-	}
-	if err := json.Unmarshal(NPDConfig(c), &npd); err != nil {
-		t.Fatal(err)
-	}
-	if npd.Plugin != "custom" || npd.Conditions[0].Type != NPDCondition || npd.Rules[0].Condition != NPDCondition ||
-		npd.Rules[0].Type != "permanent" || npd.Rules[0].Path != BinaryPath || strings.Join(npd.Rules[0].Args, " ") != "--mode npd --config "+ConfigPath {
-		t.Errorf("NPD config: %+v", npd)
-	}
-	back, err := DecodeConfig(c.Encode())
-	if err != nil || back.Action != ActionDrain {
-		t.Errorf("config round trip: %+v %v", back, err)
-	}
-	if _, err := DecodeConfig([]byte(`{"acton": "drain"}`)); err == nil {
-		t.Error("a misspelt setting was accepted")
-	}
-	if err := CheckUnitName("node_check.before[0]", "slurmd; rm -rf /"); err == nil {
-		t.Error("a unit name with a shell command was accepted")
 	}
 }
 
@@ -637,7 +635,7 @@ var _ = errors.New
 // bake's SSH user, from its config or --login-user), and warns, never passes, without one.
 func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	n := newNode(t)
-	o := options(t, ModeReport, ActionReport)
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionReport)
 	out := Run(context.Background(), n.env(n.bom()), o)
 	c, _ := result.Find(out.Report.Checks, result.Memlock)
 	if c.Status != result.Warn || !strings.Contains(c.Message, "--login-user") {
@@ -663,6 +661,36 @@ func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	}
 }
 
+// The function phase at boot is opt-in: off, DCGM's check is reported skipped naming the
+// setting that turns it on; with --dcgm-level 1 the diagnostics run at that level, with the
+// bake's settings otherwise, and are judged like a bake's.
+func TestFunctionTestsOnDemand(t *testing.T) {
+	n := newNode(t)
+	doc, err := os.ReadFile("../parse/dcgmdiag/testdata/derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.dcgmOut = string(doc) + "\n@@DLAMI-DCGM EXIT 0\n@@DLAMI-DCGM STDERR\n"
+	off := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeReport, nodeconf.ActionBlock))
+	if c, _ := result.Find(off.Report.Checks, result.DCGM); c.Status != result.Skip || !strings.Contains(c.Message, "--dcgm-level") {
+		t.Errorf("dcgm off at boot: %s %q", c.Status, c.Message)
+	}
+	o := options(t, nodeconf.ModeReport, nodeconf.ActionBlock)
+	o.DCGMLevel = 1
+	on := Run(context.Background(), n.env(n.bom()), o)
+	if c, _ := result.Find(on.Report.Checks, result.DCGM); c.Status != result.Pass || !strings.Contains(c.Expected, "dcgmi diag -r 1") {
+		t.Errorf("dcgm at level 1: %s %q %q", c.Status, c.Expected, c.Message)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(n.jobs, "dcgm.sh") {
+		t.Errorf("the DCGM script was not run (jobs %q)", n.jobs)
+	}
+	if on.Exit != 0 {
+		t.Errorf("exit %d: %v", on.Exit, on.Report.FailedChecks)
+	}
+}
+
 // TestNPDLineStartsWithFailedIDs: node-problem-detector keeps max_output_length (80) bytes of
 // the line as the condition's message, so the failed ids come first, before any prose.
 func TestNPDLineStartsWithFailedIDs(t *testing.T) {
@@ -670,28 +698,9 @@ func TestNPDLineStartsWithFailedIDs(t *testing.T) {
 	baked := n.bom()
 	n.dropGPU()
 	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
-	out := Run(context.Background(), n.env(baked), options(t, ModeNPD, ActionBlock))
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeNPD, nodeconf.ActionBlock))
 	want := strings.Join(out.Report.FailedChecks, ",")
-	if !strings.HasPrefix(out.Line, want) || len(out.Line) > NPDMaxMessage {
+	if !strings.HasPrefix(out.Line, want) || len(out.Line) > nodeconf.NPDMaxMessage {
 		t.Errorf("NPD line %q, want it to start with %q", out.Line, want)
-	}
-}
-
-// TestDrainUnitOrdering: with action drain the unit runs scontrol, which needs munged and the
-// network (and, on AWS ParallelCluster, Slurm's configuration on a network file system): it is
-// ordered after them, as Debian's slurmd.service is. The other actions need none of them.
-func TestDrainUnitOrdering(t *testing.T) {
-	c := Config{Action: ActionDrain, TimeoutSeconds: 300, Before: DefaultBefore, OutDir: DefaultOutDir}
-	u := Unit(c)
-	for _, want := range []string{"After=munge.service network-online.target remote-fs.target", "Wants=network-online.target"} {
-		if !strings.Contains(u, "\n"+want+"\n") {
-			t.Errorf("drain unit lacks %q:\n%s", want, u)
-		}
-	}
-	for _, a := range []string{ActionBlock, ActionReport} {
-		c.Action = a
-		if u := Unit(c); strings.Contains(u, "munge") || strings.Contains(u, "network-online") {
-			t.Errorf("action %s orders on munge or the network:\n%s", a, u)
-		}
 	}
 }

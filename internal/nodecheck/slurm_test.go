@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 // scontrolCapture is a real `scontrol -o show node` output (testdata/scontrol/README.source).
@@ -139,7 +141,7 @@ func (f *fakeSlurm) command(_ context.Context, argv []string, _ []string) (strin
 }
 
 func (f *fakeSlurm) slurm(env map[string]string) Slurm {
-	return Slurm{Scontrol: DefaultScontrol, Command: f.command,
+	return Slurm{Scontrol: nodeconf.DefaultScontrol, Command: f.command,
 		Hostname: func() (string, error) { return "ip-10-1-42-17.ec2.internal", nil },
 		Getenv:   func(k string) string { return env[k] }}
 }

@@ -3,9 +3,11 @@ package probe
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestHostCommands(t *testing.T) {
@@ -16,8 +18,8 @@ func TestHostCommands(t *testing.T) {
 		if strings.Contains(c.Shell, "sudo ") && c.Name != sectionDmesg && c.Name != sectionJournalKernel {
 			t.Errorf("%s runs under sudo: %q", c.Name, c.Shell)
 		}
-		if c.TimeoutSeconds != bundle.DefaultTimeoutSeconds && c.Name != sectionIMDS {
-			t.Errorf("%s timeout %d", c.Name, c.TimeoutSeconds)
+		if c.Timeout != settings.DefaultCheckTimeout && c.Name != sectionIMDS {
+			t.Errorf("%s timeout %s", c.Name, c.Timeout)
 		}
 	}
 	if len(byName) != len(cmds) {
@@ -45,7 +47,7 @@ func TestHostCommands(t *testing.T) {
 	}
 	// The journal: this boot's kernel records, as root without prompting, and a failing root
 	// read is not retried unprivileged (it would see no kernel record and exit 0).
-	if s := byName[sectionJournalKernel].Shell; !strings.Contains(s, `sudo -n "$1" -k -b 0 -q --no-pager -o short-monotonic`) ||
+	if s := byName[sectionJournalKernel].Shell; !strings.Contains(s, `sudo -n /bin/sh -c 'exec "$0" -k -b 0 -q --no-pager -o short-monotonic 2>&1' "$1" 2>/dev/null`) ||
 		strings.Contains(s, "||") || !strings.Contains(s, "if sudo -n true") {
 		t.Errorf("journal shell %q", s)
 	}
@@ -53,13 +55,13 @@ func TestHostCommands(t *testing.T) {
 		t.Errorf("pci shell %q", s)
 	}
 	imds := byName[sectionIMDS]
-	if imds.TimeoutSeconds > 3 || !strings.Contains(imds.Shell, "-m 1") || !strings.Contains(imds.Shell, "meta-data/instance-type") || !strings.Contains(imds.Shell, "X-aws-ec2-metadata-token") {
+	if imds.Timeout > 3*time.Second || !strings.Contains(imds.Shell, "-m 1") || !strings.Contains(imds.Shell, "meta-data/instance-type") || !strings.Contains(imds.Shell, "X-aws-ec2-metadata-token") {
 		t.Errorf("imds command %+v", imds)
 	}
-	custom := hostCommands(Options{NVMePath: "/scratch dir", CheckTimeoutSeconds: 5})
+	custom := hostCommands(Options{NVMePath: "/scratch dir", CheckTimeout: 5 * time.Second})
 	for _, c := range custom {
-		if c.TimeoutSeconds > 5 {
-			t.Errorf("%s timeout %d with CheckTimeoutSeconds 5", c.Name, c.TimeoutSeconds)
+		if c.Timeout > 5*time.Second {
+			t.Errorf("%s timeout %s with CheckTimeout 5s", c.Name, c.Timeout)
 		}
 		if c.Name == sectionNVMe && !strings.HasSuffix(c.Shell, "--mountpoint '/scratch dir'") {
 			t.Errorf("nvme command %q does not quote the path", c.Shell)
@@ -89,7 +91,7 @@ func TestInstanceType(t *testing.T) {
 		if tt.imds != nil {
 			s[sectionIMDS] = *tt.imds
 		}
-		tg := judge.Resolve(ParseHost(s), judge.Expectations{}, tt.configured)
+		tg := judge.Resolve(ParseHost(s), judge.Settings{}, tt.configured)
 		typ, src := tg.InstanceType, tg.InstanceTypeSource
 		if typ != tt.typ || src != tt.src {
 			t.Errorf("%s: InstanceType = %q, %q; want %q, %q", tt.name, typ, src, tt.typ, tt.src)

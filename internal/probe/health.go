@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
@@ -11,17 +12,17 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
 )
 
-func gpuHealthCommand(timeout int) bundle.Command {
+func gpuHealthCommand(timeout time.Duration) bundle.Command {
 	return bundle.Command{Name: sectionGPUHealth, Shell: `"$1" --query-gpu=` + gpuhealth.Query + ` --format=csv,noheader`,
-		TimeoutSeconds: timeout, Tool: hosttools.Ptr(hosttools.NvidiaSMI)}
+		Timeout: timeout, Tool: hosttools.Ptr(hosttools.NvidiaSMI)}
 }
 
-func nvlinkErrorsCommand(timeout int) bundle.Command {
-	return bundle.Command{Name: sectionNVLinkErrors, Shell: `"$1" nvlink -e`, TimeoutSeconds: timeout, Tool: hosttools.Ptr(hosttools.NvidiaSMI)}
+func nvlinkErrorsCommand(timeout time.Duration) bundle.Command {
+	return bundle.Command{Name: sectionNVLinkErrors, Shell: `"$1" nvlink -e`, Timeout: timeout, Tool: hosttools.Ptr(hosttools.NvidiaSMI)}
 }
 
-func rdmaStatsCommand(timeout int) bundle.Command {
-	return bundle.Command{Name: sectionRDMAStats, Shell: `"$1" statistic show`, TimeoutSeconds: timeout, Tool: hosttools.Ptr(hosttools.Rdma)}
+func rdmaStatsCommand(timeout time.Duration) bundle.Command {
+	return bundle.Command{Name: sectionRDMAStats, Shell: `"$1" statistic show`, Timeout: timeout, Tool: hosttools.Ptr(hosttools.Rdma)}
 }
 
 // GPUHealth reads the GPUs' health fields once: sampled while the NCCL test runs, over a

@@ -68,10 +68,10 @@ printf '%s\n' "$u" && id -u "$u" && id -g "$u" && id -G "$u" && id -Gn "$u"`
 func loginMemlockCommands(o Options) []bundle.Command {
 	t := o.timeout()
 	return []bundle.Command{
-		{Name: sectionLoginUser, Shell: loginUserShell(o.LoginUser), TimeoutSeconds: t},
-		{Name: sectionLimitsFiles, Shell: limitsFilesShell, TimeoutSeconds: t},
-		{Name: sectionPAMFiles, Shell: pamFilesShell, TimeoutSeconds: t},
-		{Name: sectionLimitsBase, Shell: limitsBaseShell, TimeoutSeconds: t},
+		{Name: sectionLoginUser, Shell: loginUserShell(o.LoginUser), Timeout: t},
+		{Name: sectionLimitsFiles, Shell: limitsFilesShell, Timeout: t},
+		{Name: sectionPAMFiles, Shell: pamFilesShell, Timeout: t},
+		{Name: sectionLimitsBase, Shell: limitsBaseShell, Timeout: t},
 	}
 }
 

@@ -120,7 +120,7 @@ func TestLoginMemlock(t *testing.T) {
 				m(s)
 			}
 			h := ParseHost(s)
-			c := checks.EvaluateHost(h, checks.Target{SessionIsLogin: tt.session})
+			c := hostChecks(h, checks.Target{SessionIsLogin: tt.session})
 			var got result.Check
 			for _, x := range c {
 				if x.ID == result.Memlock {

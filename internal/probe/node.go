@@ -56,9 +56,9 @@ cat "$p"`
 func jobMemlockCommands(o Options) []bundle.Command {
 	t := o.timeout()
 	return []bundle.Command{
-		{Name: sectionUnitMemlock, Shell: unitMemlockShell, TimeoutSeconds: t, Tool: hosttools.Ptr(hosttools.Systemctl)},
-		{Name: sectionDockerDaemon, Shell: fileShell(dockerDaemonJSON), TimeoutSeconds: t},
-		{Name: sectionContainerdSpec, Shell: containerdSpecShell, TimeoutSeconds: t},
+		{Name: sectionUnitMemlock, Shell: unitMemlockShell, Timeout: t, Tool: hosttools.Ptr(hosttools.Systemctl)},
+		{Name: sectionDockerDaemon, Shell: fileShell(dockerDaemonJSON), Timeout: t},
+		{Name: sectionContainerdSpec, Shell: containerdSpecShell, Timeout: t},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/xid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -35,6 +36,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		NvidiaModule:     moduleField(sections, sectionModinfoNvidia, "nvidia"),
 		NvidiaLicense:    moduleField(sections, sectionNvidiaLicense, "nvidia"),
 		EFAModule:        moduleField(sections, sectionModinfoEFA, "efa"),
+		PeerMemModule:    moduleField(sections, sectionModinfoPeer, "efa_nv_peermem"),
 		GDRDrvModule:     moduleField(sections, sectionModinfoGDRDrv, "gdrdrv"),
 		LustreModule:     moduleField(sections, sectionModinfoLustre, "lustre"),
 		Loaded:           parseWith(sections, sectionLsmod, lsmod.Parse),
@@ -53,6 +55,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		KernelJournal:    parseWith(sections, sectionJournalKernel, parseKernelJournal),
 		Health: facts.Health{
 			GPUs:         parseWith(sections, sectionGPUHealth, gpuhealth.Parse),
+			Query:        parseWith(sections, sectionNvsmiQuery, parseHealthQuery),
 			NVLink:       parseWith(sections, sectionNVLinkStatus, nvlink.ParseStatus),
 			NVLinkErrors: parseWith(sections, sectionNVLinkErrors, nvlink.ParseErrors),
 			Fabric:       parseWith(sections, sectionNvsmiQuery, nvlink.ParseFabric),
@@ -70,6 +73,19 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		h.CUDADriver = nvsmi.CUDAVersion(s.Output)
 	}
 	return h
+}
+
+// parseHealthQuery reads the GPUs' health fields from `nvidia-smi -q`, which names each GPU's
+// architecture; a list nvidia-smi left incomplete is unreadable.
+func parseHealthQuery(out string) ([]gpuhealth.GPU, error) {
+	r, err := gpuhealth.ParseQuery(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Incomplete(); err != nil {
+		return nil, err
+	}
+	return r.GPUs, nil
 }
 
 // get returns a section and, when it cannot be trusted, why.
@@ -277,16 +293,52 @@ func parseKernelLog(sections map[string]bundle.Section) facts.Fact[facts.KernelL
 	if b, p := get(sections, sectionBootID); p == "" {
 		boot = strings.TrimSpace(b.Output)
 	}
-	return facts.Read(facts.KernelLog{Text: kernlog.Uncolored(s.Output), BootID: boot}, ev)
+	return facts.Read(ReadKernelLog(s.Output, boot), ev)
+}
+
+// ReadKernelLog reads dmesg's output of boot bootID line by line: stamp, message and Xid
+// report.
+func ReadKernelLog(out, bootID string) facts.KernelLog {
+	log := facts.KernelLog{BootID: bootID}
+	text := strings.TrimRight(kernlog.Uncolored(out), "\n")
+	if text == "" {
+		return log
+	}
+	for _, raw := range strings.Split(text, "\n") {
+		l := facts.LogLine{Raw: raw, Text: kernlog.Text(raw), XidReport: xidReport(raw)}
+		l.Stamp, l.Stamped = kernlog.Stamp(raw)
+		log.Lines = append(log.Lines, l)
+	}
+	return log
+}
+
+// xidReport reads the Xid or SXid report a log record is, if any.
+func xidReport(line string) facts.XidReport {
+	events, unparsed := xid.Parse(line)
+	switch {
+	case len(events) > 0:
+		return facts.XidReport{Xid: &events[0]}
+	case len(unparsed) > 0:
+		return facts.XidReport{Unreadable: true}
+	}
+	return facts.XidReport{}
 }
 
 // parseKernelJournal reads journalctl -k -b 0. Empty output is a read journal that holds no
 // kernel message of this boot (no journal files, Storage=none): a fact, judged by the xid
 // check, not a problem.
-func parseKernelJournal(out string) (facts.KernelJournal, error) {
+func parseKernelJournal(out string) (facts.KernelJournal, error) { return ReadKernelJournal(out) }
+
+// ReadKernelJournal reads journalctl -k -o short-monotonic's output: its records, each with the
+// Xid report it is, and the warnings of the journal files it skipped.
+func ReadKernelJournal(out string) (facts.KernelJournal, error) {
 	o, err := kjournal.ParseOutput(out)
 	if err != nil {
 		return facts.KernelJournal{}, fmt.Errorf("journalctl -k -b 0: %w", err)
 	}
-	return facts.KernelJournal{Entries: o.Entries, Ignored: o.Ignored}, nil
+	j := facts.KernelJournal{Ignored: o.Ignored}
+	for _, e := range o.Entries {
+		j.Entries = append(j.Entries, facts.JournalEntry{Entry: e, XidReport: xidReport(e.Line)})
+	}
+	return j, nil
 }

@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Runner runs read-only commands in one round trip and returns each one's section by name. A
@@ -29,19 +31,19 @@ type Runner interface {
 type Options struct {
 	// NVMePath is the local NVMe mount point to look at; it must be set.
 	NVMePath string
-	// CheckTimeoutSeconds bounds each command; 0 means bundle.DefaultTimeoutSeconds.
-	CheckTimeoutSeconds int
+	// CheckTimeout bounds each command; 0 means check_timeout's default.
+	CheckTimeout time.Duration
 	// LoginUser is the user whose new login's memlock limit is worked out; "" is the user the
 	// probe runs as (the SSH user in a bake). The node check runs as root and names the
 	// bake's login user.
 	LoginUser string
 }
 
-func (o Options) timeout() int {
-	if o.CheckTimeoutSeconds <= 0 {
-		return bundle.DefaultTimeoutSeconds
+func (o Options) timeout() time.Duration {
+	if o.CheckTimeout <= 0 {
+		return settings.DefaultCheckTimeout
 	}
-	return o.CheckTimeoutSeconds
+	return o.CheckTimeout
 }
 
 // Section names of the host commands. They are private: reports show them as evidence, and the
@@ -59,6 +61,7 @@ const (
 	sectionNvsmiQuery    = "host.nvidia_smi_q"
 	sectionRDMAStats     = "host.rdma_statistic"
 	sectionModinfoEFA    = "host.modinfo_efa_version"
+	sectionModinfoPeer   = "host.modinfo_efa_nv_peermem_version"
 	sectionModinfoNvidia = "host.modinfo_nvidia_version"
 	sectionNvidiaLicense = "host.modinfo_nvidia_license"
 	sectionModinfoGDRDrv = "host.modinfo_gdrdrv_version"
@@ -94,19 +97,26 @@ const pciCommand = `for d in /sys/bus/pci/devices/*; do
   echo "${d##*/} $v $i $c"
 done`
 
-// dmesgShell reads the kernel log as root without ever prompting (sudo -n), falling back to an
-// unprivileged read where kernel.dmesg_restrict is 0. "$1" is dmesg's path. The parser also
-// strips colours: a pseudo-terminal (ssh_pty) makes util-linux colour its output.
-const dmesgShell = `sudo -n "$1" 2>/dev/null || "$1"`
+// dmesgShell reads the kernel log as root: directly when the probe already runs as root, else
+// through sudo -n (never prompting), falling back to an unprivileged read where
+// kernel.dmesg_restrict is 0. sudo's own warnings ("unable to resolve host" after a scheduler
+// renamed the node) go to /dev/null: they are not the kernel's lines. "$1" is dmesg's path.
+// The parser also strips colours: a pseudo-terminal (ssh_pty) makes util-linux colour its
+// output.
+const dmesgShell = `if [ "$(id -u)" = 0 ]; then exec "$1"; fi; sudo -n "$1" 2>/dev/null || exec "$1"`
 
-// journalShell reads this boot's kernel messages from the journal as root without ever
-// prompting. "$1" is journalctl's path. Unlike dmesgShell it does not fall back on any failure:
-// a root read that fails must fail the section, because an unprivileged journalctl outside
-// the systemd-journal and adm groups sees only its own user's journal and exits 0 with no
-// kernel line, which would read as "the journal keeps none". It falls back only when sudo
-// itself refuses. -q drops the "-- No entries --" line and the access hints; -b 0 is this
+// journalShell reads this boot's kernel messages from the journal as root: directly when
+// already root, else through sudo -n without ever prompting. Unlike dmesgShell it does not
+// fall back on any failure: a root read that fails must fail the section, because an
+// unprivileged journalctl outside the systemd-journal and adm groups sees only its own
+// user's journal and exits 0 with no kernel line, which would read as "the journal keeps
+// none". It falls back only when sudo itself refuses. journalctl's own stderr (the warnings
+// of journal files it skipped) joins its output inside the privileged shell; sudo's goes to
+// /dev/null, so "sudo: unable to resolve host" is never read as a journal line. "$1" is
+// journalctl's path; -q drops the "-- No entries --" line and the access hints; -b 0 is this
 // boot by its id; --no-pager, because a pty (ssh_pty) would start one.
-const journalShell = `if sudo -n true 2>/dev/null; then exec sudo -n "$1" ` + journalArgs + `; fi; exec "$1" ` + journalArgs
+const journalShell = `if [ "$(id -u)" = 0 ]; then exec "$1" ` + journalArgs + `; fi; ` +
+	`if sudo -n true 2>/dev/null; then exec sudo -n /bin/sh -c 'exec "$0" ` + journalArgs + ` 2>&1' "$1" 2>/dev/null; fi; exec "$1" ` + journalArgs
 
 const journalArgs = `-k -b 0 -q --no-pager -o short-monotonic`
 
@@ -117,13 +127,13 @@ const journalArgs = `-k -b 0 -q --no-pager -o short-monotonic`
 func hostCommands(o Options) []bundle.Command {
 	t := o.timeout()
 	cmd := func(name, shell string) bundle.Command {
-		return bundle.Command{Name: name, Shell: shell, TimeoutSeconds: t}
+		return bundle.Command{Name: name, Shell: shell, Timeout: t}
 	}
 	tool := func(name string, tl bundle.Tool, shell string) bundle.Command {
-		return bundle.Command{Name: name, Shell: shell, TimeoutSeconds: t, Tool: hosttools.Ptr(tl)}
+		return bundle.Command{Name: name, Shell: shell, Timeout: t, Tool: hosttools.Ptr(tl)}
 	}
 	imds := cmd(sectionIMDS, imdsCommand)
-	imds.TimeoutSeconds = min(t, 3)
+	imds.Timeout = min(t, 3*time.Second)
 	return append([]bundle.Command{
 		cmd(sectionProductName, "cat /sys/devices/virtual/dmi/id/product_name"),
 		imds,
@@ -137,6 +147,7 @@ func hostCommands(o Options) []bundle.Command {
 		tool(sectionNvsmiQuery, hosttools.NvidiaSMI, `"$1" -q`),
 		rdmaStatsCommand(t),
 		tool(sectionModinfoEFA, hosttools.Modinfo, `"$1" -F version efa`),
+		tool(sectionModinfoPeer, hosttools.Modinfo, `"$1" -F version efa_nv_peermem`),
 		tool(sectionModinfoNvidia, hosttools.Modinfo, `"$1" -F version nvidia`),
 		tool(sectionNvidiaLicense, hosttools.Modinfo, `"$1" -F license nvidia`),
 		tool(sectionModinfoGDRDrv, hosttools.Modinfo, `"$1" -F version gdrdrv`),
@@ -162,8 +173,8 @@ func hostCommands(o Options) []bundle.Command {
 func kernelLogCommands(o Options) []bundle.Command {
 	t := o.timeout()
 	return []bundle.Command{
-		{Name: sectionDmesg, Shell: dmesgShell, TimeoutSeconds: t, Tool: hosttools.Ptr(hosttools.Dmesg)},
-		{Name: sectionBootID, Shell: "cat /proc/sys/kernel/random/boot_id", TimeoutSeconds: t},
+		{Name: sectionDmesg, Shell: dmesgShell, Timeout: t, Tool: hosttools.Ptr(hosttools.Dmesg)},
+		{Name: sectionBootID, Shell: "cat /proc/sys/kernel/random/boot_id", Timeout: t},
 	}
 }
 
@@ -208,6 +219,19 @@ func KernelLog(ctx context.Context, r Runner, o Options) (facts.Fact[facts.Kerne
 		return facts.Fact[facts.KernelLog]{}, err
 	}
 	return parseKernelLog(sections), nil
+}
+
+// KernelLogAndJournal reads both copies of this boot's kernel log again: dmesg and the
+// journal, after a step whose records must be judged (the NCCL test), so that what the step
+// logged and the ring buffer lost is still seen.
+func KernelLogAndJournal(ctx context.Context, r Runner, o Options) (facts.Fact[facts.KernelLog], facts.Fact[facts.KernelJournal], error) {
+	t := o.timeout()
+	cmds := append(kernelLogCommands(o), bundle.Command{Name: sectionJournalKernel, Shell: journalShell, Timeout: t, Tool: hosttools.Ptr(hosttools.Journalctl)})
+	sections, err := query(ctx, r, "kernel log", cmds)
+	if err != nil {
+		return facts.Fact[facts.KernelLog]{}, facts.Fact[facts.KernelJournal]{}, err
+	}
+	return parseKernelLog(sections), parseWith(sections, sectionJournalKernel, parseKernelJournal), nil
 }
 
 // InstanceType reads only what the host says its instance type is (DMI product name, else

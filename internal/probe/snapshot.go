@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
@@ -57,9 +58,9 @@ else
 fi`},
 		// A glob loop instead of ls: no "cannot access" noise when there is no image.
 		{Name: sectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
-		{Name: sectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
+		{Name: sectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, Timeout: time.Minute, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
 		// No dkms on the host means no DKMS modules, which is fine.
-		{Name: sectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, TimeoutSeconds: 60, Tool: hosttools.Ptr(hosttools.DKMS)},
+		{Name: sectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, Timeout: time.Minute, Tool: hosttools.Ptr(hosttools.DKMS)},
 	}
 	for _, m := range guard.Modules {
 		cmds = append(cmds, bundle.Command{

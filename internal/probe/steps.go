@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
@@ -18,9 +19,9 @@ if [ -x "$ci" ]; then "$ci" status --wait >/dev/null 2>&1; fi
 while pgrep -x 'apt|apt-get|dpkg|unattended-upgr|unattended-upgrade' >/dev/null 2>&1; do sleep 2; done
 if [ -x "$ci" ]; then "$ci" status 2>&1 | head -n 1; else echo "status: no cloud-init"; fi`
 
-// Settle waits at most timeoutSeconds for a first boot to settle and reads cloud-init's status.
-func Settle(ctx context.Context, r Runner, timeoutSeconds int) (facts.Fact[facts.Settle], error) {
-	cmd := bundle.Command{Name: sectionSettle, Shell: settleShell, TimeoutSeconds: timeoutSeconds}
+// Settle waits at most timeout for a first boot to settle and reads cloud-init's status.
+func Settle(ctx context.Context, r Runner, timeout time.Duration) (facts.Fact[facts.Settle], error) {
+	cmd := bundle.Command{Name: sectionSettle, Shell: settleShell, Timeout: timeout}
 	sections, err := query(ctx, r, "settle", []bundle.Command{cmd})
 	if err != nil {
 		return facts.Fact[facts.Settle]{}, err

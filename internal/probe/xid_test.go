@@ -83,7 +83,7 @@ func TestJournalAndDmesgAgree(t *testing.T) {
 	xid := "NVRM: Xid (PCI:0000:1e:00): 79, pid=4242, name=all_reduce_perf, GPU has fallen off the bus."
 	set(s, sectionDmesg, s[sectionDmesg].Output+"\n[  812.000001] "+xid, 0)
 	set(s, sectionJournalKernel, s[sectionJournalKernel].Output+"\n[  812.000090] ip-10-1-42-17 kernel: "+xid, 0)
-	c := statusOf(judge.EvaluateHost(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
+	c := statusOf(hostChecks(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
 	if c.Status != result.Fail || !strings.Contains(c.Message, "x1") || strings.Contains(c.Message, "only in the journal") {
 		t.Errorf("an Xid in both: %s %q: %s", c.Status, c.Actual, c.Message)
 	}
@@ -93,7 +93,7 @@ func TestJournalAndDmesgAgree(t *testing.T) {
 func TestColouredKernelLog(t *testing.T) {
 	s := healthySections(t)
 	set(s, sectionDmesg, s[sectionDmesg].Output+"\n\x1b[32m[  812.000001] \x1b[0m\x1b[33mNVRM: Xid (PCI:0000:1e:00): 79\x1b[0m, pid=4242, name=all_reduce_perf, GPU has fallen off the bus.", 0)
-	c := statusOf(judge.EvaluateHost(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
+	c := statusOf(hostChecks(ParseHost(s), Resolve(s, p6Pins(), "")), result.Xid)
 	if c.Status != result.Fail || !strings.Contains(c.Message, "Xid 79") {
 		t.Errorf("coloured Xid 79: %s: %s", c.Status, c.Message)
 	}

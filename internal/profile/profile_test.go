@@ -77,6 +77,14 @@ func TestAllProfilesAreComplete(t *testing.T) {
 		}
 	}
 	gb, _ := Lookup("p6e-gb200.36xlarge")
+	for _, p := range all {
+		if !p.Generation.Known() || !strings.Contains(p.Source, "GPU generation") {
+			t.Errorf("%s: generation %q without its source", p.InstanceType, p.Generation)
+		}
+		if p.PCIeWidth != 0 && (!strings.Contains(p.Source, "PCIe x8 slot") || p.GPUCount != 1) {
+			t.Errorf("%s: PCIe width %d without its source, or on a multi-GPU size", p.InstanceType, p.PCIeWidth)
+		}
+	}
 	if gb.Arch != "arm64" || gb.NVSwitch || gb.GPUCount != 4 || !gb.Untested || gb.EFACount != 0 {
 		t.Errorf("p6e-gb200: %+v", gb)
 	}
@@ -86,5 +94,51 @@ func TestAllProfilesAreComplete(t *testing.T) {
 	all[0].GPUCount = 99
 	if p, _ := Lookup(all[0].InstanceType); p.GPUCount == 99 {
 		t.Error("All returned the internal table")
+	}
+}
+
+// TestGenerationAndPCIeWidth checks the generation of each family and that the documented
+// x8 slot is set exactly on the single-GPU G6 and Gr6 sizes (full-size vGPU and multi-GPU
+// sizes are left to the GPU's own maximum or expect.pcie_width).
+func TestGenerationAndPCIeWidth(t *testing.T) {
+	for _, tt := range []struct {
+		typ   string
+		gen   Generation
+		width int
+	}{
+		{"p4d.24xlarge", Ampere, 0}, {"p4de.24xlarge", Ampere, 0}, {"g5.xlarge", Ampere, 0},
+		{"p5.48xlarge", Hopper, 0}, {"p5.4xlarge", Hopper, 0}, {"p5e.48xlarge", Hopper, 0}, {"p5en.48xlarge", Hopper, 0},
+		{"p6-b200.48xlarge", Blackwell, 0}, {"p6-b300.48xlarge", Blackwell, 0}, {"p6e-gb200.36xlarge", Blackwell, 0},
+		{"g6.xlarge", Ada, 8}, {"g6.2xlarge", Ada, 8}, {"g6.4xlarge", Ada, 8}, {"g6.8xlarge", Ada, 8}, {"g6.16xlarge", Ada, 8},
+		{"gr6.4xlarge", Ada, 8}, {"gr6.8xlarge", Ada, 8},
+		{"g6.12xlarge", Ada, 0}, {"g6.48xlarge", Ada, 0}, {"g6f.large", Ada, 0}, {"gr6f.4xlarge", Ada, 0},
+		{"g6e.xlarge", Ada, 0}, {"g5g.xlarge", Turing, 0},
+	} {
+		p, ok := Lookup(tt.typ)
+		if !ok || p.Generation != tt.gen || p.PCIeWidth != tt.width {
+			t.Errorf("Lookup(%q) = generation %q, PCIe width %d; want %q, %d", tt.typ, p.Generation, p.PCIeWidth, tt.gen, tt.width)
+		}
+	}
+	if g6, _ := Lookup("g6.48xlarge"); !strings.Contains(g6.Note, "expect.pcie_width") {
+		t.Errorf("g6.48xlarge note %q does not name the setting", g6.Note)
+	}
+}
+
+func TestGenerationFields(t *testing.T) {
+	for _, tt := range []struct {
+		gen                       Generation
+		remap, retire, fabric, ok bool
+	}{
+		{Turing, false, true, false, true},
+		{Ampere, true, false, false, true},
+		{Ada, true, false, false, true},
+		{Hopper, true, false, true, true},
+		{Blackwell, true, false, true, true},
+		{"Volta", false, false, false, false},
+		{"", false, false, false, false},
+	} {
+		if tt.gen.HasRowRemapping() != tt.remap || tt.gen.HasPageRetirement() != tt.retire || tt.gen.HasFabricState() != tt.fabric || tt.gen.Known() != tt.ok {
+			t.Errorf("%q: remap %v retire %v fabric %v known %v", tt.gen, tt.gen.HasRowRemapping(), tt.gen.HasPageRetirement(), tt.gen.HasFabricState(), tt.gen.Known())
+		}
 	}
 }

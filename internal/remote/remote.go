@@ -5,6 +5,7 @@ package remote
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -320,10 +322,7 @@ func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 // Install implements host.Files: the data is uploaded beside the other staged files as the
 // login user, then moved into place by root with install(1), which creates the parents.
 func (s SSH) Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error {
-	dir := s.TempDir
-	if dir == "" {
-		dir = "/tmp"
-	}
+	dir := cmp.Or(s.TempDir, settings.DefaultRemoteFolder)
 	tmp := strings.TrimRight(dir, "/") + "/.dlami-install-" + randomSuffix()
 	if err := s.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)

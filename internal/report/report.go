@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -61,7 +60,7 @@ type Report struct {
 	Drift              []guard.Drift     `json:"drift"`
 	Manifest           map[string]string `json:"manifest"`
 	// NCCL is the NCCL test's figures; nil when the test did not run.
-	NCCL *checks.NCCLFigures `json:"nccl"`
+	NCCL *NCCLFigures `json:"nccl"`
 	// DeferredChecks are the checks this bake left to the post-processor (defer_validation =
 	// true); empty otherwise.
 	DeferredChecks []string `json:"deferred_checks"`
@@ -266,4 +265,24 @@ func WriteAtomic(path string, data []byte) error {
 	}
 	syncDir(filepath.Dir(path))
 	return nil
+}
+
+// NCCLFigures are the measured values of one NCCL test, for the report.
+type NCCLFigures struct {
+	Binary           string `json:"binary"`
+	NCCLVersion      string `json:"nccl_version"`
+	LargestSizeBytes int64  `json:"largest_size_bytes"`
+	// BusBWGBps is the busbw of the largest message size, out-of-place (BusBWPlacement).
+	BusBWGBps      *float64 `json:"busbw_gbps"`
+	BusBWPlacement string   `json:"busbw_placement"`
+	AvgBusBWGBps   *float64 `json:"avg_busbw_gbps"`
+	OutOfBounds    *int64   `json:"out_of_bounds"`
+	Network        string   `json:"network"`
+	Provider       string   `json:"provider"`
+	// DataTransport says what moved the data on this node ("NVLS + P2P/CUMEM (NVLink or
+	// PCIe peer-to-peer)", "SHM", "NET/Socket"); "" when the log does not say.
+	DataTransport string `json:"data_transport"`
+	NICs          *int   `json:"nics"`
+	ExitCode      int    `json:"exit_code"`
+	TimedOut      bool   `json:"timed_out"`
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -40,7 +39,7 @@ func sample() Report {
 		},
 		Drift:    []guard.Drift{{Kind: guard.DriftHold, Package: "linux-image-7.0.0-1014-aws", Before: "held", After: "not held"}},
 		Manifest: map[string]string{"nvidia_driver": "595.91.07", "kernel": "7.0.0-1014-aws", "efa_installer": "1.50.0"},
-		NCCL:     &checks.NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
+		NCCL:     &NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
 	}
 }
 

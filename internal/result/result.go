@@ -24,7 +24,8 @@ const (
 // Failing reports whether a status fails the bake.
 func (s Status) Failing() bool { return s == Fail || s == Error }
 
-// Stable check IDs.
+// Stable check IDs (package checks owns what each means: its catalog lists them all, with the
+// phase that judges them).
 const (
 	Kernel          = "kernel"
 	Holds           = "holds"
@@ -67,27 +68,16 @@ const (
 	ImageHygiene = "image-hygiene"
 )
 
-// Prefixes of the IDs of results that are not checks: each layer is a result entry
-// ("layer:slurm"), a stage that failed without a check of its own is one ("stage:reboot"),
-// and so is the way the bake ended when it did not finish ("bake:cancelled", "bake:error").
+// Prefixes of the IDs of results that are not checks of the catalog (package checks): each
+// layer is a result entry ("layer:slurm"), a stage that failed without a check of its own is
+// one ("stage:reboot"), and so is the way the bake ended when it did not finish
+// ("bake:cancelled", "bake:error"); each site check is one ("site:gpu-fans").
 const (
 	LayerPrefix = "layer:"
 	StagePrefix = "stage:"
 	BakePrefix  = "bake:"
-)
-
-// The check IDs in report order, by the part of the bake that judges them.
-var (
-	GuardIDs = []string{Kernel, Holds, Packages, NextBootKernel, DKMS}
-	HostIDs  = []string{GPU, NvidiaDriver, Persistence, GPUMemory, NVLink, FabricManager, EFADriver, EFAInstaller, EFADevices, GDRCopy, Memlock, NVMe, Lustre, Xid}
-	NCCLIDs  = []string{NCCLCorrectness, NCCLBusBW, NCCLTransport}
-	// FunctionIDs are judged while or after the host works: the NCCL test's load, DCGM's
-	// diagnostics, bytes across every EFA device, GPUDirect RDMA.
-	FunctionIDs = []string{PCIeLink, GPUClocks, DCGM, EFATraffic, GPUDirectRDMA}
-	// IDs is every check of a bake, in report order.
-	IDs = append(append(append(append(append([]string{}, GuardIDs...), HostIDs...), JobMemlock), NCCLIDs...), FunctionIDs...)
-	// FirstBootIDs are the checks of a first boot, before the host suite and the NCCL test.
-	FirstBootIDs = []string{FirstBootKernel, FirstBootPackages}
+	// SitePrefix starts the ids of the site checks: "site:<executable>".
+	SitePrefix = "site:"
 )
 
 // Check is the judged outcome of one check.

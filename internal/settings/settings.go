@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 )
 
 // DefaultCheckTimeout is the default check_timeout: how long one check command may run.
@@ -30,7 +28,11 @@ func ReportDir(build string) string { return filepath.Join("dlami-reports", buil
 
 // BOMFile is where the provisioner leaves its local copy of the bill of materials by default,
 // next to its reports: the post-processor's default bom_file.
-func BOMFile(build string) string { return filepath.Join(ReportDir(build), bom.LocalFileName) }
+func BOMFile(build string) string { return filepath.Join(ReportDir(build), BOMLocalFileName) }
+
+// BOMLocalFileName is the copy of the bill of materials the provisioner writes next to its
+// reports, where the post-processor reads it by default.
+const BOMLocalFileName = "dlami-bom.json"
 
 // VerifyReportDir is the post-processor's default report_dir: dlami-verify/<build name>.
 func VerifyReportDir(build string) string { return filepath.Join("dlami-verify", buildName(build)) }

@@ -123,6 +123,12 @@ type Config struct {
 	RunTags map[string]string `mapstructure:"run_tags"`
 	// What the host must look like, as the provisioner's `expect` block.
 	Expect checks.Expectations `mapstructure:"expect"`
+	// Check ids the verification does not judge, on top of the bake's skip_checks (the bill of
+	// materials carries them): each is reported `skip` naming the setting, never `pass`. The
+	// guard's and the first boot's checks cannot be skipped.
+	SkipChecks []string `mapstructure:"skip_checks"`
+	// Check ids whose failure only warns in the verification, on top of the bake's warn_checks.
+	WarnChecks []string `mapstructure:"warn_checks"`
 
 	ctx interpolate.Context
 	// userData is user_data or user_data_file's content, read by prepareLaunch.
@@ -203,6 +209,8 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 		}
 	}
 	errs = append(errs, c.Expect.Validate()...)
+	errs = append(errs, checks.CheckSelection("skip_checks", c.SkipChecks)...)
+	errs = append(errs, checks.CheckSelection("warn_checks", c.WarnChecks)...)
 	return errs, deprecations
 }
 

@@ -9,7 +9,7 @@ import (
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
@@ -58,7 +58,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	}
 	f.srv.ClearFaults()
 	f.own(t, "us-east-1", "ami-0000000000000e023", "snap-00000000000000e23")
-	if err := run(t, map[string]interface{}{"on_failure": "deregister"}, "us-east-1:ami-0000000000000e023", &bake.DriftError{Stage: "first boot", Failed: []string{"first-boot-kernel"}}); err == nil || !strings.Contains(err.Error(), "did not boot healthy") {
+	if err := run(t, map[string]interface{}{"on_failure": "deregister"}, "us-east-1:ami-0000000000000e023", &engine.DriftError{Stage: "first boot", Failed: []string{"first-boot-kernel"}}); err == nil || !strings.Contains(err.Error(), "did not boot healthy") {
 		t.Fatalf("failed first boot: %v", err)
 	}
 

@@ -26,13 +26,14 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
@@ -45,10 +46,15 @@ type PostProcessor struct {
 	config Config
 	// ec2For returns the EC2 client of a region; replaced in tests.
 	ec2For func(ctx context.Context, region string) (launch.EC2API, error)
-	// poll and cleanupTimeout replace launch's defaults in tests.
-	poll, cleanupTimeout time.Duration
+	// poll, cleanupTimeout and callTimeout replace launch's defaults in tests.
+	poll, cleanupTimeout, callTimeout time.Duration
 	// checkBoot judges a launched instance's first boot; nil means check. Replaced in tests.
 	checkBoot func(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error
+}
+
+// patience is how the calls that carry out a verdict are retried.
+func (p *PostProcessor) patience() launch.Patience {
+	return launch.Patience{Poll: p.poll, Timeout: p.cleanupTimeout, CallTimeout: p.callTimeout}
 }
 
 // ConfigSpec implements packersdk.PostProcessor.
@@ -60,7 +66,7 @@ func (p *PostProcessor) Configure(raws ...interface{}) error {
 	if err != nil {
 		return err
 	}
-	packersdk.LogSecretFilter.Set(p.config.Secrets()...)
+	packersdk.LogSecretFilter.Set(secretfilter.New(p.config.Secrets()...).Secrets()...)
 	errs, warnings := p.config.prepare()
 	for _, w := range warnings {
 		fmt.Fprintln(os.Stderr, "dlami: warning: "+w)
@@ -133,9 +139,33 @@ func (c *Config) instanceType() (string, error) {
 	return b.InstanceType, nil
 }
 
-// PostProcess implements packersdk.PostProcessor. The build fails when any verified copy's
-// first boot fails; the artifact is returned as it is.
+// PostProcess implements packersdk.PostProcessor. The AMI's fate follows the verdict on the
+// first boot of the copies it launches, whatever fails afterwards:
+//
+//   - every copy booted healthy: each is tagged dlami:verified = true (and every ami_regions
+//     copy with the copies it was verified in), and PostProcess succeeds, so Packer keeps the
+//     AMI. Tagging is retried to its deadline; a tag it still cannot set, or a temporary the
+//     cleanup could not remove, is reported with the command that fixes it, never turned into
+//     a failure (Packer would deregister the healthy AMI).
+//   - a copy was judged wrong: on_failure applies to every copy (tag dlami:verified = false,
+//     or deregister, which tags first so that a copy it cannot deregister is marked) and
+//     PostProcess fails.
+//   - a copy could not be judged (credentials, capacity, SSH, a cancellation): nothing is
+//     tagged or deregistered, and PostProcess fails.
+//
+// No copy is tagged verified before the whole verdict is known: a run that fails (and whose
+// AMI Packer then deregisters) never leaves dlami:verified = true behind. Whatever could not be
+// removed is named last, with its command.
 func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
+	// Every line it sends and its error pass through the secrets first: Packer does not
+	// filter a plugin's UI, and prints its error as it is.
+	secrets := secretfilter.New(p.config.Secrets()...)
+	out, keep, force, err := p.postProcess(ctx, secrets.UI(ui), a)
+	return out, keep, force, secrets.Error(err)
+}
+
+// postProcess is PostProcess, its UI and its error not filtered yet.
+func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
 	c := &p.config
 	all, err := amis(a)
 	if err != nil {
@@ -162,46 +192,63 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	// the credentials are checked once.
 	ec2For = perRegion(ec2For)
 	run := &run{id: cmp.Or(os.Getenv("PACKER_RUN_UUID"), "dlami-"+strconv.FormatInt(time.Now().UnixNano(), 36))}
-	// Whatever happens, an instance the cleanup could not terminate is what the user reads last.
-	defer run.reportStillRunning(ui)
-	// failed: copies whose first boot was judged and found wrong; unverified: copies that
-	// could not be judged (credentials, capacity, SSH, a tool that did not run). on_failure
-	// applies to the first only: nothing is known against an image nobody could check.
+	// Whatever happens, what the run could not remove or tag is what the user reads last.
+	defer run.reportLeftovers(ui)
+	// verified: copies whose first boot passed, with the type it ran on; failed: copies whose
+	// first boot was judged and found wrong; unverified: copies that could not be judged.
+	// on_failure applies to failed ones only: nothing is known against an image nobody could
+	// check.
+	var verified []verdict
 	var failed, unverified []string
+	var cancelled error
 	for _, t := range targets {
 		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, c.candidateList(typ)))
-		err := p.verify(ctx, ui, ec2For, run, t, typ)
+		ranOn, err := p.verify(ctx, ui, ec2For, run, t, typ)
 		switch {
 		case err == nil:
+			verified = append(verified, verdict{t, ranOn})
 		case ctx.Err() != nil:
-			return a, true, false, fmt.Errorf("dlami: cancelled while verifying %s in %s: %w", t.ami, t.region, err)
-		case bake.Judged(err):
+			// Before Judged: a check cut short by the cancellation is no verdict.
+			cancelled = fmt.Errorf("cancelled while verifying %s in %s: %w", t.ami, t.region, err)
+		case engine.Judged(err):
 			failed = append(failed, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		default:
 			unverified = append(unverified, fmt.Sprintf("%s (%s): %v", t.ami, t.region, err))
 		}
-	}
-	if len(failed) == 0 && len(unverified) == 0 {
-		// Every launched copy booted healthy: the copies nobody launched carry that result.
-		if err := p.tagCopies(ctx, ui, ec2For, all, targets); err != nil {
-			unverified = append(unverified, err.Error())
+		if cancelled != nil {
+			break
 		}
 	}
-	if len(failed) == 0 && len(unverified) == 0 && len(run.cleanupErrs) == 0 {
+	if len(failed) == 0 && len(unverified) == 0 && cancelled == nil {
+		// Every launched copy booted healthy: tag them, and the copies nobody launched carry
+		// that result. Nothing here fails the build.
+		p.tagVerified(ctx, ui, ec2For, run, all, verified)
 		return a, true, false, nil
 	}
 	var problems []string
 	if len(failed) > 0 {
-		if err := p.onFailure(ctx, ui, ec2For, all); err != nil {
+		// Carried out even after a cancellation (that came while verifying a later copy): the
+		// verdict on this one is given.
+		if err := p.onFailure(ctx, ui, ec2For, run, all); err != nil {
 			failed = append(failed, err.Error())
 		}
 		problems = append(problems, "the AMI did not boot healthy: "+strings.Join(failed, "; "))
+	}
+	if cancelled != nil {
+		problems = append(problems, cancelled.Error())
 	}
 	if len(unverified) > 0 {
 		problems = append(problems, "the first boot could not be verified (on_failure was not applied): "+strings.Join(unverified, "; "))
 	}
 	if len(run.cleanupErrs) > 0 {
 		problems = append(problems, "cleaning up the verification instances failed: "+strings.Join(run.cleanupErrs, "; "))
+	}
+	if len(verified) > 0 {
+		var names []string
+		for _, v := range verified {
+			names = append(names, v.ami+" ("+v.region+")")
+		}
+		ui.Error("dlami: " + strings.Join(names, ", ") + " booted healthy but is not tagged " + amitags.Verified + " = true: the run failed as a whole")
 	}
 	// Packer destroys a build's artifact (deregisters the AMI and deletes its snapshots in
 	// every region) when a post-processor fails, unless another post-processor sequence kept
@@ -210,13 +257,28 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, a pack
 	return a, true, false, fmt.Errorf("dlami: %s", strings.Join(problems, "; "))
 }
 
-// run is one PostProcess: its id (the Packer run UUID, which tags what it launches) and what
-// its cleanups could not remove.
+// verdict is a copy whose first boot passed, and the instance type it ran on.
+type verdict struct {
+	target
+	instanceType string
+}
+
+// run is one PostProcess: its id (the Packer run UUID, which tags what it launches), what its
+// cleanups could not remove, and what carrying out its verdict could not do.
 type run struct {
 	id          string
 	cleanupErrs []string
-	// stillRunning: region -> instances no cleanup could confirm terminated.
-	stillRunning map[string][]string
+	// leaks: region -> what no cleanup, and no deregistration, could remove.
+	leaks map[string][]launch.Leak
+	// untagged: AMIs the verdict should have tagged and could not, with the tags.
+	untagged []untagged
+}
+
+// untagged is an AMI the run could not tag as its verdict says.
+type untagged struct {
+	region, ami string
+	tags        map[string]string
+	err         error
 }
 
 // cleanedUp records the outcome of one cleanup in region.
@@ -225,28 +287,83 @@ func (r *run) cleanedUp(region string, err error) {
 		return
 	}
 	r.cleanupErrs = append(r.cleanupErrs, fmt.Sprintf("%s: %v", region, err))
-	r.stillRunningIn(region, launch.NotTerminated(err))
+	r.leaked(region, launch.Leaks(err))
 }
 
-// stillRunningIn records instances of region that no cleanup could terminate.
-func (r *run) stillRunningIn(region string, ids []string) {
-	if len(ids) == 0 {
+// leaked records what is left in region.
+func (r *run) leaked(region string, leaks []launch.Leak) {
+	if len(leaks) == 0 {
 		return
 	}
-	if r.stillRunning == nil {
-		r.stillRunning = map[string][]string{}
+	if r.leaks == nil {
+		r.leaks = map[string][]launch.Leak{}
 	}
-	r.stillRunning[region] = append(r.stillRunning[region], ids...)
+	r.leaks[region] = append(r.leaks[region], leaks...)
 }
 
-// reportStillRunning prints, last, each instance the cleanup could not terminate and the
-// command that does.
-func (r *run) reportStillRunning(ui packersdk.Ui) {
-	for _, region := range slices.Sorted(maps.Keys(r.stillRunning)) {
-		ids := strings.Join(r.stillRunning[region], " ")
-		ui.Error(fmt.Sprintf("dlami: STILL RUNNING: %s in %s (the cleanup could not confirm it terminated; it is billed until it is): aws ec2 terminate-instances --region %s --instance-ids %s",
-			ids, region, region, ids))
+// reportLeftovers prints, last, each tag the run could not set and each thing it could not
+// remove, with the command that does it; instances still running, which cost the most, come
+// last of all.
+func (r *run) reportLeftovers(ui packersdk.Ui) {
+	for _, u := range r.untagged {
+		ui.Error(fmt.Sprintf("dlami: NOT TAGGED: %s in %s is not tagged %s (%v): %s",
+			u.ami, u.region, describeTags(u.tags), u.err, createTagsCommand(u.region, u.ami, u.tags)))
 	}
+	regions := slices.Sorted(maps.Keys(r.leaks))
+	for _, region := range regions {
+		for _, l := range r.leaks[region] {
+			switch l.Kind {
+			case launch.KindInstance:
+			case launch.KindImage:
+				ui.Error(fmt.Sprintf("dlami: NOT DEREGISTERED: %s in %s failed its first boot and is still registered (%v): %s",
+					strings.Join(l.IDs, ", "), region, l.Err, l.Command(region)))
+			default:
+				ui.Error(fmt.Sprintf("dlami: LEFT BEHIND: %s in %s (%v): %s", l.What(), region, l.Err, l.Command(region)))
+			}
+		}
+	}
+	for _, region := range regions {
+		for _, l := range r.leaks[region] {
+			if l.Kind != launch.KindInstance {
+				continue
+			}
+			what := strings.Join(l.IDs, " ")
+			if what == "" {
+				what = l.What()
+			}
+			ui.Error(fmt.Sprintf("dlami: STILL RUNNING: %s in %s (the cleanup could not confirm it terminated; it is billed until it is): %s",
+				what, region, l.Command(region)))
+		}
+	}
+}
+
+// describeTags is "k = v, k2 = v2", sorted.
+func describeTags(tags map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		parts = append(parts, k+" = "+tags[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// createTagsCommand is the AWS CLI command that sets tags on ami, each Key=…,Value=… a single
+// shell word.
+func createTagsCommand(region, ami string, tags map[string]string) string {
+	var words []string
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		words = append(words, shellWord("Key="+k+",Value="+tags[k]))
+	}
+	return fmt.Sprintf("aws ec2 create-tags --region %s --resources %s --tags %s", region, ami, strings.Join(words, " "))
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("=,:._/-+@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // perRegion remembers the client f made for each region; errors are not remembered.
@@ -272,13 +389,14 @@ func (c *Config) ec2Client(ctx context.Context, region string) (launch.EC2API, e
 	return sess.EC2(region), nil
 }
 
-// verify launches one instance from t.ami, checks it, cleans up, and then tags the AMI when
-// the check passed. The cleanup's outcome goes to run.
-func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, t target, typ string) error {
+// verify launches one instance from t.ami, checks it and cleans up; it returns the instance
+// type the check ran on. The cleanup's outcome goes to run. It tags nothing: the AMI's fate
+// waits for the verdict on every copy.
+func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, t target, typ string) (string, error) {
 	c := &p.config
 	api, err := ec2For(ctx, t.region)
 	if err != nil {
-		return err
+		return "", err
 	}
 	say := func(s string) { ui.Say("dlami: " + t.region + ": " + s) }
 	tags := map[string]string{"Name": "dlami-verify " + t.ami, "dlami:verify": t.ami}
@@ -290,16 +408,16 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
 		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
 		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags, RunID: run.id,
-		Poll: p.poll, CleanupTimeout: p.cleanupTimeout,
+		Poll: p.poll, CleanupTimeout: p.cleanupTimeout, CallTimeout: p.callTimeout,
 	}
 	c.launchSettings(&spec)
 	lctx, lcancel := context.WithTimeout(ctx, c.SSHTimeout)
 	in, err := launch.Launch(lctx, api, spec, say)
 	lcancel()
 	if err != nil {
-		// Launch cleaned up itself; only what it could not terminate is left to report.
-		run.stillRunningIn(t.region, launch.NotTerminated(err))
-		return err
+		// Launch cleaned up itself; only what it could not remove is left to report.
+		run.leaked(t.region, launch.Leaks(err))
+		return "", err
 	}
 	typ = in.Placement.InstanceType
 	if len(in.Refused) > 0 {
@@ -315,24 +433,20 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	}
 	err = check(ctx, ui, in, t, typ, say)
 	// Always terminate and delete the temporaries, before anything else (success, failure,
-	// timeout and Ctrl-C): the instance costs money every second it runs.
+	// timeout and Ctrl-C): the instance costs money every second it runs. What it cannot
+	// remove is reported, last, with its command; it does not change the verdict.
 	cerr := launch.Cleanup(ctx, in, say)
 	if cerr != nil {
 		ui.Error("dlami: " + t.region + ": " + cerr.Error())
 	}
 	run.cleanedUp(t.region, cerr)
 	if err != nil {
-		return err
+		return "", err
 	}
-	// Tagging runs even after a cancellation that came at the end, under its own deadline.
-	if err := launch.TagImage(context.WithoutCancel(ctx), api, t.ami, verifiedTags(typ)); err != nil {
-		return err
-	}
-	say(fmt.Sprintf("%s booted healthy on %s: tagged %s = true, %s = %s", t.ami, typ, amitags.Verified, amitags.VerifiedInstanceType, typ))
-	return nil
+	say(fmt.Sprintf("%s booted healthy on %s", t.ami, typ))
+	return typ, nil
 }
 
-// verifiedTags are the tags of an AMI whose first boot was verified healthy.
 // verifiedTags are the tags of an AMI whose first boot verified on instance type typ ("" on a
 // copy that was not launched itself).
 func verifiedTags(typ string) map[string]string {
@@ -346,36 +460,46 @@ func verifiedTags(typ string) map[string]string {
 	return tags
 }
 
-// tagCopies tags each copy of the artifact that was not verified itself (an ami_regions copy:
-// the same image, copied after the bake) with the verified copies' result, dlami:verified =
-// true, and names them in dlami:verified_in, so that a pipeline that only takes verified AMIs
-// takes the copies too. It runs only when every verified copy booted healthy.
-func (p *PostProcessor) tagCopies(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), all map[string]string, verified []target) error {
+// tagVerified tags each verified copy dlami:verified = true with the instance type it ran on,
+// and each copy of the artifact that was not launched itself (an ami_regions copy: the same
+// image, copied after the bake) with the same result, naming the verified copies in
+// dlami:verified_in, so that a pipeline that only takes verified AMIs takes the copies too. It
+// runs only when every launched copy booted healthy, detached from cancellation (the verdict
+// is given), and retries each tagging to its deadline. A tagging that still fails is recorded
+// for the final report with its command; the verdict stands.
+func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, all map[string]string, verified []verdict) {
+	ctx = context.WithoutCancel(ctx)
 	launched := map[string]bool{}
 	var in []string
-	for _, t := range verified {
-		launched[t.region] = true
-		in = append(in, t.region+"/"+t.ami)
+	for _, v := range verified {
+		launched[v.region] = true
+		in = append(in, v.region+"/"+v.ami)
 	}
-	ctx = context.WithoutCancel(ctx)
-	var errs []error
+	tag := func(region, ami string, tags map[string]string) error {
+		api, err := ec2For(ctx, region)
+		if err == nil {
+			err = launch.TagImage(ctx, api, ami, tags, p.patience())
+		}
+		if err != nil {
+			run.untagged = append(run.untagged, untagged{region, ami, tags, err})
+		}
+		return err
+	}
+	for _, v := range verified {
+		if tag(v.region, v.ami, verifiedTags(v.instanceType)) == nil {
+			ui.Say(fmt.Sprintf("dlami: %s: tagged %s %s = true, %s = %s", v.region, v.ami, amitags.Verified, amitags.VerifiedInstanceType, v.instanceType))
+		}
+	}
 	for _, r := range slices.Sorted(maps.Keys(all)) {
 		if launched[r] {
 			continue
 		}
-		api, err := ec2For(ctx, r)
-		if err == nil {
-			tags := verifiedTags("")
-			tags[amitags.VerifiedIn] = strings.Join(in, ",")
-			err = launch.TagImage(ctx, api, all[r], tags)
+		tags := verifiedTags("")
+		tags[amitags.VerifiedIn] = strings.Join(in, ",")
+		if tag(r, all[r], tags) == nil {
+			ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tagging the ami_regions copy %s in %s as verified in %s: %w", all[r], r, strings.Join(in, ","), err))
-			continue
-		}
-		ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))
 	}
-	return errors.Join(errs...)
 }
 
 // check connects to the launched instance and judges its first boot.
@@ -398,16 +522,16 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 	if err != nil {
 		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
 	}
-	o := bake.VerifyOptions{
-		Common: bake.Common{
+	o := engine.VerifyOptions{
+		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
-			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ, Expect: c.Expect,
-			Policy: c.policy(), CheckTimeout: c.CheckTimeout, SkipNCCL: !c.NCCL, RemoteFolder: settings.DefaultRemoteFolder,
-			Function: verifyFunction(c.NCCL || c.CompleteValidation),
+			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
+			Checks: verifySettings(c, b),
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
-	return bake.Verify(ctx, h, ui, o)
+	return engine.Verify(ctx, h, ui, o)
 }
 
 // launchReport is what the report says about the launch.
@@ -442,11 +566,14 @@ func (c *Config) checkDeferredBOM() error {
 	if err != nil || b.Deferred == nil {
 		return nil
 	}
-	return fmt.Errorf("bom_file %s: %w", c.BOMFile, bake.ErrDeferredNotCompleted)
+	return fmt.Errorf("bom_file %s: %w", c.BOMFile, engine.ErrDeferredNotCompleted)
 }
 
-// onFailure applies on_failure to every copy of the AMI.
-func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), all map[string]string) error {
+// onFailure applies on_failure to every copy of the AMI, detached from cancellation (the
+// verdict is given), each step retried to its deadline: tag dlami:verified = false, or
+// deregister, which tags first so that a copy it cannot deregister is still marked bad. What
+// it cannot do is recorded for the final report with its command, and returned.
+func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, all map[string]string) error {
 	c := &p.config
 	if c.OnFailure == OnFailureKeep {
 		ui.Error("dlami: on_failure = keep: the AMI is left as it is")
@@ -457,26 +584,47 @@ func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For f
 	for _, r := range slices.Sorted(maps.Keys(all)) {
 		api, err := ec2For(ctx, r)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("on_failure = %s in %s: %w", c.OnFailure, r, err))
 			continue
 		}
-		switch c.OnFailure {
-		case OnFailureTag:
-			err = launch.TagImage(ctx, api, all[r], map[string]string{amitags.Verified: "false", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339)})
-			if err == nil {
-				ui.Error(fmt.Sprintf("dlami: %s: tagged %s %s = false", r, all[r], amitags.Verified))
-			}
-		case OnFailureDeregister:
-			err = launch.Deregister(ctx, api, all[r])
-			if err == nil {
-				ui.Error(fmt.Sprintf("dlami: %s: deregistered %s and deleted its snapshots (on_failure = deregister)", r, all[r]))
-			}
+		bad := map[string]string{amitags.Verified: "false", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339)}
+		terr := launch.TagImage(ctx, api, all[r], bad, p.patience())
+		if terr == nil {
+			ui.Error(fmt.Sprintf("dlami: %s: tagged %s %s = false", r, all[r], amitags.Verified))
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("on_failure = %s in %s: %w", c.OnFailure, r, err))
+		if c.OnFailure == OnFailureTag {
+			if terr != nil {
+				run.untagged = append(run.untagged, untagged{r, all[r], bad, terr})
+				errs = append(errs, fmt.Errorf("on_failure = tag in %s: %w", r, terr))
+			}
+			continue
 		}
+		derr := launch.Deregister(ctx, api, all[r], p.patience())
+		if derr == nil {
+			ui.Error(fmt.Sprintf("dlami: %s: deregistered %s and deleted its snapshots (on_failure = deregister)", r, all[r]))
+			continue
+		}
+		run.leaked(r, launch.Leaks(derr))
+		if terr != nil && !leftRegistered(derr) {
+			terr = nil // gone: the tag does not matter
+		}
+		if terr != nil {
+			run.untagged = append(run.untagged, untagged{r, all[r], bad, terr})
+		}
+		errs = append(errs, fmt.Errorf("on_failure = deregister in %s: %w", r, errors.Join(derr, terr)))
 	}
 	return errors.Join(errs...)
+}
+
+// leftRegistered reports whether a deregistration's error says the image is still registered
+// (rather than only a snapshot left, or an image EC2 never knew).
+func leftRegistered(err error) bool {
+	for _, l := range launch.Leaks(err) {
+		if l.Kind == launch.KindImage {
+			return true
+		}
+	}
+	return false
 }
 
 // dialSSH connects to the instance through Packer's own SSH communicator, retrying until
@@ -510,12 +658,20 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 	}
 }
 
-// verifyFunction is what the first boot runs of the tests that prove the hardware works: with
-// nccl = true, what a bake runs by default (DCGM level 2, EFA traffic, GPUDirect RDMA); without
-// it, none of them, so a verification stays a first-boot check that costs no GPU minutes.
-func verifyFunction(full bool) checks.FunctionOptions {
-	if full {
-		return checks.FunctionOptions{DCGMLevel: checks.DefaultDCGMLevel}
+// verifySettings is what the first boot is judged with. With nccl = true or
+// complete_validation = true it runs the NCCL test and the tests that prove the hardware
+// works, with the bake's settings from the bill of materials (DCGM's level, the EFA traffic
+// and GPUDirect RDMA floors: a bake that turned DCGM off is not judged with it here); without
+// either, none of them, so a verification stays a first-boot check that costs no GPU minutes.
+func verifySettings(c *Config, doc bom.BOM) checks.Settings {
+	s := checks.Settings{
+		Expect: c.Expect, NCCL: settings.NCCL{Skip: !c.NCCL},
+		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
+		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
-	return checks.FunctionOptions{EFATraffic: checks.EFATrafficOptions{Skip: true}, GDR: checks.GDROptions{Skip: true}}
+	if c.NCCL || c.CompleteValidation {
+		s = engine.BakeTests(s, doc)
+		s.NCCL.Skip = !c.NCCL && !c.CompleteValidation
+	}
+	return s
 }

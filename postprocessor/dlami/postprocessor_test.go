@@ -226,7 +226,7 @@ func TestOnFailure(t *testing.T) {
 			f.own(t, "us-east-1", all["us-east-1"], "snap-00000000000000e01")
 			f.own(t, "us-west-2", all["us-west-2"], "snap-00000000000000e02")
 			p := &PostProcessor{config: Config{OnFailure: mode}}
-			if err := p.onFailure(context.Background(), packersdk.TestUi(t), f.client, all); err != nil {
+			if err := p.onFailure(context.Background(), packersdk.TestUi(t), f.client, &run{}, all); err != nil {
 				t.Fatal(err)
 			}
 			for region, id := range all {

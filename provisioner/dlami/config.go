@@ -89,6 +89,23 @@ type Config struct {
 	// Install dlami-node-check into the image with a systemd unit that judges every boot
 	// against this bake's bill of materials. Off unless the block is set.
 	NodeCheck *NodeCheckConfig `mapstructure:"node_check"`
+	// Check ids not to judge, in this bake and (carried by the bill of materials) in the
+	// post-processor's verification and every node's check: each is reported `skip` with this
+	// setting named, never `pass`. The guard's checks (`kernel`, `holds`, `packages`,
+	// `next-boot-kernel`, `dkms`, `first-boot-*`) cannot be skipped. A site check is
+	// `site:<file name>`.
+	SkipChecks []string `mapstructure:"skip_checks"`
+	// Check ids whose failure is reported as a warning (its message says it would have failed),
+	// here, in the verification and on every node. The guard's checks cannot be demoted.
+	WarnChecks []string `mapstructure:"warn_checks"`
+	// Local directory of site checks: executables installed into the image at
+	// /etc/dlami-bake/site-checks.d/ and run as root in the host phase of this bake, the
+	// post-processor's first-boot verification and every node check, each bounded by
+	// `check_timeout`. Exit 0 passes, 1 fails, 2 warns (node-problem-detector's custom plugin
+	// convention, with its "unknown" read as a warning); any other status, a timeout or a file
+	// that cannot run fails. The last line of its output is the check's message, the output its
+	// evidence. Each file's name (letters, digits, `.`, `_`, `-`) makes its id: `site:<name>`.
+	SiteChecksDir string `mapstructure:"site_checks_dir"`
 	// Clean the image as the last step of this provisioner, after the bill of materials: remove
 	// the key Packer logged in with from the SSH user's and root's `authorized_keys` (other keys
 	// stay), the SSH host keys, the machine id (`/etc/machine-id` emptied), cloud-init's instance
@@ -137,7 +154,8 @@ type Layer struct {
 	Scripts []string `mapstructure:"scripts"`
 	// Commands run as root by /bin/sh -e, in order.
 	Inline []string `mapstructure:"inline"`
-	// Environment for scripts and inline commands. Values are never printed.
+	// Environment for scripts and inline commands. A value that can be secret (see the
+	// provisioner docs' Secrets section: credential-like names, long tokens) is never printed.
 	Environment map[string]string `mapstructure:"environment"`
 	// Reboot after the layer, wait for the host, and check the running kernel.
 	Reboot bool `mapstructure:"reboot"`
@@ -194,42 +212,19 @@ type GPUDirectRDMAConfig struct {
 	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
 }
 
-// function builds the function tests' options; an unset dcgm_level takes checks' default.
-func (c *Config) function() checks.FunctionOptions {
-	level := checks.DefaultDCGMLevel
+// function builds the function tests' settings as the template wrote them; an unset
+// dcgm_level takes settings' default.
+func (c *Config) function() settings.Function {
+	level := settings.DefaultDCGMLevel
 	if c.DCGMLevel != nil {
-		level = *c.DCGMLevel
+		level = settings.DCGMLevel(*c.DCGMLevel)
 	}
-	return checks.FunctionOptions{
+	return settings.Function{
 		DCGMLevel: level,
-		EFATraffic: checks.EFATrafficOptions{Skip: c.EFATraffic.Skip, MinBandwidthMBps: c.EFATraffic.MinBandwidthMBps,
-			TimeoutSeconds: int(c.EFATraffic.Timeout / time.Second), Concurrency: c.EFATraffic.Concurrency},
-		GDR: checks.GDROptions{Skip: c.GPUDirectRDMA.Skip, BusBWFloorGBps: c.GPUDirectRDMA.BusBWFloorGBps},
+		EFATraffic: settings.EFATraffic{Skip: c.EFATraffic.Skip, MinBandwidthMBps: c.EFATraffic.MinBandwidthMBps,
+			Timeout: c.EFATraffic.Timeout, Concurrency: c.EFATraffic.Concurrency},
+		GDR: settings.GDR{Skip: c.GPUDirectRDMA.Skip, BusBWFloorGBps: c.GPUDirectRDMA.BusBWFloorGBps},
 	}
-}
-
-// validateFunction names every bad setting of the function tests.
-func (c *Config) validateFunction() []error {
-	var errs []error
-	if c.DCGMLevel != nil {
-		if err := checks.ValidateDCGMLevel(*c.DCGMLevel); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	e := c.EFATraffic
-	if e.MinBandwidthMBps < 0 {
-		errs = append(errs, fmt.Errorf("efa_traffic.min_bandwidth_mbps = %g: must not be negative", e.MinBandwidthMBps))
-	}
-	if e.Timeout != 0 && e.Timeout < time.Second {
-		errs = append(errs, fmt.Errorf("efa_traffic.timeout must be at least 1s, got %s", e.Timeout))
-	}
-	if e.Concurrency < 0 || e.Concurrency > 64 {
-		errs = append(errs, fmt.Errorf("efa_traffic.concurrency = %d: use 1 to 64, or leave it unset for %d", e.Concurrency, checks.DefaultEFATrafficConcurrency))
-	}
-	if c.GPUDirectRDMA.BusBWFloorGBps < 0 {
-		errs = append(errs, fmt.Errorf("gpudirect_rdma.busbw_floor_gbps = %g: must not be negative", c.GPUDirectRDMA.BusBWFloorGBps))
-	}
-	return errs
 }
 
 // NCCLConfig controls the 1-node NCCL test.
@@ -244,7 +239,8 @@ type NCCLConfig struct {
 	Args []string `mapstructure:"args"`
 	// Kills a hung test. Defaults to 15m.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// Extra environment passed to the ranks with mpirun -x. Values are never printed.
+	// Extra environment passed to the ranks with mpirun -x. A value that can be secret (see
+	// the Secrets section) is never printed, and none is written into the image.
 	Env map[string]string `mapstructure:"env"`
 	// What nccl-transport requires: `efa` (aws-ofi-nccl over EFA) or `any` (whatever NCCL
 	// chose on one node, reported). Defaults to `efa` when the host has EFA devices (or the
@@ -252,25 +248,22 @@ type NCCLConfig struct {
 	Transport string `mapstructure:"transport"`
 }
 
-// options builds the NCCL test's internal form; zero values take checks' defaults.
-func (n NCCLConfig) options() checks.NCCLOptions {
-	return checks.NCCLOptions{
-		CUDAVersion: n.CUDAVersion, Ranks: n.Ranks, Args: n.Args,
-		TimeoutSeconds: int(n.Timeout / time.Second), Env: n.Env, Transport: n.Transport,
+// settings builds the NCCL test's settings as the template wrote them; zero values take
+// settings' defaults.
+func (n NCCLConfig) settings() settings.NCCL {
+	return settings.NCCL{
+		Skip: n.Skip, CUDAVersion: n.CUDAVersion, Ranks: n.Ranks, Args: n.Args,
+		Timeout: n.Timeout, Env: n.Env, Transport: settings.Transport(n.Transport),
 	}
 }
 
 // Validate reports every bad setting of the nccl block, in order, each naming the setting as
 // the template spells it.
 func (n NCCLConfig) Validate() []error {
-	var errs []error
-	if n.Timeout != 0 && n.Timeout < time.Second {
-		errs = append(errs, fmt.Errorf("nccl.timeout must be at least 1s, got %s", n.Timeout))
+	if _, err := n.settings().Resolved(); err != nil {
+		return []error{err}
 	}
-	if _, err := checks.NCCLCommand(n.options()); err != nil {
-		errs = append(errs, err)
-	}
-	return errs
+	return nil
 }
 
 // prepare fills in the defaults this package owns and validates every block in a fixed order.
@@ -310,7 +303,14 @@ func (c *Config) prepare() []error {
 	}
 	errs = append(errs, c.Expect.Validate()...)
 	errs = append(errs, c.NCCL.Validate()...)
-	errs = append(errs, c.validateFunction()...)
+	errs = append(errs, c.function().Validate("")...)
+	errs = append(errs, checks.CheckSelection("skip_checks", c.SkipChecks)...)
+	errs = append(errs, checks.CheckSelection("warn_checks", c.WarnChecks)...)
+	if c.SiteChecksDir != "" {
+		if _, err := readSiteChecks(c.SiteChecksDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.NodeCheck != nil {
 		errs = append(errs, c.NodeCheck.prepare(c.Validate == nil || *c.Validate)...)
 	}

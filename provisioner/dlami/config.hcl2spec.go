@@ -38,6 +38,9 @@ type FlatConfig struct {
 	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
 	NodeCheck           *FlatNodeCheckConfig     `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
+	SkipChecks          []string                 `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks          []string                 `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	SiteChecksDir       *string                  `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
 	ImageHygiene        *bool                    `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
 }
 
@@ -80,6 +83,9 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
 		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*FlatNodeCheckConfig)(nil).HCL2Spec())},
+		"skip_checks":                &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
+		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
+		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
 		"image_hygiene":              &hcldec.AttrSpec{Name: "image_hygiene", Type: cty.Bool, Required: false},
 	}
 	return s
@@ -270,12 +276,17 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 // FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatNodeCheckConfig struct {
-	Action    *string  `mapstructure:"action" cty:"action" hcl:"action"`
-	Before    []string `mapstructure:"before" cty:"before" hcl:"before"`
-	NCCL      *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	Timeout   *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	Textfile  *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
-	LoginUser *string  `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
+	Action        *string  `mapstructure:"action" cty:"action" hcl:"action"`
+	Before        []string `mapstructure:"before" cty:"before" hcl:"before"`
+	NCCL          *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel     *int     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic    *bool    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA *bool    `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	SkipChecks    []string `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks    []string `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	Timeout       *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	Textfile      *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
+	LoginUser     *string  `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
 }
 
 // FlatMapstructure returns a new FlatNodeCheckConfig.
@@ -290,12 +301,17 @@ func (*NodeCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcld
 // The decoded values from this spec will then be applied to a FlatNodeCheckConfig.
 func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"action":     &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
-		"before":     &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
-		"nccl":       &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
-		"timeout":    &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
-		"textfile":   &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
-		"login_user": &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
+		"action":         &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
+		"before":         &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
+		"nccl":           &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
+		"dcgm_level":     &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
+		"efa_traffic":    &hcldec.AttrSpec{Name: "efa_traffic", Type: cty.Bool, Required: false},
+		"gpudirect_rdma": &hcldec.AttrSpec{Name: "gpudirect_rdma", Type: cty.Bool, Required: false},
+		"skip_checks":    &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
+		"warn_checks":    &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
+		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
+		"textfile":       &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
+		"login_user":     &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
 	}
 	return s
 }

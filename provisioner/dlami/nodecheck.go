@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // NodeCheckConfig is the node_check block: dlami-node-check in the image, run by a systemd
@@ -27,9 +29,22 @@ type NodeCheckConfig struct {
 	// Units the check runs before (and, with `block`, keeps from starting when it fails).
 	// Defaults to `["slurmd.service", "kubelet.service"]`.
 	Before []string `mapstructure:"before"`
-	// Run the 1-node NCCL test at every boot too (minutes of GPU time per boot). Defaults to
-	// false.
+	// Run the 1-node NCCL test at every boot too (minutes of GPU time per boot), with the
+	// bake's nccl settings. Defaults to false.
 	NCCL bool `mapstructure:"nccl"`
+	// Run DCGM's diagnostics at this level at every boot (1 takes seconds to a minute, 2 a
+	// few minutes); 0 turns them off. Defaults to 0.
+	DCGMLevel int `mapstructure:"dcgm_level"`
+	// Run the EFA traffic test at every boot (an RDM ping-pong across every EFA device, with
+	// the bake's efa_traffic floor and bounds). Defaults to false.
+	EFATraffic bool `mapstructure:"efa_traffic"`
+	// Run the GPUDirect RDMA all-reduce at every boot (with the bake's gpudirect_rdma floor).
+	// Defaults to false.
+	GPUDirectRDMA bool `mapstructure:"gpudirect_rdma"`
+	// Check ids the node check does not judge, on top of the provisioner's skip_checks.
+	SkipChecks []string `mapstructure:"skip_checks"`
+	// Check ids whose failure only warns on a node, on top of the provisioner's warn_checks.
+	WarnChecks []string `mapstructure:"warn_checks"`
 	// Bound of one run at boot; a run that reaches it fails (the unit's TimeoutStartSec is
 	// 30s longer). Defaults to 5m.
 	Timeout time.Duration `mapstructure:"timeout"`
@@ -49,32 +64,37 @@ var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 func (n *NodeCheckConfig) prepare(validate bool) []error {
 	n.Action = strings.TrimSpace(n.Action)
 	if n.Action == "" {
-		n.Action = nodecheck.ActionBlock
+		n.Action = nodeconf.DefaultAction
 	}
 	if n.Before == nil {
-		n.Before = slices.Clone(nodecheck.DefaultBefore)
+		n.Before = slices.Clone(nodeconf.DefaultBefore)
 	}
 	if n.Timeout == 0 {
-		n.Timeout = nodecheck.DefaultTimeout
+		n.Timeout = nodeconf.DefaultTimeout
 	}
 	if n.Textfile == "" {
-		n.Textfile = nodecheck.DefaultTextfile
+		n.Textfile = nodeconf.DefaultTextfile
 	}
 	var errs []error
 	if n.LoginUser != "" && !loginUserRE.MatchString(n.LoginUser) {
 		errs = append(errs, fmt.Errorf("node_check.login_user %q: a user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', at most 32)", n.LoginUser))
 	}
-	if !slices.Contains(nodecheck.Actions, n.Action) {
-		errs = append(errs, fmt.Errorf("node_check.action %q: use %s", n.Action, strings.Join(nodecheck.Actions, ", ")))
+	if err := nodeconf.CheckAction("node_check.action", n.Action); err != nil {
+		errs = append(errs, err)
 	}
 	for i, u := range n.Before {
-		if err := nodecheck.CheckUnitName(fmt.Sprintf("node_check.before[%d]", i), u); err != nil {
+		if err := nodeconf.CheckUnitName(fmt.Sprintf("node_check.before[%d]", i), u); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if n.Action == nodecheck.ActionBlock && len(n.Before) == 0 {
+	if n.Action == nodeconf.ActionBlock && len(n.Before) == 0 {
 		errs = append(errs, errors.New("node_check.action = \"block\" with an empty node_check.before blocks nothing: name the units to keep from starting, or use action \"report\""))
 	}
+	if err := settings.DCGMLevel(n.DCGMLevel).Validate("node_check.dcgm_level"); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, checks.CheckSelection("node_check.skip_checks", n.SkipChecks)...)
+	errs = append(errs, checks.CheckSelection("node_check.warn_checks", n.WarnChecks)...)
 	if n.Timeout < 10*time.Second || n.Timeout > time.Hour {
 		errs = append(errs, fmt.Errorf("node_check.timeout %s: use 10s to 1h", n.Timeout))
 	}
@@ -91,11 +111,13 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 }
 
 // config is what the command reads in the image.
-func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration) *nodecheck.Config {
-	c := &nodecheck.Config{
-		Action: n.Action, BOMPath: manifestPath, OutDir: nodecheck.DefaultOutDir, Textfile: n.Textfile,
-		TimeoutSeconds: int(n.Timeout / time.Second), CheckTimeoutSeconds: int(checkTimeout / time.Second),
-		NCCL: n.NCCL, Scontrol: nodecheck.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
+func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration) *nodeconf.Config {
+	c := &nodeconf.Config{
+		Action: n.Action, BOMPath: manifestPath, OutDir: nodeconf.DefaultOutDir, Textfile: n.Textfile,
+		Timeout: nodeconf.Duration(n.Timeout), CheckTimeout: nodeconf.Duration(checkTimeout),
+		NCCL: n.NCCL, DCGMLevel: n.DCGMLevel, EFATraffic: n.EFATraffic, GPUDirectRDMA: n.GPUDirectRDMA,
+		SkipChecks: n.SkipChecks, WarnChecks: n.WarnChecks,
+		Scontrol: nodeconf.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
 	}
 	if c.Textfile == "none" {
 		c.Textfile = ""

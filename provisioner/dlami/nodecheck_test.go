@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 func TestNodeCheckDefaults(t *testing.T) {
@@ -22,8 +22,8 @@ func TestNodeCheckDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.opt.NodeCheck
-	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.TimeoutSeconds != 300 ||
-		c.NCCL || c.Textfile != nodecheck.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeoutSeconds != 60 {
+	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.Timeout.Duration() != 300*time.Second ||
+		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeout.Duration() != time.Minute {
 		t.Errorf("defaults: %+v", c)
 	}
 	var off Provisioner
@@ -59,10 +59,10 @@ func TestNodeCheckSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.TimeoutSeconds != int((90*time.Second)/time.Second) {
+	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.Timeout.Duration() != 90*time.Second {
 		t.Errorf("settings: %+v", c)
 	}
-	if u := nodecheck.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
+	if u := nodeconf.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
 		t.Errorf("drain unit:\n%s", u)
 	}
 }

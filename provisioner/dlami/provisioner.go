@@ -7,10 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -19,16 +17,18 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bake"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
 
 // Provisioner implements packersdk.Provisioner.
 type Provisioner struct {
 	config Config
-	opt    bake.Options
+	opt    engine.Options
 }
 
 // ConfigSpec implements packersdk.Provisioner.
@@ -57,11 +57,12 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	for i, l := range c.Layers {
 		layers[i] = l.spec()
 	}
-	secrets := c.secrets(layers)
-	// Packer's filter keeps them out of its logs and UI; the reports are redacted by the bake.
+	secrets := secretfilter.New(c.secrets(layers)...).Secrets()
+	// Packer's filter keeps them out of the plugin's log, secretfilter.UI out of the UI lines
+	// Provision sends (layer output included), and the bake redacts its reports.
 	packersdk.LogSecretFilter.Set(secrets...)
-	p.opt = bake.Options{
-		Common: bake.Common{
+	p.opt = engine.Options{
+		Common: engine.Common{
 			BuildName:     c.PackerBuildName,
 			PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir:     c.ReportDir,
@@ -69,11 +70,11 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			CheckTimeout:  c.CheckTimeout,
 			RemoteFolder:  c.RemoteFolder,
 			Policy:        c.Guard.policy(),
-			Expect:        c.Expect,
-			SkipNCCL:      c.NCCL.Skip,
-			NCCL:          c.NCCL.options(),
-			Function:      c.function(),
-			Secrets:       secrets,
+			Checks: checks.Settings{
+				Expect: c.Expect, NCCL: c.NCCL.settings(), Function: c.function().Resolved(),
+				Skip: c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks", WarnSetting: "warn_checks",
+			},
+			Secrets: secrets,
 		},
 		KeepGoing:     c.KeepGoing,
 		HoldUnheld:    c.HoldUnheld,
@@ -84,6 +85,12 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		Layers:        layers,
 	}
 	p.opt.DeferValidation = c.DeferValidation
+	if c.SiteChecksDir != "" {
+		// Read once here: prepare refused a directory that cannot serve.
+		if p.opt.SiteChecks, err = readSiteChecks(c.SiteChecksDir); err != nil {
+			return err
+		}
+	}
 	if c.NodeCheck != nil {
 		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
 	}
@@ -96,6 +103,11 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	if comm == nil {
 		return errors.New("dlami: no communicator: the provisioner needs SSH access to the build host")
 	}
+	// Every line the provisioner sends (a layer's output, apt's, the NCCL test's, the hygiene
+	// report) and its error pass through the secrets first: Packer does not filter a plugin's
+	// UI, and prints its error as it is.
+	secrets := secretfilter.New(p.opt.Secrets...)
+	ui = secrets.UI(ui)
 	opt := p.opt
 	opt.RunUUID = runUUID(generated)
 	if p.config.ImageHygiene {
@@ -109,7 +121,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	}
 	ctx, stop := interruptible(ctx)
 	defer stop()
-	return bake.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt)
+	return secrets.Error(engine.Run(ctx, remote.SSH{C: comm, TempDir: opt.RemoteFolder}, ui, opt))
 }
 
 // interruptible ends ctx when the plugin process gets SIGINT or SIGTERM. On Ctrl-C the
@@ -133,8 +145,8 @@ func interruptible(ctx context.Context) (context.Context, func()) {
 // hygiene is image_hygiene's view of how Packer logged in: the SSH user, and the public key
 // of the private key it used (the builder's temporary key, or ssh_private_key_file), so that
 // only that key's authorized_keys lines are removed.
-func hygiene(generated map[string]interface{}, ui packersdk.Ui) *bake.Hygiene {
-	h := &bake.Hygiene{}
+func hygiene(generated map[string]interface{}, ui packersdk.Ui) *engine.Hygiene {
+	h := &engine.Hygiene{}
 	h.LoginUser, _ = generated["User"].(string)
 	pem, _ := generated["SSHPrivateKey"].(string)
 	if pem == "" {
@@ -164,15 +176,13 @@ func runUUID(generated map[string]interface{}) string {
 	return os.Getenv("PACKER_RUN_UUID")
 }
 
-// secrets are the values no log or report may show: every layer's environment values and
-// repository passwords, and the nccl.env values.
+// secrets are the values no log, UI line or report may show: every layer's repository
+// credentials and the values of its environment and of nccl.env that can be secret
+// (layer.EnvSecrets: by the variable's name, inside a URL, or long enough to be a token).
 func (c *Config) secrets(layers []layer.Spec) []string {
 	var out []string
 	for _, l := range layers {
 		out = append(out, l.Secrets()...)
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.NCCL.Env)) {
-		out = append(out, c.NCCL.Env[k])
-	}
-	return out
+	return append(out, layer.EnvSecrets(c.NCCL.Env)...)
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
-
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 )
 
 var _ packersdk.Provisioner = new(Provisioner)
@@ -23,13 +21,14 @@ func TestPrepareDefaults(t *testing.T) {
 		o.RemoteFolder != "/tmp" || o.ManifestPath != "/etc/dlami-bake/manifest.json" || o.RebootTimeout != 10*time.Minute {
 		t.Errorf("unexpected defaults: %+v", o)
 	}
-	// The NVMe path, the NCCL arguments and timeout are left to their owner, package checks.
-	if o.Expect.NVMeMount() != "/opt/dlami/nvme" || o.NCCL.TimeoutSeconds != 0 || len(o.NCCL.Args) != 0 {
-		t.Errorf("defaults copied instead of owned by checks: %+v", o)
+	// The NVMe path, the NCCL arguments and timeout are left to their owners (checks,
+	// settings), which fill them in where they are used.
+	if o.Checks.Expect.NVMeMount() != "/opt/dlami/nvme" || o.Checks.NCCL.Timeout != 0 || len(o.Checks.NCCL.Args) != 0 {
+		t.Errorf("defaults copied instead of owned by checks and settings: %+v", o)
 	}
-	script, err := checks.NCCLCommand(o.NCCL)
-	if err != nil || !strings.Contains(script, "timeout -k 10 900 ") || !strings.Contains(script, `"$bin" '-b' '8' '-e' '1G' '-f' '2' '-g' '1' '-c' '1' '-n' '50'`) {
-		t.Errorf("NCCL defaults: %v\n%s", err, script)
+	n, err := o.Checks.NCCL.Resolved()
+	if err != nil || n.Timeout != 15*time.Minute || strings.Join(n.Args, " ") != "-b 8 -e 1G -f 2 -g 1 -c 1 -n 50" {
+		t.Errorf("NCCL defaults: %v %+v", err, n)
 	}
 }
 
@@ -78,9 +77,9 @@ func TestPrepareFullConfig(t *testing.T) {
 	}
 	o := p.opt
 	if o.Validate || o.CheckTimeout != 5*time.Second || len(o.Layers) != 1 || !o.Layers[0].Reboot ||
-		o.Expect.GPUCount != 8 || o.Expect.FabricManager == nil || !*o.Expect.FabricManager ||
-		o.NCCL.TimeoutSeconds != 20 || o.NCCL.CUDAVersion != "13.2" || len(o.Expect.IgnoreXids) != 1 ||
-		!o.Layers[0].ExpectReboot || !o.RequireHolds || o.NCCL.Transport != "any" {
+		o.Checks.Expect.GPUCount != 8 || o.Checks.Expect.FabricManager == nil || !*o.Checks.Expect.FabricManager ||
+		o.Checks.NCCL.Timeout != 20*time.Second || o.Checks.NCCL.CUDAVersion != "13.2" || len(o.Checks.Expect.IgnoreXids) != 1 ||
+		!o.Layers[0].ExpectReboot || !o.RequireHolds || o.Checks.NCCL.Transport != "any" {
 		t.Errorf("config not carried through: %+v", o)
 	}
 }
@@ -121,7 +120,7 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 // Every problem of the nccl block names the setting as the template spells it, never a field
 // of the options package checks validates.
 func TestNCCLErrorsNameTheSetting(t *testing.T) {
-	goField := regexp.MustCompile(`CUDAVersion|Transport|Ranks|TimeoutSeconds|Args|Env`)
+	goField := regexp.MustCompile(`CUDAVersion|Transport|Ranks|Timeout\b|Args|Env`)
 	for _, tc := range []struct {
 		name string
 		nccl map[string]interface{}

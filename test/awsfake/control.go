@@ -34,8 +34,14 @@ type RegionState struct {
 	SecurityGroups []SecurityGroup `json:"security_groups"`
 	Snapshots      []Snapshot      `json:"snapshots"`
 	Volumes        []Volume        `json:"volumes"`
-	Vpc            Vpc             `json:"vpc"`
-	Subnet         Subnet          `json:"subnet"`
+	// NetworkInterfaces lists every interface that exists: those of instances not yet
+	// terminated, and detached ones ("available", launched with DeleteOnTermination false)
+	// until DeleteNetworkInterface.
+	NetworkInterfaces []NetworkInterface `json:"network_interfaces"`
+	PlacementGroups   []PlacementGroup   `json:"placement_groups"`
+	ElasticIPs        []ElasticIP        `json:"elastic_ips"`
+	Vpc               Vpc                `json:"vpc"`
+	Subnet            Subnet             `json:"subnet"`
 }
 
 // StateDump is the answer of GET /_fake/state.
@@ -61,13 +67,16 @@ func (s *Server) State(region string, ownOnly bool) StateDump {
 			continue
 		}
 		rs := RegionState{Vpc: rd.vpc, Subnet: rd.subnet, Instances: []Instance{}, Images: []Image{}, KeyPairs: []KeyPair{},
-			SecurityGroups: []SecurityGroup{}, Snapshots: []Snapshot{}, Volumes: []Volume{}}
+			SecurityGroups: []SecurityGroup{}, Snapshots: []Snapshot{}, Volumes: []Volume{},
+			NetworkInterfaces: []NetworkInterface{}, PlacementGroups: []PlacementGroup{}, ElasticIPs: []ElasticIP{}}
 		for _, r := range instancesInLaunchOrder(rd) {
 			c := r.Instance
 			c.SecurityGroupIDs = append([]string(nil), r.SecurityGroupIDs...)
 			c.Volumes = append([]InstanceVolume(nil), r.Volumes...)
 			c.Layers = append([]string(nil), r.Layers...)
 			c.Tags = copyTags(r.Tags)
+			c.NetworkInterfaces = append([]InstanceInterface(nil), r.NetworkInterfaces...)
+			c.EFACards = append([]int(nil), r.EFACards...)
 			c.RunningSeconds = r.meter.total(s.now()).Seconds()
 			rs.Instances = append(rs.Instances, c)
 		}
@@ -86,7 +95,8 @@ func (s *Server) State(region string, ownOnly bool) StateDump {
 		for _, id := range sortedKeys(rd.groups) {
 			g := *rd.groups[id]
 			g.Tags = copyTags(g.Tags)
-			g.Ingress = append([]Permission(nil), g.Ingress...)
+			g.Ingress = copyPermissions(g.Ingress)
+			g.Egress = copyPermissions(g.Egress)
 			rs.SecurityGroups = append(rs.SecurityGroups, g)
 		}
 		for _, id := range sortedKeys(rd.snapshots) {
@@ -99,6 +109,22 @@ func (s *Server) State(region string, ownOnly bool) StateDump {
 			v := *rd.volumes[id]
 			v.Tags = copyTags(v.Tags)
 			rs.Volumes = append(rs.Volumes, v)
+		}
+		for _, id := range sortedKeys(rd.interfaces) {
+			e := *rd.interfaces[id]
+			e.Tags = copyTags(e.Tags)
+			e.SecurityGroupIDs = append([]string(nil), e.SecurityGroupIDs...)
+			rs.NetworkInterfaces = append(rs.NetworkInterfaces, e)
+		}
+		for _, id := range sortedKeys(rd.placementGroups) {
+			g := *rd.placementGroups[id]
+			g.Tags = copyTags(g.Tags)
+			rs.PlacementGroups = append(rs.PlacementGroups, g)
+		}
+		for _, id := range sortedKeys(rd.addresses) {
+			a := *rd.addresses[id]
+			a.Tags = copyTags(a.Tags)
+			rs.ElasticIPs = append(rs.ElasticIPs, a)
 		}
 		out.Regions[name] = rs
 	}
@@ -291,4 +317,14 @@ func (s *Server) control(r *http.Request) (any, *controlError) {
 		return map[string]any{"op": op, "region": region, "fault": f}, nil
 	}
 	return nil, &controlError{http.StatusNotFound, errors.New("unknown control path " + r.URL.Path + "; want /_fake/state, /_fake/publish, /_fake/deprecate or /_fake/fault")}
+}
+
+func copyPermissions(ps []Permission) []Permission {
+	out := make([]Permission, 0, len(ps))
+	for _, p := range ps {
+		p.CIDRs = append([]string(nil), p.CIDRs...)
+		p.GroupIDs = append([]string(nil), p.GroupIDs...)
+		out = append(out, p)
+	}
+	return out
 }

@@ -28,6 +28,7 @@ type testMachines struct {
 	mu       sync.Mutex
 	calls    []string
 	specs    []MachineSpec
+	networks []MachineNetwork
 	gate     chan struct{}
 	startErr error
 	snapErr  error
@@ -77,6 +78,14 @@ func (m *testMachines) Snapshot(_ context.Context, id string) (string, error) {
 
 func (m *testMachines) Terminate(_ context.Context, id string) error {
 	m.record("Terminate " + id)
+	return nil
+}
+
+func (m *testMachines) SetNetwork(_ context.Context, id string, n MachineNetwork) error {
+	m.mu.Lock()
+	m.networks = append(m.networks, n)
+	m.mu.Unlock()
+	m.record(fmt.Sprintf("SetNetwork %s efa-traffic=%t", id, n.EFATraffic))
 	return nil
 }
 
@@ -1031,11 +1040,14 @@ func TestDeregisteredImageLingers(t *testing.T) {
 			t.Errorf("a search lists the deregistered image")
 		}
 	}
-	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.NotFound" {
-		t.Errorf("deregistering twice: %v", err)
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.Unavailable" {
+		t.Errorf("deregistering twice: %v, want InvalidAMIID.Unavailable", err)
 	}
 	now = now.Add(DeregisteredVisible)
 	if _, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{ami}}); errorCode(err) != "InvalidAMIID.NotFound" {
 		t.Errorf("lookup after the interval: %v, want InvalidAMIID.NotFound", err)
+	}
+	if _, err := c.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(ami)}); errorCode(err) != "InvalidAMIID.NotFound" {
+		t.Errorf("deregistering after the interval: %v, want InvalidAMIID.NotFound", err)
 	}
 }

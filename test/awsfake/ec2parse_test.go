@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -36,8 +37,45 @@ func TestParseRunInstances(t *testing.T) {
 			}, ""},
 		{"network interface carries subnet and groups", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.SubnetId=subnet-0a&NetworkInterface.1.SecurityGroupId.1=sg-0b",
 			func(in RunInstancesInput) bool {
-				return in.SubnetID == "subnet-0a" && len(in.SecurityGroupIDs) == 1 && in.SecurityGroupIDs[0] == "sg-0b"
+				return in.SubnetID == "" && len(in.SecurityGroupIDs) == 0 && len(in.Interfaces) == 1 && in.Interfaces[0].SubnetID == "subnet-0a" &&
+					slices.Equal(in.Interfaces[0].SecurityGroupIDs, []string{"sg-0b"}) && in.Interfaces[0].InterfaceType == InterfaceENA &&
+					in.Interfaces[0].DeleteOnTermination && in.Interfaces[0].AssociatePublicIP == nil
 			}, ""},
+		{"P5 layout, current User Guide", base + p5Layout(false),
+			func(in RunInstancesInput) bool {
+				efa := 0
+				for _, sp := range in.Interfaces {
+					if sp.EFA() {
+						efa++
+					}
+				}
+				return len(in.Interfaces) == 33 && efa == 32 && in.Interfaces[1].InterfaceType == InterfaceEFAOnly && in.Interfaces[1].DeviceIndex == 1
+			}, ""},
+		{"P5 layout, older User Guide", base + p5Layout(true),
+			func(in RunInstancesInput) bool {
+				return len(in.Interfaces) == 32 && in.Interfaces[0].InterfaceType == InterfaceEFA
+			}, ""},
+		{"public IP false on several interfaces", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.AssociatePublicIpAddress=false" +
+			"&NetworkInterface.2.DeviceIndex=0&NetworkInterface.2.NetworkCardIndex=1&NetworkInterface.2.InterfaceType=efa-only&NetworkInterface.2.AssociatePublicIpAddress=false",
+			func(in RunInstancesInput) bool {
+				return len(in.Interfaces) == 2 && !*in.Interfaces[1].AssociatePublicIP
+			}, ""},
+		{"keep the interface", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.DeleteOnTermination=false",
+			func(in RunInstancesInput) bool { return !in.Interfaces[0].DeleteOnTermination }, ""},
+		{"placement group", base + "&Placement.GroupName=dlami-cluster", func(in RunInstancesInput) bool { return in.PlacementGroup == "dlami-cluster" }, ""},
+		{"no device index", base + "&NetworkInterface.1.SubnetId=subnet-0a", nil, "Each network interface requires a device index."},
+		{"bad interface type", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.InterfaceType=trunk", nil, "'trunk' is not a valid value for interface type"},
+		{"existing interface", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.NetworkInterfaceId=eni-0a", nil, "does not launch with existing network interfaces"},
+		{"no primary", base + "&NetworkInterface.1.DeviceIndex=1", nil, "you must include a device at index 0 and network card at index 0"},
+		{"primary on card 1 only", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.NetworkCardIndex=1", nil, "you must include a device at index 0 and network card at index 0"},
+		{"efa-only primary", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.InterfaceType=efa-only", nil, "InvalidParameterCombination: You can't use an EFA-only network interface as the primary"},
+		{"two interfaces on one card and device", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.2.DeviceIndex=1&NetworkInterface.3.DeviceIndex=1&NetworkInterface.3.InterfaceType=efa-only",
+			nil, "InvalidParameterValue: Two network interfaces are specified at network card index 0 and device index 1"},
+		{"public IP with several interfaces", base + "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.AssociatePublicIpAddress=true&NetworkInterface.2.DeviceIndex=1&NetworkInterface.2.InterfaceType=efa-only",
+			nil, "InvalidParameterCombination: The associatePublicIPAddress parameter cannot be specified when launching with multiple network interfaces."},
+		{"instance-level groups beside interfaces", base + "&SecurityGroupId.1=sg-0a&NetworkInterface.1.DeviceIndex=0", nil,
+			"InvalidParameterCombination: Network interfaces and an instance-level security groups may not be specified on the same request"},
+		{"group name and id", base + "&Placement.GroupName=a&Placement.GroupId=pg-0a", nil, "InvalidParameterCombination"},
 		{"delete on termination defaults to true", base + "&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsdb&BlockDeviceMapping.1.Ebs.VolumeSize=10",
 			func(in RunInstancesInput) bool { return in.BlockDevices[0].DeleteOnTermination }, ""},
 		{"no image", "MinCount=1&MaxCount=1", nil, "MissingParameter"},
@@ -51,7 +89,8 @@ func TestParseRunInstances(t *testing.T) {
 		{"reserved tag", base + "&TagSpecification.1.ResourceType=instance&TagSpecification.1.Tag.1.Key=aws%3Ax&TagSpecification.1.Tag.1.Value=v", nil, "reserved"},
 		{"bad tag resource", base + "&TagSpecification.1.ResourceType=image&TagSpecification.1.Tag.1.Key=k", nil, "not a valid taggable"},
 		{"bad volume type", base + "&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1&BlockDeviceMapping.1.Ebs.VolumeType=ssd", nil, "volumeType"},
-		{"two subnets", base + "&SubnetId=subnet-0a&NetworkInterface.1.SubnetId=subnet-0b", nil, "InvalidParameterCombination"},
+		{"instance-level subnet beside interfaces", base + "&SubnetId=subnet-0a&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1.SubnetId=subnet-0a", nil,
+			"InvalidParameterCombination: Network interfaces and an instance-level subnet ID may not be specified on the same request"},
 		{"metadata options", base + "&MetadataOptions.HttpEndpoint=enabled&MetadataOptions.HttpTokens=required&MetadataOptions.HttpPutResponseHopLimit=2&MetadataOptions.InstanceMetadataTags=enabled",
 			func(in RunInstancesInput) bool {
 				return in.MetadataOptions != nil && *in.MetadataOptions == MetadataOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPPutResponseHopLimit: 2, InstanceMetadataTags: "enabled"}
@@ -188,7 +227,7 @@ func TestEC2ParsersReject(t *testing.T) {
 		{"DescribeOfferings", "LocationType=galaxy", "InvalidParameterValue"},
 		{"CreateTags", "ResourceId.1=ami-0a&Tag.1.Key=team&Tag.1.Value=ml", ""},
 		{"CreateTags", "Tag.1.Key=team", "MissingParameter"},
-		{"CreateTags", "ResourceId.1=eni-0a&Tag.1.Key=team", "InvalidID"},
+		{"CreateTags", "ResourceId.1=igw-0a&Tag.1.Key=team", "InvalidID"},
 		{"CreateTags", "ResourceId.1=ami-0a&Tag.1.Value=v", "InvalidParameterValue"},
 		{"DescribeTags", "Filter.1.Name=resource-id&Filter.1.Value.1=ami-0a", ""},
 		{"DescribeTags", "Filter.1.Name=tag%3Ax", "InvalidParameterValue"},
@@ -273,6 +312,8 @@ func FuzzParseRunInstances(f *testing.F) {
 	fuzzParser(f, []string{
 		"ImageId=ami-0abc&InstanceType=p6-b200.48xlarge&MinCount=1&MaxCount=1&KeyName=k&SecurityGroupId.1=sg-0a",
 		"ImageId=ami-0abc&MinCount=1&MaxCount=2&NetworkInterface.1.SubnetId=subnet-0a&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1&BlockDeviceMapping.1.Ebs.VolumeSize=9",
+		"ImageId=ami-0abc&MinCount=1&MaxCount=1&Placement.GroupName=g" + p5Layout(false),
+		"ImageId=ami-0abc&MinCount=1&MaxCount=1" + p5Layout(true) + "&NetworkInterface.1.SecurityGroupId.1=sg-0a&NetworkInterface.1.AssociatePublicIpAddress=false",
 		"ImageId=ami-0abc&MinCount=1&MaxCount=1&MetadataOptions.HttpTokens=required&MetadataOptions.HttpEndpoint=enabled&MetadataOptions.HttpPutResponseHopLimit=2&MetadataOptions.InstanceMetadataTags=disabled&UserData=IyEvYmluL3NoCg%3D%3D",
 	}, ParseRunInstances, func(t *testing.T, in RunInstancesInput) {
 		if !strings.HasPrefix(in.ImageID, "ami-") || in.MinCount < 1 || in.MinCount > in.MaxCount || in.MaxCount > MaxInstancesPerLaunch ||
@@ -296,6 +337,22 @@ func FuzzParseRunInstances(f *testing.F) {
 			}
 		}
 		checkTagSpecs(t, in.TagSpecs)
+		if len(in.Interfaces) > 0 && (in.SubnetID != "" || len(in.SecurityGroupIDs)+len(in.SecurityGroups) > 0) {
+			t.Fatalf("accepted interfaces beside instance-level subnet or groups: %+v", in)
+		}
+		seen := map[[2]int]bool{}
+		for _, sp := range in.Interfaces {
+			k := [2]int{sp.NetworkCardIndex, sp.DeviceIndex}
+			if seen[k] || !slices.Contains([]string{InterfaceENA, InterfaceEFA, InterfaceEFAOnly}, sp.InterfaceType) ||
+				k == [2]int{0, 0} && sp.InterfaceType == InterfaceEFAOnly ||
+				len(in.Interfaces) > 1 && sp.AssociatePublicIP != nil && *sp.AssociatePublicIP {
+				t.Fatalf("accepted interfaces %+v", in.Interfaces)
+			}
+			seen[k] = true
+		}
+		if len(in.Interfaces) > 0 && !seen[[2]int{0, 0}] {
+			t.Fatalf("accepted interfaces without a primary: %+v", in.Interfaces)
+		}
 	})
 }
 
@@ -549,4 +606,136 @@ func FuzzParseVolumeID(f *testing.F) {
 			t.Fatalf("accepted %q", id)
 		}
 	})
+}
+
+// p5Layout is the NetworkInterface.N part of a p5.48xlarge launch with 32 EFA interfaces: the
+// User Guide's current use case 1 (0/0 interface, 0/1 efa-only, cards 1-31 device 0 efa-only;
+// 33 entries) or, with old, its older text (0/0 efa, cards 1-31 device 1 efa-only; 32 entries).
+func p5Layout(old bool) string {
+	var b strings.Builder
+	n := 0
+	add := func(card, dev int, typ string) {
+		n++
+		fmt.Fprintf(&b, "&NetworkInterface.%d.NetworkCardIndex=%d&NetworkInterface.%d.DeviceIndex=%d&NetworkInterface.%d.InterfaceType=%s", n, card, n, dev, n, typ)
+	}
+	if old {
+		add(0, 0, "efa")
+		for c := 1; c < 32; c++ {
+			add(c, 1, "efa-only")
+		}
+		return b.String()
+	}
+	add(0, 0, "interface")
+	add(0, 1, "efa-only")
+	for c := 1; c < 32; c++ {
+		add(c, 0, "efa-only")
+	}
+	return b.String()
+}
+
+func FuzzParseDescribeInstanceTypes(f *testing.F) {
+	fuzzParser(f, []string{"InstanceType.1=p5.48xlarge&InstanceType.2=p6-b200.48xlarge",
+		"Filter.1.Name=network-info.efa-supported&Filter.1.Value.1=true&MaxResults=5&NextToken=fake-next-5"},
+		ParseDescribeInstanceTypes, func(t *testing.T, in DescribeInstanceTypesInput) {
+			for _, id := range in.IDs {
+				if !instanceTypeShape.MatchString(id) {
+					t.Fatalf("accepted type %q", id)
+				}
+			}
+			if in.MaxResults > 100 {
+				t.Fatalf("accepted MaxResults %d", in.MaxResults)
+			}
+		})
+}
+
+func FuzzParseDescribeNetworkInterfaces(f *testing.F) {
+	fuzzParser(f, []string{"NetworkInterfaceId.1=eni-0a", "Filter.1.Name=attachment.instance-id&Filter.1.Value.1=i-0a&Filter.2.Name=interface-type&Filter.2.Value.1=efa-only"},
+		ParseDescribeNetworkInterfaces, func(t *testing.T, in DescribeInput) {
+			for _, id := range in.IDs {
+				if !strings.HasPrefix(id, "eni-") {
+					t.Fatalf("accepted id %q", id)
+				}
+			}
+		})
+}
+
+func FuzzParseNetworkInterfaceID(f *testing.F) {
+	fuzzParser(f, []string{"NetworkInterfaceId=eni-0a"}, ParseNetworkInterfaceID, func(t *testing.T, id string) {
+		if !strings.HasPrefix(id, "eni-") {
+			t.Fatalf("accepted %q", id)
+		}
+	})
+}
+
+func FuzzParseCreatePlacementGroup(f *testing.F) {
+	fuzzParser(f, []string{"GroupName=dlami&Strategy=cluster&TagSpecification.1.ResourceType=placement-group&TagSpecification.1.Tag.1.Key=k",
+		"GroupName=p&Strategy=partition&PartitionCount=3", "GroupName=s&Strategy=spread&SpreadLevel=host"},
+		ParseCreatePlacementGroup, func(t *testing.T, in PlacementGroupInput) {
+			if in.GroupName == "" || len(in.GroupName) > 255 || !slices.Contains([]string{"cluster", "spread", "partition"}, in.Strategy) ||
+				in.PartitionCount < 0 || in.PartitionCount > 7 || in.PartitionCount > 0 && in.Strategy != "partition" {
+				t.Fatalf("accepted %+v", in)
+			}
+			checkTagSpecs(t, in.TagSpecs)
+		})
+}
+
+func FuzzParseDeletePlacementGroup(f *testing.F) {
+	fuzzParser(f, []string{"GroupName=dlami"}, ParseDeletePlacementGroup, func(t *testing.T, in PlacementGroupInput) {
+		if in.GroupName == "" {
+			t.Fatalf("accepted %+v", in)
+		}
+	})
+}
+
+func FuzzParseDescribePlacementGroups(f *testing.F) {
+	fuzzParser(f, []string{"GroupName.1=dlami", "GroupId.1=pg-0a&Filter.1.Name=strategy&Filter.1.Value.1=cluster"},
+		ParseDescribePlacementGroups, func(t *testing.T, in DescribePlacementGroupsInput) {
+			for _, id := range in.IDs {
+				if !strings.HasPrefix(id, "pg-") {
+					t.Fatalf("accepted id %q", id)
+				}
+			}
+		})
+}
+
+func FuzzParseAllocateAddress(f *testing.F) {
+	fuzzParser(f, []string{"Domain=vpc&TagSpecification.1.ResourceType=elastic-ip&TagSpecification.1.Tag.1.Key=k"}, ParseAllocateAddress,
+		func(t *testing.T, in AllocateAddressInput) { checkTagSpecs(t, in.TagSpecs) })
+}
+
+func FuzzParseAssociateAddress(f *testing.F) {
+	fuzzParser(f, []string{"AllocationId=eipalloc-0a&InstanceId=i-0a", "AllocationId=eipalloc-0a&NetworkInterfaceId=eni-0a&AllowReassociation=true"},
+		ParseAssociateAddress, func(t *testing.T, in AssociateAddressInput) {
+			if !strings.HasPrefix(in.AllocationID, "eipalloc-") || in.InstanceID == "" && in.NetworkInterfaceID == "" ||
+				in.InstanceID != "" && !strings.HasPrefix(in.InstanceID, "i-") || in.NetworkInterfaceID != "" && !strings.HasPrefix(in.NetworkInterfaceID, "eni-") {
+				t.Fatalf("accepted %+v", in)
+			}
+		})
+}
+
+func FuzzParseDisassociateAddress(f *testing.F) {
+	fuzzParser(f, []string{"AssociationId=eipassoc-0a"}, ParseDisassociateAddress, func(t *testing.T, id string) {
+		if !strings.HasPrefix(id, "eipassoc-") {
+			t.Fatalf("accepted %q", id)
+		}
+	})
+}
+
+func FuzzParseReleaseAddress(f *testing.F) {
+	fuzzParser(f, []string{"AllocationId=eipalloc-0a", "PublicIp=127.1.0.1"}, ParseReleaseAddress, func(t *testing.T, id string) {
+		if !strings.HasPrefix(id, "eipalloc-") {
+			t.Fatalf("accepted %q", id)
+		}
+	})
+}
+
+func FuzzParseDescribeAddresses(f *testing.F) {
+	fuzzParser(f, []string{"AllocationId.1=eipalloc-0a", "PublicIp.1=127.1.0.1&Filter.1.Name=instance-id&Filter.1.Value.1=i-0a"},
+		ParseDescribeAddresses, func(t *testing.T, in DescribeAddressesInput) {
+			for _, id := range in.IDs {
+				if !strings.HasPrefix(id, "eipalloc-") {
+					t.Fatalf("accepted id %q", id)
+				}
+			}
+		})
 }

@@ -30,6 +30,16 @@ type Fault struct {
 	// StuckPending makes the instances of the next N RunInstances calls
 	// stay pending forever (their hosts are never booted).
 	StuckPending int
+	// LoseAnswer serves the next N calls (the fake acts: a key pair is made,
+	// a tag set, an image deregistered) and then drops the connection
+	// without an answer, as a connection reset after the request went out
+	// does. The SDK sees a connection error and retries the same request,
+	// which then meets what the first one did.
+	LoseAnswer int
+	// Hang leaves the next N calls unanswered, without acting, until the
+	// client gives up (its context ends and it closes the connection) or
+	// the fake closes: a call that never answers.
+	Hang int
 }
 
 // ParseFault parses a fault spec of the form
@@ -37,8 +47,8 @@ type Fault struct {
 //	OP[@REGION]=KIND[:ARG][,KIND[:ARG]...]
 //
 // where OP is one of the operations the fake serves (OpNames) or "*", and
-// KIND a FaultAction: throttle:N, 500:N, latency:DURATION, denied, malformed,
-// or, for RunInstances only, capacity:N (InsufficientInstanceCapacity) and
+// KIND a FaultAction: throttle:N, 500:N, lose-answer:N, hang:N,
+// latency:DURATION, denied, malformed, or, for RunInstances only, capacity:N (InsufficientInstanceCapacity) and
 // stuck-pending:N. Examples: "DescribeImages@us-west-2=throttle:2,latency:50ms",
 // "RunInstances=capacity:1".
 func ParseFault(spec string) (op, region string, f Fault, err error) {
@@ -82,6 +92,8 @@ const (
 	FaultMalformed    FaultAction = "malformed"     // HTTP 200 with a truncated body, every call
 	FaultCapacity     FaultAction = "capacity"      // capacity:N, RunInstances only: InsufficientInstanceCapacity
 	FaultStuckPending FaultAction = "stuck-pending" // stuck-pending:N, RunInstances only: instances never leave pending
+	FaultLoseAnswer   FaultAction = "lose-answer"   // lose-answer:N, act, then drop the connection without an answer
+	FaultHang         FaultAction = "hang"          // hang:N, never answer (nor act) until the client gives up
 
 	// faultNone is pickFault's answer when the request is served normally.
 	faultNone FaultAction = ""
@@ -89,13 +101,13 @@ const (
 
 // FaultActions lists every action a fault spec may name, with its argument.
 func FaultActions() []string {
-	return []string{"throttle:N", "500:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N"}
+	return []string{"throttle:N", "500:N", "lose-answer:N", "hang:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N"}
 }
 
 // ParseFaultAction checks that kind names a fault action.
 func ParseFaultAction(kind string) (FaultAction, error) {
 	switch a := FaultAction(kind); a {
-	case FaultThrottle, FaultServerError, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending:
+	case FaultThrottle, FaultServerError, FaultLoseAnswer, FaultHang, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending:
 		return a, nil
 	}
 	return faultNone, fmt.Errorf("unknown kind %q (want %s)", kind, strings.Join(FaultActions(), ", "))
@@ -119,6 +131,10 @@ func (a FaultAction) apply(f *Fault, op, arg string, hasArg bool) error {
 		f.Throttle, err = count()
 	case FaultServerError:
 		f.ServerError, err = count()
+	case FaultLoseAnswer:
+		f.LoseAnswer, err = count()
+	case FaultHang:
+		f.Hang, err = count()
 	case FaultLatency:
 		d, perr := time.ParseDuration(arg)
 		if !hasArg || perr != nil || d < 0 || d > time.Hour {
@@ -179,6 +195,12 @@ func (s *Server) pickFault(op, region string) (action FaultAction, latency time.
 		case f.ServerError > 0:
 			f.ServerError--
 			return FaultServerError, latency
+		case f.Hang > 0:
+			f.Hang--
+			return FaultHang, latency
+		case f.LoseAnswer > 0:
+			f.LoseAnswer--
+			return FaultLoseAnswer, latency
 		case f.AccessDenied:
 			return FaultDenied, latency
 		case f.Malformed:

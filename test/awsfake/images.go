@@ -686,6 +686,12 @@ func (s *Server) deregisterImage(region string, in ImageIDInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
+	if d, gone := rd.deregistered[in.ImageID]; rd.images[in.ImageID] == nil && gone && s.now().Sub(d.at) < DeregisteredVisible && s.visibleTo(&d.img) {
+		// EC2 answers a second DeregisterImage of a lately deregistered image with
+		// InvalidAMIID.Unavailable, not NotFound (github.com/ansible/ansible/issues/24945,
+		// github.com/aeternity/infrastructure/pull/89): what a retry after a lost answer meets.
+		return badRequest("InvalidAMIID.Unavailable", "The image ID '%s' is no longer available", in.ImageID)
+	}
 	img, errResp, ok := s.ownedImage(rd, in.ImageID)
 	if !ok {
 		return errResp

@@ -46,7 +46,8 @@ type Instance struct {
 	SubnetID              string            `json:"subnet_id"`
 	AvailabilityZone      string            `json:"availability_zone"`
 	SecurityGroupIDs      []string          `json:"security_group_ids,omitempty"`
-	Address               string            `json:"address,omitempty"` // public = private IP; empty once terminated
+	Address               string            `json:"address,omitempty"`   // the primary interface's private IP; empty once terminated
+	PublicIP              string            `json:"public_ip,omitempty"` // = Address with one interface (AssociatePublicIpAddress or the subnet's default), an Elastic IP, or none
 	State                 string            `json:"state"`
 	StateReasonCode       string            `json:"state_reason_code,omitempty"`
 	StateReasonMessage    string            `json:"state_reason_message,omitempty"`
@@ -67,6 +68,15 @@ type Instance struct {
 	Stuck bool `json:"stuck,omitempty"`
 	// RunningSeconds is this instance's metered time (see usage.go), filled in by State.
 	RunningSeconds float64 `json:"running_seconds"`
+	// PlacementGroup is the launch's Placement.GroupName.
+	PlacementGroup string `json:"placement_group,omitempty"`
+	// NetworkInterfaces are the interfaces the launch made, in card and device order (one
+	// default interface when it sent none).
+	NetworkInterfaces []InstanceInterface `json:"network_interfaces,omitempty"`
+	// EFACards and EFATraffic are what the instance's host shows (MachineNetwork): the card of
+	// each EFA interface, and whether the security groups let EFA traffic through.
+	EFACards   []int `json:"efa_cards,omitempty"`
+	EFATraffic bool  `json:"efa_traffic"`
 }
 
 type instanceRec struct {
@@ -80,12 +90,17 @@ type instanceRec struct {
 	seq           uint64 // launch order
 	reservationID string
 	meter         meter // the time it ran (usage.go)
+	// interfaceIDs are the launch's interfaces (eni- ids), in card and device order.
+	interfaceIDs []string
+	// network is what the host was last told (MachineSpec.Network, Machines.SetNetwork).
+	network MachineNetwork
 }
 
 var instanceFilters = map[string]bool{
 	"instance-id": true, "instance-state-name": true, "instance-state-code": true, "image-id": true,
 	"instance-type": true, "key-name": true, "vpc-id": true, "subnet-id": true, "availability-zone": true,
-	"ip-address": true, "private-ip-address": true, "tag-key": true, "instance.group-id": true,
+	"ip-address": true, "private-ip-address": true, "tag-key": true, "instance.group-id": true, "placement-group-name": true,
+	"network-interface.network-interface-id": true,
 }
 
 // ParseDescribeInstances decodes DescribeInstances and DescribeInstanceStatus.
@@ -124,6 +139,11 @@ type RunInstancesInput struct {
 	TagSpecs         []TagSpecification
 	ClientToken      string
 	MetadataOptions  *MetadataOptions
+	// Interfaces are NetworkInterface.N (none: one default interface).
+	Interfaces []InterfaceSpec
+	// PlacementGroup is Placement.GroupName; PlacementGroupID Placement.GroupId.
+	PlacementGroup   string
+	PlacementGroupID string
 }
 
 // MetadataOptions is RunInstances' MetadataOptions (the instance metadata service, IMDS):
@@ -189,6 +209,7 @@ func ParseRunInstances(form url.Values) (RunInstancesInput, error) {
 		ImageID: form.Get("ImageId"), InstanceType: form.Get("InstanceType"), KeyName: form.Get("KeyName"),
 		SecurityGroupIDs: indexedList(form, "SecurityGroupId"), SecurityGroups: indexedList(form, "SecurityGroup"),
 		SubnetID: form.Get("SubnetId"), AvailabilityZone: form.Get("Placement.AvailabilityZone"), ClientToken: form.Get("ClientToken"),
+		PlacementGroup: form.Get("Placement.GroupName"), PlacementGroupID: form.Get("Placement.GroupId"),
 	}
 	if in.ImageID == "" {
 		return in, inputError("MissingParameter", "The request must contain the parameter ImageId")
@@ -215,16 +236,20 @@ func ParseRunInstances(form url.Values) (RunInstancesInput, error) {
 	if in.MinCount > in.MaxCount {
 		return in, inputError("InvalidParameterValue", "MinCount (%d) must not exceed MaxCount (%d)", in.MinCount, in.MaxCount)
 	}
-	// A launch with a network interface carries its subnet and groups there.
-	for _, i := range listIndices(form, "NetworkInterface") {
-		p := fmt.Sprintf("NetworkInterface.%d.", i)
-		if v := form.Get(p + "SubnetId"); v != "" {
-			if in.SubnetID != "" && in.SubnetID != v {
-				return in, inputError("InvalidParameterCombination", "Network interfaces and an instance-level subnet may not be specified on the same request")
-			}
-			in.SubnetID = v
-		}
-		in.SecurityGroupIDs = append(in.SecurityGroupIDs, indexedList(form, p+"SecurityGroupId")...)
+	// A launch with network interfaces carries its subnet and groups there, never beside them.
+	if in.Interfaces, err = parseInterfaceSpecs(form); err != nil {
+		return in, err
+	}
+	if len(in.Interfaces) > 0 && in.SubnetID != "" {
+		// Verbatim (ec2-gpu-network-facts.md, "EC2 error codes": aws/aws-cli #809, PR #1874).
+		return in, inputError("InvalidParameterCombination", "Network interfaces and an instance-level subnet ID may not be specified on the same request")
+	}
+	if len(in.Interfaces) > 0 && len(in.SecurityGroupIDs)+len(in.SecurityGroups) > 0 {
+		// Verbatim (aws/aws-sdk-ruby#662, saltstack/salt#25569; not in the fact sheet).
+		return in, inputError("InvalidParameterCombination", "Network interfaces and an instance-level security groups may not be specified on the same request")
+	}
+	if in.PlacementGroup != "" && in.PlacementGroupID != "" {
+		return in, inputError("InvalidParameterCombination", "Placement.GroupName and Placement.GroupId may not be specified on the same request; name the placement group once")
 	}
 	for _, id := range in.SecurityGroupIDs {
 		if err := checkID(id, "sg", "InvalidGroupId.Malformed"); err != nil {
@@ -276,9 +301,22 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 	if errResp, ok := checkPlacement(rd, in); !ok {
 		return errResp
 	}
+	placementGroup, errResp, ok := launchPlacementGroup(rd, in)
+	if !ok {
+		return errResp
+	}
 	groups, errResp, ok := launchGroups(rd, in)
 	if !ok {
 		return errResp
+	}
+	var figures *InstanceTypeInfo
+	if t, known := instanceTypes[in.InstanceType]; known {
+		figures = t
+	}
+	if len(in.Interfaces) > 0 {
+		if errResp, ok := checkLaunchLayout(in.InstanceType, figures, in.Interfaces); !ok {
+			return errResp
+		}
 	}
 	if s.takeRunFault(region, func(f *Fault) *int { return &f.InsufficientCapacity }) {
 		return insufficientCapacity(region, in.InstanceType)
@@ -293,6 +331,7 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 	for i, id := range ids {
 		r := s.newInstance(region, rd, img, in, id, addrs[i], groups, now)
 		r.userData, r.authorizedKey, r.Stuck = in.UserData, authorizedKey, stuck
+		r.PlacementGroup = placementGroup
 		launched = append(launched, r)
 	}
 	reservation := s.newID("r")
@@ -344,10 +383,17 @@ func launchKey(rd *regionData, keyName string) (string, response, bool) {
 	return kp.PublicKey, response{}, true
 }
 
-// checkPlacement accepts only the default subnet and its zone. Runs under s.mu.
+// checkPlacement accepts only the default subnet (the instance's and every interface's) and
+// its zone. Runs under s.mu.
 func checkPlacement(rd *regionData, in RunInstancesInput) (response, bool) {
-	if in.SubnetID != "" && in.SubnetID != rd.subnet.ID {
-		return badRequest("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", in.SubnetID), false
+	subnets := []string{in.SubnetID}
+	for _, sp := range in.Interfaces {
+		subnets = append(subnets, sp.SubnetID)
+	}
+	for _, sn := range subnets {
+		if sn != "" && sn != rd.subnet.ID {
+			return badRequest("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", sn), false
+		}
 	}
 	if in.AvailabilityZone != "" && in.AvailabilityZone != rd.subnet.AvailabilityZone {
 		return badRequest("InvalidParameterValue", "Invalid availability zone: [%s]", in.AvailabilityZone), false
@@ -355,11 +401,35 @@ func checkPlacement(rd *regionData, in RunInstancesInput) (response, bool) {
 	return response{}, true
 }
 
-// launchGroups resolves the launch's security groups, by id and by name;
-// none means the default group. Runs under s.mu.
+// launchPlacementGroup resolves Placement.GroupName or .GroupId to the group's name ("" for
+// none). Runs under s.mu.
+func launchPlacementGroup(rd *regionData, in RunInstancesInput) (string, response, bool) {
+	switch {
+	case in.PlacementGroup != "":
+		if placementGroupByName(rd, in.PlacementGroup) == nil {
+			return "", placementGroupUnknown(in.PlacementGroup), false
+		}
+		return in.PlacementGroup, response{}, true
+	case in.PlacementGroupID != "":
+		if g := rd.placementGroups[in.PlacementGroupID]; g != nil {
+			return g.Name, response{}, true
+		}
+		return "", placementGroupUnknown(in.PlacementGroupID), false
+	}
+	return "", response{}, true
+}
+
+// launchGroups resolves the launch's instance-level security groups, by id and by name; none
+// means the default group (also what an interface without SecurityGroupId gets). The
+// interfaces' groups must exist too. Runs under s.mu.
 func launchGroups(rd *regionData, in RunInstancesInput) ([]string, response, bool) {
 	groups := append([]string(nil), in.SecurityGroupIDs...)
-	for _, id := range groups {
+	var all []string
+	all = append(all, groups...)
+	for _, sp := range in.Interfaces {
+		all = append(all, sp.SecurityGroupIDs...)
+	}
+	for _, id := range all {
 		if rd.groups[id] == nil {
 			return nil, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id), false
 		}
@@ -412,6 +482,9 @@ func (s *Server) newInstance(region string, rd *regionData, img *Image, in RunIn
 	applyTags(&r.Tags, tagsFor(in.TagSpecs, "instance"))
 	s.attachVolumes(rd, r, img, in, now)
 	rd.instances[id] = r
+	s.createInterfaces(rd, r, in, groups)
+	r.network = machineNetwork(rd, r)
+	r.EFACards, r.EFATraffic = r.network.EFACards, r.network.EFATraffic
 	return r
 }
 
@@ -465,7 +538,8 @@ func (s *Server) startMachine(r *instanceRec) {
 		m, w := s.machines, &work{}
 		r.settle = settle{work: w}
 		spec := MachineSpec{InstanceID: r.ID, InstanceType: r.InstanceType, ImageID: r.ImageID, Address: r.Address,
-			Layers: append([]string(nil), r.Layers...), AuthorizedKey: r.authorizedKey, UserData: append([]byte(nil), r.userData...)}
+			Layers: append([]string(nil), r.Layers...), AuthorizedKey: r.authorizedKey, UserData: append([]byte(nil), r.userData...),
+			Network: r.network}
 		s.background(r.machineMu, w, func(ctx context.Context) error {
 			if err := m.Start(ctx, spec); err != nil {
 				return fmt.Errorf("booting %s: %w", spec.InstanceID, err)
@@ -563,10 +637,16 @@ func instanceField(r *instanceRec, name string) []string {
 		return []string{r.SubnetID}
 	case "availability-zone":
 		return []string{r.AvailabilityZone}
-	case "ip-address", "private-ip-address":
+	case "ip-address":
+		return []string{r.PublicIP}
+	case "private-ip-address":
 		return []string{r.Address}
 	case "instance.group-id":
 		return r.SecurityGroupIDs
+	case "placement-group-name":
+		return []string{r.PlacementGroup}
+	case "network-interface.network-interface-id":
+		return r.interfaceIDs
 	}
 	return nil
 }
@@ -717,8 +797,9 @@ func transitionTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:0
 func (s *Server) finishTerminate(rd *regionData, r *instanceRec) {
 	r.State = StateTerminated
 	r.meter.stop(s.now())
+	s.releaseInterfaces(rd, r)
 	s.releaseAddress(r.Address)
-	r.Address = ""
+	r.Address, r.PublicIP = "", ""
 	for _, v := range r.Volumes {
 		vol := rd.volumes[v.VolumeID]
 		if vol == nil {
@@ -770,6 +851,7 @@ type xmlInstanceBDM struct {
 
 type xmlPlacement struct {
 	AvailabilityZone string `xml:"availabilityZone"`
+	GroupName        string `xml:"groupName,omitempty"`
 	Tenancy          string `xml:"tenancy"`
 }
 
@@ -778,38 +860,39 @@ type xmlMonitoring struct {
 }
 
 type xmlInstance struct {
-	InstanceID         string           `xml:"instanceId"`
-	ImageID            string           `xml:"imageId"`
-	State              xmlInstanceState `xml:"instanceState"`
-	PrivateDNSName     string           `xml:"privateDnsName"`
-	DNSName            string           `xml:"dnsName"`
-	Reason             string           `xml:"reason"`
-	KeyName            string           `xml:"keyName,omitempty"`
-	AmiLaunchIndex     int              `xml:"amiLaunchIndex"`
-	InstanceType       string           `xml:"instanceType"`
-	LaunchTime         string           `xml:"launchTime"`
-	Placement          xmlPlacement     `xml:"placement"`
-	Monitoring         xmlMonitoring    `xml:"monitoring"`
-	SubnetID           string           `xml:"subnetId"`
-	VpcID              string           `xml:"vpcId"`
-	PrivateIPAddress   string           `xml:"privateIpAddress,omitempty"`
-	IPAddress          string           `xml:"ipAddress,omitempty"`
-	SourceDestCheck    bool             `xml:"sourceDestCheck"`
-	Groups             []xmlGroupRef    `xml:"groupSet>item"`
-	StateReason        *xmlStateReason  `xml:"stateReason,omitempty"`
-	Architecture       string           `xml:"architecture"`
-	RootDeviceType     string           `xml:"rootDeviceType"`
-	RootDeviceName     string           `xml:"rootDeviceName"`
-	BlockDeviceMapping []xmlInstanceBDM `xml:"blockDeviceMapping>item"`
-	VirtualizationType string           `xml:"virtualizationType"`
-	ClientToken        string           `xml:"clientToken"`
-	TagSet             *[]xmlTag        `xml:"tagSet>item,omitempty"`
-	Hypervisor         string           `xml:"hypervisor"`
-	EbsOptimized       bool             `xml:"ebsOptimized"`
-	EnaSupport         bool             `xml:"enaSupport"`
-	PlatformDetails    string           `xml:"platformDetails"`
-	UsageOperation     string           `xml:"usageOperation"`
-	BootMode           string           `xml:"currentInstanceBootMode"`
+	InstanceID         string                `xml:"instanceId"`
+	ImageID            string                `xml:"imageId"`
+	State              xmlInstanceState      `xml:"instanceState"`
+	PrivateDNSName     string                `xml:"privateDnsName"`
+	DNSName            string                `xml:"dnsName"`
+	Reason             string                `xml:"reason"`
+	KeyName            string                `xml:"keyName,omitempty"`
+	AmiLaunchIndex     int                   `xml:"amiLaunchIndex"`
+	InstanceType       string                `xml:"instanceType"`
+	LaunchTime         string                `xml:"launchTime"`
+	Placement          xmlPlacement          `xml:"placement"`
+	Monitoring         xmlMonitoring         `xml:"monitoring"`
+	SubnetID           string                `xml:"subnetId"`
+	VpcID              string                `xml:"vpcId"`
+	PrivateIPAddress   string                `xml:"privateIpAddress,omitempty"`
+	IPAddress          string                `xml:"ipAddress,omitempty"`
+	SourceDestCheck    bool                  `xml:"sourceDestCheck"`
+	Groups             []xmlGroupRef         `xml:"groupSet>item"`
+	StateReason        *xmlStateReason       `xml:"stateReason,omitempty"`
+	NetworkInterfaces  []xmlNetworkInterface `xml:"networkInterfaceSet>item,omitempty"`
+	Architecture       string                `xml:"architecture"`
+	RootDeviceType     string                `xml:"rootDeviceType"`
+	RootDeviceName     string                `xml:"rootDeviceName"`
+	BlockDeviceMapping []xmlInstanceBDM      `xml:"blockDeviceMapping>item"`
+	VirtualizationType string                `xml:"virtualizationType"`
+	ClientToken        string                `xml:"clientToken"`
+	TagSet             *[]xmlTag             `xml:"tagSet>item,omitempty"`
+	Hypervisor         string                `xml:"hypervisor"`
+	EbsOptimized       bool                  `xml:"ebsOptimized"`
+	EnaSupport         bool                  `xml:"enaSupport"`
+	PlatformDetails    string                `xml:"platformDetails"`
+	UsageOperation     string                `xml:"usageOperation"`
+	BootMode           string                `xml:"currentInstanceBootMode"`
 }
 
 // renderInstance runs under s.mu.
@@ -817,8 +900,8 @@ func (s *Server) renderInstance(rd *regionData, r *instanceRec, launchIndex int)
 	x := xmlInstance{
 		InstanceID: r.ID, ImageID: r.ImageID, State: instanceState(r.State), Reason: r.StateTransitionReason,
 		KeyName: r.KeyName, AmiLaunchIndex: launchIndex, InstanceType: r.InstanceType, LaunchTime: r.LaunchTime,
-		Placement: xmlPlacement{AvailabilityZone: r.AvailabilityZone, Tenancy: "default"}, Monitoring: xmlMonitoring{"disabled"},
-		SubnetID: r.SubnetID, VpcID: r.VpcID, PrivateIPAddress: r.Address, IPAddress: r.Address, SourceDestCheck: true,
+		Placement: xmlPlacement{AvailabilityZone: r.AvailabilityZone, GroupName: r.PlacementGroup, Tenancy: "default"}, Monitoring: xmlMonitoring{"disabled"},
+		SubnetID: r.SubnetID, VpcID: r.VpcID, PrivateIPAddress: r.Address, IPAddress: r.PublicIP, SourceDestCheck: true,
 		Groups: []xmlGroupRef{}, Architecture: r.Architecture, RootDeviceType: "ebs", RootDeviceName: r.RootDeviceName,
 		VirtualizationType: "hvm", ClientToken: r.ClientToken, TagSet: xmlTags(r.Tags), Hypervisor: "xen", EnaSupport: true,
 		PlatformDetails: "Linux/UNIX", UsageOperation: "RunInstances", BootMode: "uefi",
@@ -834,6 +917,13 @@ func (s *Server) renderInstance(rd *regionData, r *instanceRec, launchIndex int)
 		x.Groups = append(x.Groups, xmlGroupRef{GroupID: id, GroupName: name})
 	}
 	if r.State != StateTerminated {
+		for _, e := range instanceInterfaces(rd, r) {
+			ni := s.renderNetworkInterface(rd, e)
+			// DescribeInstances' InstanceNetworkInterface has no availability zone or tags.
+			ni.AvailabilityZone, ni.TagSet = "", nil
+			ni.Attachment.InstanceID, ni.Attachment.InstanceOwnerID = "", ""
+			x.NetworkInterfaces = append(x.NetworkInterfaces, ni)
+		}
 		for _, v := range r.Volumes {
 			x.BlockDeviceMapping = append(x.BlockDeviceMapping, xmlInstanceBDM{DeviceName: v.DeviceName, EBS: xmlInstanceEBS{
 				VolumeID: v.VolumeID, Status: "attached", AttachTime: r.LaunchTime, DeleteOnTermination: v.DeleteOnTermination}})

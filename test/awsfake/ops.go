@@ -36,6 +36,21 @@ const (
 	OpDescribeVolumes               = "DescribeVolumes"
 	OpDeleteVolume                  = "DeleteVolume"
 
+	OpDescribeInstanceTypes        = "DescribeInstanceTypes"
+	OpDescribeNetworkInterfaces    = "DescribeNetworkInterfaces"
+	OpDeleteNetworkInterface       = "DeleteNetworkInterface"
+	OpAuthorizeSecurityGroupEgress = "AuthorizeSecurityGroupEgress"
+	OpRevokeSecurityGroupIngress   = "RevokeSecurityGroupIngress"
+	OpRevokeSecurityGroupEgress    = "RevokeSecurityGroupEgress"
+	OpCreatePlacementGroup         = "CreatePlacementGroup"
+	OpDescribePlacementGroups      = "DescribePlacementGroups"
+	OpDeletePlacementGroup         = "DeletePlacementGroup"
+	OpAllocateAddress              = "AllocateAddress"
+	OpAssociateAddress             = "AssociateAddress"
+	OpDisassociateAddress          = "DisassociateAddress"
+	OpReleaseAddress               = "ReleaseAddress"
+	OpDescribeAddresses            = "DescribeAddresses"
+
 	// OpAny matches every operation in fault injection.
 	OpAny = "*"
 )

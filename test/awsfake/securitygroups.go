@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -16,7 +17,15 @@ type SecurityGroup struct {
 	VpcID       string            `json:"vpc_id"`
 	OwnerID     string            `json:"owner_id"`
 	Ingress     []Permission      `json:"ingress,omitempty"`
+	Egress      []Permission      `json:"egress,omitempty"`
 	Tags        map[string]string `json:"tags,omitempty"`
+}
+
+// allowAllOutbound is the outbound rule EC2 gives every new group: all traffic to 0.0.0.0/0
+// (VPC User Guide, "Security group rules": "a security group includes an outbound rule that
+// allows all outbound traffic" until you remove it).
+func allowAllOutbound() []Permission {
+	return []Permission{{Protocol: "-1", FromPort: -1, ToPort: -1, CIDRs: []string{"0.0.0.0/0"}}}
 }
 
 // SecurityGroupInput is the decoded form of CreateSecurityGroup and
@@ -82,7 +91,8 @@ type Permission struct {
 	GroupIDs []string `json:"group_ids,omitempty"`
 }
 
-// AuthorizeIngressInput is the decoded form of AuthorizeSecurityGroupIngress.
+// AuthorizeIngressInput is the decoded form of AuthorizeSecurityGroupIngress, and of
+// AuthorizeSecurityGroupEgress and both Revoke calls, which take the same rules.
 type AuthorizeIngressInput struct {
 	GroupID     string
 	GroupName   string
@@ -198,7 +208,8 @@ func (s *Server) createSecurityGroup(region string, in SecurityGroupInput) respo
 	if groupByName(rd, in.GroupName) != nil {
 		return badRequest("InvalidGroup.Duplicate", "The security group '%s' already exists for VPC '%s'", in.GroupName, vpc)
 	}
-	g := &SecurityGroup{ID: s.newID("sg"), Name: in.GroupName, Description: in.Description, VpcID: vpc, OwnerID: s.account}
+	g := &SecurityGroup{ID: s.newID("sg"), Name: in.GroupName, Description: in.Description, VpcID: vpc, OwnerID: s.account,
+		Egress: allowAllOutbound()}
 	applyTags(&g.Tags, tagsFor(in.TagSpecs, "security-group"))
 	rd.groups[g.ID] = g
 	return xmlOK(xmlCreateSecurityGroup{ec2Meta: meta(), Return: true, GroupID: g.ID, TagSet: xmlTags(g.Tags)})
@@ -218,10 +229,34 @@ func (s *Server) findGroup(rd *regionData, id, name string) (*SecurityGroup, res
 }
 
 func samePermission(a, b Permission) bool {
-	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort
+	return normProtocol(a.Protocol) == normProtocol(b.Protocol) && a.FromPort == b.FromPort && a.ToPort == b.ToPort
+}
+
+// normProtocol: "all" is the console's name for "-1".
+func normProtocol(p string) string {
+	if p == "all" {
+		return "-1"
+	}
+	return p
 }
 
 func (s *Server) authorizeIngress(region string, in AuthorizeIngressInput) response {
+	return s.authorize(region, in, false)
+}
+
+func (s *Server) authorizeEgress(region string, in AuthorizeIngressInput) response {
+	return s.authorize(region, in, true)
+}
+
+// rulesOf returns the group's inbound or outbound rules.
+func rulesOf(g *SecurityGroup, egress bool) *[]Permission {
+	if egress {
+		return &g.Egress
+	}
+	return &g.Ingress
+}
+
+func (s *Server) authorize(region string, in AuthorizeIngressInput, egress bool) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
@@ -229,20 +264,28 @@ func (s *Server) authorizeIngress(region string, in AuthorizeIngressInput) respo
 	if !ok {
 		return errResp
 	}
+	rules := rulesOf(g, egress)
+	direction := "ALLOW"
 	for _, p := range in.Permissions {
 		for _, id := range p.GroupIDs {
 			if rd.groups[id] == nil {
 				return badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 			}
 		}
-		for _, have := range g.Ingress {
+		for _, have := range *rules {
 			if !samePermission(have, p) {
 				continue
 			}
 			for _, c := range p.CIDRs {
 				if contains(have.CIDRs, c) {
-					return badRequest("InvalidPermission.Duplicate", "the specified rule \"peer: %s, %s, from port: %d, to port: %d, ALLOW\" already exists",
-						c, strings.ToUpper(p.Protocol), p.FromPort, p.ToPort)
+					return badRequest("InvalidPermission.Duplicate", "the specified rule \"peer: %s, %s, from port: %d, to port: %d, %s\" already exists",
+						c, strings.ToUpper(p.Protocol), p.FromPort, p.ToPort, direction)
+				}
+			}
+			for _, id := range p.GroupIDs {
+				if contains(have.GroupIDs, id) {
+					return badRequest("InvalidPermission.Duplicate", "the specified rule \"peer: %s, %s, from port: %d, to port: %d, %s\" already exists",
+						id, strings.ToUpper(p.Protocol), p.FromPort, p.ToPort, direction)
 				}
 			}
 		}
@@ -250,9 +293,78 @@ func (s *Server) authorizeIngress(region string, in AuthorizeIngressInput) respo
 	for _, p := range in.Permissions {
 		p.CIDRs = append([]string(nil), p.CIDRs...)
 		p.GroupIDs = append([]string(nil), p.GroupIDs...)
-		g.Ingress = append(g.Ingress, p)
+		*rules = append(*rules, p)
+	}
+	s.securityGroupsChanged(rd)
+	if egress {
+		return returnTrue(OpAuthorizeSecurityGroupEgress)
 	}
 	return returnTrue(OpAuthorizeSecurityGroupIngress)
+}
+
+func (s *Server) revokeIngress(region string, in AuthorizeIngressInput) response {
+	return s.revoke(region, in, false)
+}
+
+func (s *Server) revokeEgress(region string, in AuthorizeIngressInput) response {
+	return s.revoke(region, in, true)
+}
+
+// revoke removes the named sources (CIDRs, groups) from the matching rules. As the reference
+// says for VPC groups, rules that match nothing are no error: the answer lists them in
+// unknownIpPermissionSet.
+func (s *Server) revoke(region string, in AuthorizeIngressInput, egress bool) response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rd := s.region(region)
+	g, errResp, ok := s.findGroup(rd, in.GroupID, in.GroupName)
+	if !ok {
+		return errResp
+	}
+	rules := rulesOf(g, egress)
+	var unknown []Permission
+	for _, p := range in.Permissions {
+		hit := false
+		for i := range *rules {
+			have := &(*rules)[i]
+			if !samePermission(*have, p) {
+				continue
+			}
+			for _, c := range p.CIDRs {
+				if j := slices.Index(have.CIDRs, c); j >= 0 {
+					have.CIDRs = slices.Delete(have.CIDRs, j, j+1)
+					hit = true
+				}
+			}
+			for _, id := range p.GroupIDs {
+				if j := slices.Index(have.GroupIDs, id); j >= 0 {
+					have.GroupIDs = slices.Delete(have.GroupIDs, j, j+1)
+					hit = true
+				}
+			}
+		}
+		if !hit {
+			unknown = append(unknown, p)
+		}
+	}
+	*rules = slices.DeleteFunc(*rules, func(p Permission) bool { return len(p.CIDRs) == 0 && len(p.GroupIDs) == 0 })
+	s.securityGroupsChanged(rd)
+	op := OpRevokeSecurityGroupIngress
+	if egress {
+		op = OpRevokeSecurityGroupEgress
+	}
+	out := xmlRevoke{XMLName: xml.Name{Local: op + "Response"}, ec2Meta: meta(), Return: true}
+	for _, p := range unknown {
+		out.Unknown = append(out.Unknown, renderPermission(g, p))
+	}
+	return xmlOK(out)
+}
+
+type xmlRevoke struct {
+	XMLName xml.Name
+	ec2Meta
+	Return  bool              `xml:"return"`
+	Unknown []xmlIPPermission `xml:"unknownIpPermissionSet>item,omitempty"`
 }
 
 func (s *Server) describeSecurityGroups(region string, in DescribeSecurityGroupsInput) response {
@@ -315,6 +427,9 @@ func (s *Server) deleteSecurityGroup(region string, in SecurityGroupInput) respo
 			return badRequest("DependencyViolation", "resource %s has a dependent object", g.ID)
 		}
 	}
+	if interfacesUsingGroup(rd, g.ID) {
+		return badRequest("DependencyViolation", "resource %s has a dependent object", g.ID)
+	}
 	delete(rd.groups, g.ID)
 	return xmlOK(xmlReturn{XMLName: xml.Name{Local: "DeleteSecurityGroupResponse"}, ec2Meta: meta(), Return: true, ID: g.ID})
 }
@@ -357,23 +472,29 @@ type xmlSecurityGroup struct {
 
 func renderSecurityGroup(g *SecurityGroup) xmlSecurityGroup {
 	x := xmlSecurityGroup{OwnerID: g.OwnerID, GroupID: g.ID, GroupName: g.Name, GroupDescription: g.Description, VpcID: g.VpcID,
-		IPPermissions: []xmlIPPermission{}, TagSet: xmlTags(g.Tags),
-		IPPermissionsOut: []xmlIPPermission{{IPProtocol: "-1", IPRanges: []xmlIPRange{{"0.0.0.0/0"}}}}}
+		IPPermissions: []xmlIPPermission{}, IPPermissionsOut: []xmlIPPermission{}, TagSet: xmlTags(g.Tags)}
 	for _, p := range g.Ingress {
-		xp := xmlIPPermission{IPProtocol: p.Protocol}
-		if p.FromPort >= 0 {
-			from, to := p.FromPort, p.ToPort
-			xp.FromPort, xp.ToPort = &from, &to
-		}
-		for _, c := range p.CIDRs {
-			xp.IPRanges = append(xp.IPRanges, xmlIPRange{c})
-		}
-		for _, id := range p.GroupIDs {
-			xp.Groups = append(xp.Groups, xmlUserGroupPair{UserID: g.OwnerID, GroupID: id})
-		}
-		x.IPPermissions = append(x.IPPermissions, xp)
+		x.IPPermissions = append(x.IPPermissions, renderPermission(g, p))
+	}
+	for _, p := range g.Egress {
+		x.IPPermissionsOut = append(x.IPPermissionsOut, renderPermission(g, p))
 	}
 	return x
+}
+
+func renderPermission(g *SecurityGroup, p Permission) xmlIPPermission {
+	xp := xmlIPPermission{IPProtocol: normProtocol(p.Protocol)}
+	if p.FromPort >= 0 && xp.IPProtocol != "-1" {
+		from, to := p.FromPort, p.ToPort
+		xp.FromPort, xp.ToPort = &from, &to
+	}
+	for _, c := range p.CIDRs {
+		xp.IPRanges = append(xp.IPRanges, xmlIPRange{c})
+	}
+	for _, id := range p.GroupIDs {
+		xp.Groups = append(xp.Groups, xmlUserGroupPair{UserID: g.OwnerID, GroupID: id})
+	}
+	return xp
 }
 
 type xmlDescribeSecurityGroups struct {

@@ -44,7 +44,8 @@ type Call struct {
 	Op          string
 	Region      string
 	AccessKeyID string
-	Status      int
+	// Status is the HTTP status of the answer; 0 when none was sent (lose-answer, hang).
+	Status int
 }
 
 // Server is the fake endpoint. The zero value is not usable; call New.
@@ -65,6 +66,9 @@ type Server struct {
 	idSeq           uint64
 	instanceSeq     uint64
 	addresses       map[string]string // loopback address -> instance id
+	elasticIPs      map[string]string // Elastic IP (loopback, 127.1.x.y) -> allocation id
+	forwards        map[string]*forward
+	sshPort         int // the hosts' sshd port, where Elastic IPs forward to (22)
 	addrBusy        func(addr string) bool
 	machines        Machines
 	transitionPolls int
@@ -88,6 +92,9 @@ func New() *Server {
 		faults:          map[faultKey]*Fault{},
 		now:             time.Now,
 		addresses:       map[string]string{},
+		elasticIPs:      map[string]string{},
+		forwards:        map[string]*forward{},
+		sshPort:         22,
 		addrBusy:        sshListening,
 		transitionPolls: DefaultTransitionPolls,
 		bgCtx:           ctx,
@@ -139,6 +146,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	m := s.machines
+	for ip := range s.forwards {
+		s.stopForward(ip)
+	}
 	s.mu.Unlock()
 	s.bgCancel()
 	waited := make(chan struct{})
@@ -273,6 +283,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp response
 	switch action {
+	case FaultHang:
+		// Neither act nor answer: the client's deadline, or the fake's Close, ends it.
+		select {
+		case <-r.Context().Done():
+		case <-s.bgCtx.Done():
+		}
+		s.record(req.op, scope, 0)
+		panic(http.ErrAbortHandler)
 	case FaultThrottle:
 		resp = req.proto.throttle()
 	case FaultServerError:
@@ -284,9 +302,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		resp = req.handle()
 	}
+	if action == FaultLoseAnswer {
+		// Acted, but the answer never reaches the client: the server closes the connection
+		// without writing a response (net/http's documented way to abort a handler).
+		s.record(req.op, scope, 0)
+		panic(http.ErrAbortHandler)
+	}
 	s.record(req.op, scope, resp.status)
+	if len(resp.body) > largeAnswer && !sleepCtx(r.Context(), largeAnswerDelay) {
+		return
+	}
 	resp.write(w)
 }
+
+// An answer larger than the client's 4 KiB read buffer, sent the instant the request body
+// arrived, races aws-sdk-go-v2: smithy-go closes the request body when the response headers
+// are in, its closed body's WriteTo answers io.EOF, and net/http's write loop, still doing its
+// final read of the body, treats that as a write error and closes the connection under the
+// response ("use of closed network connection", seen here on DescribeInstances of a 33-interface
+// p5.48xlarge). EC2 itself takes tens of milliseconds; a few milliseconds before a large answer
+// let the client finish writing first.
+const (
+	largeAnswer      = 4 << 10
+	largeAnswerDelay = 5 * time.Millisecond
+)
 
 func (s *Server) record(op string, scope CredentialScope, status int) {
 	c := Call{Op: op, Region: scope.Region, AccessKeyID: scope.AccessKeyID, Status: status}

@@ -15,8 +15,15 @@ type regionData struct {
 	groups    map[string]*SecurityGroup
 	snapshots map[string]*Snapshot
 	volumes   map[string]*Volume
-	vpc       Vpc
-	subnet    Subnet
+	// interfaces (by eni- id), addresses (Elastic IPs, by eipalloc- id) and placementGroups
+	// (by pg- id): see netifaces.go, elasticips.go, placementgroups.go.
+	interfaces      map[string]*NetworkInterface
+	addresses       map[string]*ElasticIP
+	placementGroups map[string]*PlacementGroup
+	// privateIPs are the subnet addresses interfaces other than the primaries hold.
+	privateIPs map[string]bool
+	vpc        Vpc
+	subnet     Subnet
 	// imageSettle/snapshotSettle hold the images and snapshots still pending.
 	imageSettle    map[string]*settle
 	snapshotSettle map[string]*settle
@@ -30,13 +37,18 @@ func newRegionData(region, account string) *regionData {
 		images: map[string]*Image{}, params: map[string]*Parameter{}, instances: map[string]*instanceRec{},
 		keyPairs: map[string]*KeyPair{}, groups: map[string]*SecurityGroup{}, snapshots: map[string]*Snapshot{},
 		volumes: map[string]*Volume{}, imageSettle: map[string]*settle{}, snapshotSettle: map[string]*settle{},
-		deregistered: map[string]deregisteredImage{},
+		deregistered: map[string]deregisteredImage{}, interfaces: map[string]*NetworkInterface{}, addresses: map[string]*ElasticIP{},
+		placementGroups: map[string]*PlacementGroup{}, privateIPs: map[string]bool{},
 	}
 	rd.vpc = Vpc{ID: fmt.Sprintf("vpc-0%016x", regionHash(region, "vpc")), CIDRBlock: "172.31.0.0/16", IsDefault: true}
 	rd.subnet = Subnet{ID: fmt.Sprintf("subnet-0%016x", regionHash(region, "subnet")), VpcID: rd.vpc.ID,
 		AvailabilityZone: region + "a", CIDRBlock: "172.31.0.0/20", DefaultForAz: true}
-	sg := &SecurityGroup{ID: fmt.Sprintf("sg-0%016x", regionHash(region, "default-sg")), Name: "default",
-		Description: "default VPC security group", VpcID: rd.vpc.ID, OwnerID: account}
+	// A VPC's default group lets in all traffic from its own members and lets out all traffic
+	// to anywhere (VPC User Guide, "Default security groups for your VPCs"); it has no outbound
+	// rule to itself, so EFA traffic does not pass it (see efaTraffic).
+	sgID := fmt.Sprintf("sg-0%016x", regionHash(region, "default-sg"))
+	sg := &SecurityGroup{ID: sgID, Name: "default", Description: "default VPC security group", VpcID: rd.vpc.ID, OwnerID: account,
+		Ingress: []Permission{{Protocol: "-1", FromPort: -1, ToPort: -1, GroupIDs: []string{sgID}}}, Egress: allowAllOutbound()}
 	rd.groups[sg.ID] = sg
 	return rd
 }
@@ -67,7 +79,8 @@ func (s *Server) newID(prefix string) string {
 
 func (s *Server) idTaken(id string) bool {
 	for _, rd := range s.regions {
-		if rd.images[id] != nil || rd.instances[id] != nil || rd.snapshots[id] != nil || rd.volumes[id] != nil || rd.groups[id] != nil {
+		if rd.images[id] != nil || rd.instances[id] != nil || rd.snapshots[id] != nil || rd.volumes[id] != nil || rd.groups[id] != nil ||
+			rd.interfaces[id] != nil || rd.addresses[id] != nil || rd.placementGroups[id] != nil {
 			return true
 		}
 	}

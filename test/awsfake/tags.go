@@ -121,6 +121,12 @@ func resourceTypeOf(id string) (string, bool) {
 		return "vpc", true
 	case "subnet":
 		return "subnet", true
+	case "eni":
+		return "network-interface", true
+	case "eipalloc":
+		return "elastic-ip", true
+	case "pg":
+		return "placement-group", true
 	}
 	return "", false
 }
@@ -195,6 +201,21 @@ func (s *Server) tagsOf(rd *regionData, id string) (*map[string]string, response
 			return &kp.Tags, response{}, true
 		}
 		return nil, badRequest("InvalidKeyPair.NotFound", "The key pair ID '%s' does not exist", id), false
+	case "network-interface":
+		if e := rd.interfaces[id]; e != nil {
+			return &e.Tags, response{}, true
+		}
+		return nil, notFoundInterface(id), false
+	case "elastic-ip":
+		if a := rd.addresses[id]; a != nil {
+			return &a.Tags, response{}, true
+		}
+		return nil, allocationNotFound(id), false
+	case "placement-group":
+		if g := rd.placementGroups[id]; g != nil {
+			return &g.Tags, response{}, true
+		}
+		return nil, placementGroupUnknown(id), false
 	}
 	return nil, badRequest("InvalidID", "The ID '%s' is not valid or cannot be tagged by the fake", id), false
 }
@@ -249,6 +270,15 @@ func (s *Server) describeTags(region string, in DescribeInput) response {
 	}
 	for _, name := range sortedKeys(rd.keyPairs) {
 		add(rd.keyPairs[name].ID, "key-pair", rd.keyPairs[name].Tags)
+	}
+	for _, id := range sortedKeys(rd.interfaces) {
+		add(id, "network-interface", rd.interfaces[id].Tags)
+	}
+	for _, id := range sortedKeys(rd.addresses) {
+		add(id, "elastic-ip", rd.addresses[id].Tags)
+	}
+	for _, id := range sortedKeys(rd.placementGroups) {
+		add(id, "placement-group", rd.placementGroups[id].Tags)
 	}
 	tags, next, errResp, ok := describe(describeSpec[xmlTagDescription]{
 		in: in, all: all,

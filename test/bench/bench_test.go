@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -130,14 +131,14 @@ func BenchmarkGuardDriftCheck(b *testing.B) {
 // command, then judging against the instance profile. Goal: at most 1 s per run.
 func BenchmarkHostSuite(b *testing.B) {
 	h := bootHost(b)
-	o := probe.Options{NVMePath: "/opt/dlami/nvme", CheckTimeoutSeconds: 30}
+	o := probe.Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: 30 * time.Second}
 	b.ResetTimer()
 	for b.Loop() {
 		f, err := probe.Host(context.Background(), h, o)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if cs := checks.EvaluateHost(f, checks.Resolve(f, checks.Expectations{}, "")); result.Failed(cs) {
+		if cs := checks.JudgePhase(checks.PhaseHost, facts.Run{Host: f}, checks.Resolve(f, checks.Settings{}, "")); result.Failed(cs) {
 			b.Fatalf("the healthy simulated host failed validation: %+v", cs)
 		}
 	}

@@ -105,7 +105,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		// The same image set to drain (what an administrator changes on a fleet: the config
 		// and the unit's RequiredBy link), with a stand-in scontrol that records its calls.
 		n := boot(t, "gpu7-drain", "gpu-count=7", map[string]string{
-			"etc/dlami-node-check/config.json": `{"action": "drain", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout_seconds": 120, "check_timeout_seconds": 60, "scontrol": "/usr/bin/scontrol", "before": ["slurmd.service"]}`,
+			"etc/dlami-node-check/config.json": `{"action": "drain", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout": "2m", "check_timeout": "1m", "scontrol": "/usr/bin/scontrol", "before": ["slurmd.service"]}`,
 			// It answers the node check's read (scontrol -o show node NAME) as Slurm 22.05 does
 			// for an idle node: the check reads the node before it drains it.
 			"usr/bin/scontrol": "#!/bin/sh\nprintf '%s\\n' \"$*\" >>/var/log/scontrol.calls\n" +
@@ -160,7 +160,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		start := time.Now()
 		n := boot(t, "hang", "", map[string]string{
 			"usr/bin/lfs":                      "#!/bin/sh\nexec sleep 3600\n",
-			"etc/dlami-node-check/config.json": `{"action": "block", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout_seconds": 15, "check_timeout_seconds": 60, "before": ["slurmd.service"]}`,
+			"etc/dlami-node-check/config.json": `{"action": "block", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout": "15s", "check_timeout": "1m", "before": ["slurmd.service"]}`,
 		})
 		took := time.Since(start)
 		j := n.journal(t)
@@ -261,7 +261,11 @@ func (n *simNode) unitState(t *testing.T, u string) string {
 func (n *simNode) report(t *testing.T) report {
 	t.Helper()
 	var r report
-	if err := json.Unmarshal([]byte(n.file(t, "var/lib/dlami-node-check/dlami-report.json")), &r); err != nil {
+	b := []byte(n.file(t, "var/lib/dlami-node-check/dlami-report.json"))
+	if p := schemaProblem(b); p != "" {
+		t.Errorf("the node's %s", p)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -33,7 +33,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 )
 
@@ -130,7 +130,7 @@ func nodeCheckBinary(t *testing.T) string {
 
 // imageLayer is the part of an image the dlami provisioner's node_check installs (binary,
 // config, Slurm wrapper), as one read-only layer over the simulated host.
-func imageLayer(t *testing.T, cfg nodecheck.Config) string {
+func imageLayer(t *testing.T, cfg nodeconf.Config) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "image-layer")
 	bin, err := os.ReadFile(nodeCheckBinary(t))
@@ -142,9 +142,9 @@ func imageLayer(t *testing.T, cfg nodecheck.Config) string {
 		data []byte
 		mode os.FileMode
 	}{
-		{nodecheck.BinaryPath, bin, 0o755},
-		{nodecheck.ConfigPath, cfg.Encode(), 0o644},
-		{nodecheck.SlurmWrapperPath, []byte(nodecheck.SlurmWrapper()), 0o755},
+		{nodeconf.BinaryPath, bin, 0o755},
+		{nodeconf.ConfigPath, cfg.Encode(), 0o644},
+		{nodeconf.SlurmWrapperPath, []byte(nodeconf.SlurmWrapper()), 0o755},
 	} {
 		p := filepath.Join(dir, f.path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

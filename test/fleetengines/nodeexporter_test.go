@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 const (
@@ -30,11 +31,11 @@ const (
 // file or the scrape.
 func TestNodeExporterTextfile(t *testing.T) {
 	needEngines(t, nodeExporter, promtool, curl)
-	cfg := nodecheck.Config{Action: nodecheck.ActionReport, BOMPath: bom.DefaultPath, OutDir: nodecheck.DefaultOutDir,
-		Textfile: nodecheck.DefaultTextfile, TimeoutSeconds: 120, CheckTimeoutSeconds: 60, Scontrol: nodecheck.DefaultScontrol}
+	cfg := nodeconf.Config{Action: nodeconf.ActionReport, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
+		Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(2 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute), Scontrol: nodeconf.DefaultScontrol}
 	h := bootHost(t, imageLayer(t, cfg))
 	h.writeBOM()
-	h.startNodeExporter(filepath.Join(h.merged, filepath.Dir(nodecheck.DefaultTextfile)))
+	h.startNodeExporter(filepath.Join(h.merged, filepath.Dir(nodeconf.DefaultTextfile)))
 
 	for _, c := range []struct {
 		name, gpus, result string
@@ -49,7 +50,7 @@ func TestNodeExporterTextfile(t *testing.T) {
 			before := time.Now().Unix()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			r, err := h.exec(ctx, true, nil, "", nodecheck.BinaryPath, "--mode", nodecheck.ModeBoot, "--config", nodecheck.ConfigPath)
+			r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
 			if err != nil || r.code != c.exit {
 				t.Fatalf("node check: exit %d (%v), want %d\n%s", r.code, err, c.exit, r)
 			}
@@ -66,7 +67,7 @@ func TestNodeExporterTextfile(t *testing.T) {
 			if v, err := strconv.ParseFloat(ts, 64); err != nil || int64(v) < before || int64(v) > time.Now().Unix() {
 				t.Errorf("%s = %q, want the run's time (after %d)", nodecheck.MetricLastRun, ts, before)
 			}
-			promtoolClean(t, "the textfile", h.readFile(nodecheck.DefaultTextfile))
+			promtoolClean(t, "the textfile", h.readFile(nodeconf.DefaultTextfile))
 			promtoolClean(t, "the scrape", scrape)
 		})
 	}
@@ -168,7 +169,7 @@ func metricValue(exposition, name string) string {
 // versionOf is the binary's version as it prints it (the info metric's plugin_version).
 func versionOf(t *testing.T, h *host) string {
 	t.Helper()
-	out := strings.TrimSpace(h.must(nodecheck.BinaryPath, "--version"))
+	out := strings.TrimSpace(h.must(nodeconf.BinaryPath, "--version"))
 	v, ok := strings.CutPrefix(out, "dlami-node-check ")
 	if !ok {
 		t.Fatalf("--version printed %q", out)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 // Node names of testdata/slurm.conf: the simulated host's own name, and a Slurm name that
@@ -29,9 +29,9 @@ const (
 func TestSlurm(t *testing.T) {
 	needEngines(t)
 	layer := script(t, 30*time.Minute, "test/fleetengines/build-slurm-layer")
-	cfg := nodecheck.Config{Action: nodecheck.ActionDrain, BOMPath: bom.DefaultPath, OutDir: nodecheck.DefaultOutDir,
-		Textfile: nodecheck.DefaultTextfile, TimeoutSeconds: 120, CheckTimeoutSeconds: 60,
-		Scontrol: nodecheck.DefaultScontrol, Before: []string{"slurmd.service"}}
+	cfg := nodeconf.Config{Action: nodeconf.ActionDrain, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
+		Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(2 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute),
+		Scontrol: nodeconf.DefaultScontrol, Before: []string{"slurmd.service"}}
 	start := time.Now()
 	h := bootHost(t, layer, imageLayer(t, cfg))
 	h.writeBOM()
@@ -43,7 +43,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("healthy at slurmd's start", func(t *testing.T) {
 		// slurmd ran the HealthCheckProgram before it registered, with SLURMD_NODENAME alone
 		// in its environment (no PATH): the check ran, passed and left the node alone.
-		rep := h.readFile(filepath.Join(nodecheck.DefaultOutDir, "dlami-report.json"))
+		rep := h.readFile(filepath.Join(nodeconf.DefaultOutDir, "dlami-report.json"))
 		if !strings.Contains(rep, `"stage": "node check (slurm)"`) || !strings.Contains(rep, `"result": "pass"`) {
 			t.Fatalf("slurmd's start-up run of the node check did not pass:\n%s\nslurmd.log:\n%s", tail(rep, 2000), tail(h.readFile("/var/log/slurm/slurmd.log"), 3000))
 		}
@@ -109,7 +109,7 @@ func TestSlurm(t *testing.T) {
 		h.knob("gpu-count", "7")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r, err := h.exec(ctx, true, nil, "", nodecheck.BinaryPath, "--mode", nodecheck.ModeBoot, "--config", nodecheck.ConfigPath)
+		r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
 		if err != nil || r.code != 1 {
 			t.Errorf("exit %d (%v), want 1: the unit fails\n%s", r.code, err, r)
 		}
@@ -156,9 +156,9 @@ func (h *host) healthCheck(node string) result {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := h.exec(ctx, true, []string{"SLURMD_NODENAME=" + node}, "", nodecheck.SlurmWrapperPath)
+	r, err := h.exec(ctx, true, []string{"SLURMD_NODENAME=" + node}, "", nodeconf.SlurmWrapperPath)
 	if err != nil {
-		h.t.Fatalf("%s: %v\n%s", nodecheck.SlurmWrapperPath, err, r)
+		h.t.Fatalf("%s: %v\n%s", nodeconf.SlurmWrapperPath, err, r)
 	}
 	return r
 }

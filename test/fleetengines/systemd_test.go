@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
 
 const (
@@ -29,27 +29,27 @@ func TestSystemdUnits(t *testing.T) {
 	needEngines(t, systemdAnalyze, systemctl)
 	layer := script(t, 30*time.Minute, "test/fleetengines/build-slurm-layer")
 	bin := nodeCheckBinary(t)
-	for _, action := range nodecheck.Actions {
-		for _, before := range [][]string{nodecheck.DefaultBefore, nil} {
+	for _, action := range nodeconf.Actions {
+		for _, before := range [][]string{nodeconf.DefaultBefore, nil} {
 			name := action + "/before=" + strings.Join(before, ",")
 			t.Run(name, func(t *testing.T) {
-				cfg := nodecheck.Config{Action: action, BOMPath: bom.DefaultPath, OutDir: nodecheck.DefaultOutDir,
-					Textfile: nodecheck.DefaultTextfile, TimeoutSeconds: 300, CheckTimeoutSeconds: 60,
-					Scontrol: nodecheck.DefaultScontrol, Before: before}
-				root := unitRoot(t, layer, bin, nodecheck.Unit(cfg))
-				out := runSystemd(t, systemctl, "--root="+root, "enable", "munge.service", "slurmd.service", nodecheck.UnitName)
-				if !strings.Contains(out, "multi-user.target.wants/"+nodecheck.UnitName) {
+				cfg := nodeconf.Config{Action: action, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
+					Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(5 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute),
+					Scontrol: nodeconf.DefaultScontrol, Before: before}
+				root := unitRoot(t, layer, bin, nodeconf.Unit(cfg))
+				out := runSystemd(t, systemctl, "--root="+root, "enable", "munge.service", "slurmd.service", nodeconf.UnitName)
+				if !strings.Contains(out, "multi-user.target.wants/"+nodeconf.UnitName) {
 					t.Errorf("systemctl enable did not link the unit into multi-user.target:\n%s", out)
 				}
-				requires := filepath.Join(root, "etc/systemd/system/slurmd.service.requires", nodecheck.UnitName)
+				requires := filepath.Join(root, "etc/systemd/system/slurmd.service.requires", nodeconf.UnitName)
 				_, err := os.Lstat(requires)
-				if blocks := action == nodecheck.ActionBlock && len(before) > 0; blocks != (err == nil) {
+				if blocks := action == nodeconf.ActionBlock && len(before) > 0; blocks != (err == nil) {
 					t.Errorf("action %s: slurmd.service.requires link present %v, want %v", action, err == nil, blocks)
 				}
-				if out := runSystemd(t, systemdAnalyze, "verify", "--root="+root, nodecheck.UnitPath,
+				if out := runSystemd(t, systemdAnalyze, "verify", "--root="+root, nodeconf.UnitPath,
 					"/usr/lib/systemd/system/munge.service", "/usr/lib/systemd/system/slurmd.service",
 					"/usr/lib/systemd/system/slurmctld.service"); strings.TrimSpace(out) != "" {
-					t.Errorf("systemd-analyze verify:\n%s\nunit:\n%s", out, nodecheck.Unit(cfg))
+					t.Errorf("systemd-analyze verify:\n%s\nunit:\n%s", out, nodeconf.Unit(cfg))
 				}
 			})
 		}
@@ -58,10 +58,10 @@ func TestSystemdUnits(t *testing.T) {
 	t.Run("verify judges", func(t *testing.T) {
 		// The checks above could fail: verify does report a cycle (the unit ordered before
 		// munge, which a drain unit runs after) and an unknown key.
-		cfg := nodecheck.Config{Action: nodecheck.ActionDrain, TimeoutSeconds: 300, Before: []string{"slurmd.service", "munge.service"}}
-		unit := nodecheck.Unit(cfg) + "\n[Unit]\nAftr=x.service\n"
+		cfg := nodeconf.Config{Action: nodeconf.ActionDrain, Timeout: nodeconf.Duration(5 * time.Minute), Before: []string{"slurmd.service", "munge.service"}}
+		unit := nodeconf.Unit(cfg) + "\n[Unit]\nAftr=x.service\n"
 		root := unitRoot(t, layer, bin, unit)
-		out := runSystemdStatus(t, systemdAnalyze, "verify", "--root="+root, nodecheck.UnitPath,
+		out := runSystemdStatus(t, systemdAnalyze, "verify", "--root="+root, nodeconf.UnitPath,
 			"/usr/lib/systemd/system/munge.service", "/usr/lib/systemd/system/slurmd.service")
 		if !strings.Contains(out, "ordering cycle") || !strings.Contains(out, "Unknown key 'Aftr'") {
 			t.Errorf("verify did not report the cycle and the unknown key:\n%s", out)
@@ -98,8 +98,8 @@ func unitRoot(t *testing.T, layer, bin, unit string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(root, nodecheck.BinaryPath), data, 0o755)
-	write(t, filepath.Join(root, nodecheck.UnitPath), []byte(unit), 0o644)
+	write(t, filepath.Join(root, nodeconf.BinaryPath), data, 0o755)
+	write(t, filepath.Join(root, nodeconf.UnitPath), []byte(unit), 0o644)
 	return root
 }
 

@@ -183,7 +183,47 @@ func (f *Fleet) validateSpec(m awsfake.MachineSpec) error {
 			return fmt.Errorf("MachineSpec.Layers[%d] %q is not a layer this fleet captured (Snapshot returns them)", i, l)
 		}
 	}
+	return validateNetwork(m.Network)
+}
+
+// maxNetworkCard bounds MachineSpec.Network.EFACards: the simulated host names an EFA device
+// after its card (test/simhost efa-devices.sh), and no EC2 type has more than 32 cards.
+const maxNetworkCard = 63
+
+// validateNetwork checks the EFA cards: each once, in card order, within 0..maxNetworkCard.
+func validateNetwork(n awsfake.MachineNetwork) error {
+	for i, c := range n.EFACards {
+		if c < 0 || c > maxNetworkCard {
+			return fmt.Errorf("MachineSpec.Network.EFACards[%d] = %d is not a network card index (0-%d)", i, c, maxNetworkCard)
+		}
+		if i > 0 && c <= n.EFACards[i-1] {
+			return fmt.Errorf("MachineSpec.Network.EFACards %v: want each card once, in card order (one EFA per network card)", n.EFACards)
+		}
+	}
 	return nil
+}
+
+// networkKnobs are the simulated host's knobs for its instance's network (test/simhost
+// sim.sh): efa-cards, the card of each EFA device the launch attached ("none": no EFA device,
+// whatever the type), and efa-traffic, whether the security groups let EFA traffic through
+// ("blocked": it stalls). Every boot writes both, so an AMI's captured knobs never decide.
+func networkKnobs(n awsfake.MachineNetwork) []string {
+	cards := "none"
+	if len(n.EFACards) > 0 {
+		s := make([]string, len(n.EFACards))
+		for i, c := range n.EFACards {
+			s[i] = strconv.Itoa(c)
+		}
+		cards = strings.Join(s, ",")
+	}
+	return []string{"efa-cards=" + cards, "efa-traffic=" + efaTrafficKnob(n.EFATraffic)}
+}
+
+func efaTrafficKnob(allowed bool) string {
+	if allowed {
+		return "allowed"
+	}
+	return "blocked"
 }
 
 // Start boots the host of a new instance and returns once its sshd accepts connections on
@@ -247,7 +287,7 @@ func (f *Fleet) boot(ctx context.Context, inst *instance, m awsfake.MachineSpec)
 		"DLAMI_SIM_ADDR=" + m.Address,
 		"DLAMI_SIM_PORT=" + strconv.Itoa(SSHPort),
 		"DLAMI_SIM_LAYERS=" + strings.Join(m.Layers, ":"),
-		"DLAMI_SIM_KNOBS=product-name=" + m.InstanceType + " instance-id=" + m.InstanceID,
+		"DLAMI_SIM_KNOBS=" + strings.Join(append([]string{"product-name=" + m.InstanceType, "instance-id=" + m.InstanceID}, networkKnobs(m.Network)...), " "),
 	}
 	if m.AuthorizedKey != "" {
 		keys := filepath.Join(inst.dir, "authorized_keys.launch")
@@ -267,9 +307,72 @@ func (f *Fleet) boot(ctx context.Context, inst *instance, m awsfake.MachineSpec)
 	if err := f.script(ctx, inst.dir, "boot.log", env, "boot", inst.dir); err != nil {
 		return err
 	}
-	f.logf("%s: %s booted on %s:%d in %s (%d AMI layers over %s)", m.InstanceID, m.InstanceType, m.Address, SSHPort,
-		time.Since(start).Round(time.Millisecond), len(m.Layers), filepath.Base(base))
+	f.logf("%s: %s booted on %s:%d in %s (%d AMI layers over %s; %d EFA devices, EFA traffic %s)", m.InstanceID, m.InstanceType, m.Address, SSHPort,
+		time.Since(start).Round(time.Millisecond), len(m.Layers), filepath.Base(base), len(m.Network.EFACards), efaTrafficKnob(m.Network.EFATraffic))
 	return nil
+}
+
+// SetNetwork applies a security group change to the host: its efa-traffic knob follows
+// n.EFATraffic at once (a running host's stand-ins read it on every run; a stopped host's disk
+// keeps it). EFA devices cannot change: an EFA is attached at launch only (EC2 User Guide,
+// "Create and attach an EFA"), so n.EFACards must be what the host booted with.
+func (f *Fleet) SetNetwork(ctx context.Context, id string, n awsfake.MachineNetwork) error {
+	if err := validateNetwork(n); err != nil {
+		return fmt.Errorf("simfleet: set network of %s: %w", id, err)
+	}
+	inst, err := f.lookup(id)
+	if err != nil {
+		return fmt.Errorf("simfleet: set network: %w", err)
+	}
+	defer inst.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("simfleet: set network of %s: %w", id, err)
+	}
+	// A running host's root is the overlay (merged/); a stopped host's disk is upper/.
+	root := filepath.Join(inst.dir, "merged")
+	if inst.state == stopped {
+		root = filepath.Join(inst.dir, "upper")
+	}
+	knobs := filepath.Join(root, "etc", "dlami-sim")
+	booted, err := os.ReadFile(filepath.Join(knobs, "efa-cards"))
+	if err != nil {
+		return fmt.Errorf("simfleet: set network of %s: reading the host's efa-cards knob: %w", id, err)
+	}
+	if want := strings.TrimPrefix(networkKnobs(n)[0], "efa-cards="); strings.TrimSpace(string(booted)) != want {
+		return fmt.Errorf("simfleet: set network of %s: the host booted with EFA cards %q, the update says %q: EFA devices are attached at launch only", id, strings.TrimSpace(string(booted)), want)
+	}
+	if err := writeFileAtomic(filepath.Join(knobs, "efa-traffic"), efaTrafficKnob(n.EFATraffic)+"\n"); err != nil {
+		return fmt.Errorf("simfleet: set network of %s: %w", id, err)
+	}
+	why := ""
+	if !n.EFATraffic && n.EFATrafficBlockedBy != "" {
+		why = ": " + n.EFATrafficBlockedBy
+	}
+	f.logf("%s: EFA traffic %s (security groups changed%s)", id, efaTrafficKnob(n.EFATraffic), why)
+	return nil
+}
+
+// writeFileAtomic replaces path with content through a rename, so a stand-in never reads half a knob.
+func writeFileAtomic(path, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".knob-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.WriteString(content); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // baseRootfs resolves the cached DLAMI root filesystem once per fleet and pins it: every

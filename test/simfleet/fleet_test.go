@@ -222,3 +222,114 @@ func TestLocateSimhost(t *testing.T) {
 		t.Errorf("outside a checkout: err = %v", err)
 	}
 }
+
+// recordingSimhost is a fake test/simhost whose boot writes the launch's knobs where the real
+// one does (STATE/merged/etc/dlami-sim/NAME) and keeps DLAMI_SIM_KNOBS in STATE/knobs.
+func recordingSimhost(t *testing.T) string {
+	t.Helper()
+	dir := fakeSimhost(t)
+	boot := `#!/bin/bash
+set -eu
+printf '%s\n' "$DLAMI_SIM_KNOBS" >"$1/knobs"
+mkdir -p "$1/merged/etc/dlami-sim"
+for kv in $DLAMI_SIM_KNOBS; do printf '%s\n' "${kv#*=}" >"$1/merged/etc/dlami-sim/${kv%%=*}"; done
+`
+	if err := os.WriteFile(filepath.Join(dir, "boot"), []byte(boot), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "build-rootfs"), []byte("#!/bin/sh\necho "+rootfs+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The launch's network reaches the host as knobs on every boot (efa-cards in card order, or
+// "none"; efa-traffic), and a security group change updates efa-traffic on the running or
+// stopped host, never its EFA devices.
+func TestNetworkKnobs(t *testing.T) {
+	needProcRoot(t)
+	f, err := New(Options{SimhostDir: recordingSimhost(t), StateRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	ctx := context.Background()
+	eight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	if err := f.Start(ctx, awsfake.MachineSpec{InstanceID: "i-0eeeeeeeeeeeeeee1", InstanceType: "p6-b200.48xlarge", Address: "127.0.0.2",
+		Network: awsfake.MachineNetwork{EFACards: eight}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(ctx, awsfake.MachineSpec{InstanceID: "i-0eeeeeeeeeeeeeee2", InstanceType: "p5.48xlarge", Address: "127.0.0.3",
+		Network: awsfake.MachineNetwork{EFATraffic: true}}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(rel string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(f.StateRoot(), "instances", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("i-0eeeeeeeeeeeeeee1/knobs"); !strings.HasSuffix(got, " efa-cards=0,1,2,3,4,5,6,7 efa-traffic=blocked") {
+		t.Errorf("DLAMI_SIM_KNOBS of an 8-EFA launch without the self rules: %q", got)
+	}
+	if got := read("i-0eeeeeeeeeeeeeee2/knobs"); !strings.HasSuffix(got, " efa-cards=none efa-traffic=allowed") {
+		t.Errorf("DLAMI_SIM_KNOBS of a default launch: %q", got)
+	}
+	if err := f.SetNetwork(ctx, "i-0eeeeeeeeeeeeeee1", awsfake.MachineNetwork{EFACards: eight, EFATraffic: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("i-0eeeeeeeeeeeeeee1/merged/etc/dlami-sim/efa-traffic"); got != "allowed" {
+		t.Errorf("running host's efa-traffic after the rules came: %q", got)
+	}
+	if err := f.SetNetwork(ctx, "i-0eeeeeeeeeeeeeee1", awsfake.MachineNetwork{EFACards: []int{0}, EFATraffic: true}); err == nil ||
+		!strings.Contains(err.Error(), "EFA devices are attached at launch only") {
+		t.Errorf("changing the EFA devices of a running host: %v", err)
+	}
+	if err := f.SetNetwork(ctx, "i-0ffffffffffffffff", awsfake.MachineNetwork{}); err == nil || !strings.Contains(err.Error(), "no simulated instance") {
+		t.Errorf("an unknown instance: %v", err)
+	}
+	// A stopped host's disk keeps the knob.
+	if err := os.MkdirAll(filepath.Join(f.StateRoot(), "instances/i-0eeeeeeeeeeeeeee1/upper/etc/dlami-sim"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.StateRoot(), "instances/i-0eeeeeeeeeeeeeee1/upper/etc/dlami-sim/efa-cards"), []byte("0,1,2,3,4,5,6,7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Stop(ctx, "i-0eeeeeeeeeeeeeee1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetNetwork(ctx, "i-0eeeeeeeeeeeeeee1", awsfake.MachineNetwork{EFACards: eight}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("i-0eeeeeeeeeeeeeee1/upper/etc/dlami-sim/efa-traffic"); got != "blocked" {
+		t.Errorf("stopped host's efa-traffic: %q", got)
+	}
+}
+
+func TestStartRejectsBadNetworks(t *testing.T) {
+	f, err := New(Options{SimhostDir: fakeSimhost(t), StateRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cards []int
+		want  string
+	}{
+		{[]int{3, 1}, "in card order"},
+		{[]int{2, 2}, "each card once"},
+		{[]int{64}, "is not a network card index"},
+		{[]int{-1}, "is not a network card index"},
+	} {
+		err := f.Start(context.Background(), awsfake.MachineSpec{InstanceID: "i-0123456789abcdef0", InstanceType: "p5.48xlarge", Address: "127.0.0.2",
+			Network: awsfake.MachineNetwork{EFACards: tc.cards}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "MachineSpec.Network.EFACards") {
+			t.Errorf("EFA cards %v: err = %v, want %q", tc.cards, err, tc.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dcgmdiag"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
@@ -168,6 +169,61 @@ func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// layout succeeds for every layout: boot-hook calls it under set -e, so a layout whose last
+// test is false would stop the boot before sshd has host keys.
+func TestLayoutUnderSetE(t *testing.T) {
+	for _, product := range []string{"p6-b200.48xlarge", "p6-b300.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+		"g5.xlarge", "g6.xlarge", "g6e.xlarge", "c7i.large", "p7-future.48xlarge"} {
+		h := newHost(t, product, nil)
+		cmd := exec.Command("bash", "-ec", `. "$1"; layout; echo "$L_TYPE $L_PCIE_SLOT"`, "layout", filepath.Join(h.dir, "root/usr/lib/dlami-sim/sim.sh"))
+		cmd.Env = append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix)
+		out, err := cmd.CombinedOutput()
+		want := product + " 16"
+		if product == "g6.xlarge" {
+			want = product + " 8"
+		}
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%s: layout under set -e: %v %q, want %q", product, err, out, want)
+		}
+	}
+}
+
+// The single-GPU G6 sizes wire the L4 to an x8 slot: nvidia-smi reports x8 of the L4's x16,
+// idle and under load, in the CSV query and in -q, whose architecture reads Ada Lovelace.
+func TestGPUHealthG6SlotWidth(t *testing.T) {
+	h := newHost(t, "g6.xlarge", nil)
+	for _, load := range []bool{false, true} {
+		if load {
+			defer h.underLoad()()
+		}
+		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+		if err != nil || len(gpus) != 1 || gpus[0].PCIeWidthCurrent.N != 8 || gpus[0].PCIeWidthMax.N != 16 {
+			t.Fatalf("load %v: %+v %v", load, gpus, err)
+		}
+		q, err := gpuhealth.ParseQuery(h.run(nil, smi, "-q"))
+		if err != nil || len(q.GPUs) != 1 || q.GPUs[0].PCIeWidthCurrent.N != 8 || q.GPUs[0].Architecture != "Ada Lovelace" || q.Incomplete() != nil {
+			t.Fatalf("load %v: -q %+v %v", load, q, err)
+		}
+	}
+	// DCGM's pcie test fails the L4 at x8 unless told the slot's width, as AWS's suites tell it.
+	h.run(nil, hostengin)
+	out, _, code := h.runErr(nil, dcgmi, "diag", "-r", "2", "-j")
+	r, err := dcgmdiag.Parse(out)
+	if pcie, _ := r.Test("pcie"); err != nil || code != 226 || pcie.Summary != dcgmdiag.Fail || pcie.Results[0].Warnings[0].ErrorID != 46 {
+		t.Errorf("g6.xlarge r2 at DCGM's defaults: exit %d, %v, %+v", code, err, pcie)
+	}
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-p", "pcie.h2d_d2h_single_pinned.min_pci_width=8;pcie.h2d_d2h_single_unpinned.min_pci_width=8", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 0 || r.Worst() != dcgmdiag.Pass {
+		t.Errorf("g6.xlarge r2 told min_pci_width 8: exit %d, %v, %v", code, err, r.Worst())
+	}
+	// The other types keep x16.
+	p5 := newHost(t, "p5.48xlarge", nil)
+	q, err := gpuhealth.ParseQuery(p5.run(nil, smi, "-q"))
+	if err != nil || len(q.GPUs) != 8 || q.GPUs[0].PCIeWidthCurrent.N != 16 || q.GPUs[0].Architecture != "Hopper" {
+		t.Fatalf("p5 -q: %+v %v", q, err)
 	}
 }
 
@@ -374,6 +430,22 @@ func TestDCGM(t *testing.T) {
 			t.Errorf("memory GPU 3 warnings %+v", res.Warnings)
 		}
 	}
+	// DCGM's pcie test fails a GPU below min_pci_width (16 by default) with DCGM_FR_PCIE_WIDTH.
+	h.knob("dcgm-memory-fail", "")
+	h.knob("gpu-pcie-width-under-load", "5:8")
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 226 {
+		t.Fatalf("r2 with GPU 5 at x8: exit %d, %v", code, err)
+	}
+	if pcie, _ := r.Test("pcie"); pcie.Summary != dcgmdiag.Fail || pcie.Results[5].Outcome != dcgmdiag.Fail || pcie.Results[5].Warnings[0].ErrorID != 46 ||
+		!strings.Contains(pcie.Results[5].Warnings[0].Text, "PCI link width 8X") || pcie.Results[4].Outcome != dcgmdiag.Pass {
+		t.Errorf("pcie with GPU 5 at x8: %+v", pcie)
+	}
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-p", "pcie.h2d_d2h_single_pinned.min_pci_width=8;pcie.h2d_d2h_single_unpinned.min_pci_width=8", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 0 || r.Worst() != dcgmdiag.Pass {
+		t.Errorf("r2 told min_pci_width 8: exit %d, %v, %v", code, err, r.Worst())
+	}
+	h.knob("gpu-pcie-width-under-load", "")
 	h.knob("dcgm-runtime-error", "Error: Diagnostic could not be run while DCGM is paused.")
 	out, _, _ = h.runErr(nil, dcgmi, "diag", "-r", "1", "-j")
 	if _, err := dcgmdiag.Parse(out); !dcgmdiag.IsCouldNotRun(err) || !strings.Contains(err.Error(), "paused") {
@@ -659,5 +731,157 @@ func TestJournalctlRotateVacuum(t *testing.T) {
 	_, errs, code := h.runErr(nil, "root/usr/bin/journalctl", "--vacuum-time=1s")
 	if code != 0 || !strings.Contains(errs, "Vacuuming done") || held() != 0 {
 		t.Fatalf("rotate + vacuum: exit %d, %q, %d bytes left", code, errs, held())
+	}
+}
+
+// The EFA devices a host shows are those its launch attached (knob efa-cards, written by the
+// fleet), named after their network card, in card order, in every tool alike: fi_info's
+// domains, rdma statistic's links and the network a forced NCCL run uses. "none" (amazon-ebs's
+// one default interface) leaves an EFA-capable type without any.
+func TestEFADevicesFollowTheLaunch(t *testing.T) {
+	const fiInfo = "root/opt/amazon/efa/bin/fi_info"
+	devices := func(h *host) (fi, links []string) {
+		t.Helper()
+		out, errs, code := h.runErr(nil, fiInfo, "-p", "efa", "-t", "FI_EP_RDM")
+		if code == 0 {
+			d, err := fiinfo.ParseDomains(out)
+			if err != nil {
+				t.Fatalf("fi_info: %v\n%s", err, out)
+			}
+			for _, dom := range d {
+				fi = append(fi, fiinfo.DeviceName(dom))
+			}
+		} else if code != 1 || !strings.Contains(errs, "fi_getinfo: -61 (No data available)") {
+			t.Fatalf("fi_info without EFA: exit %d, %q", code, errs)
+		}
+		out = h.run(nil, "root/usr/bin/rdma", "statistic", "show")
+		if strings.TrimSpace(out) == "" {
+			return fi, nil // no EFA: rdma prints nothing, as iproute2 does without RDMA links
+		}
+		stat, err := rdmastat.Parse(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range stat {
+			links = append(links, l.Device)
+		}
+		return fi, links
+	}
+	seq := func(from, to int) string {
+		var s []string
+		for c := from; c <= to; c++ {
+			s = append(s, strconv.Itoa(c))
+		}
+		return strings.Join(s, ",")
+	}
+	tests := []struct {
+		product, cards string
+		want           []string
+	}{
+		{"p6-b200.48xlarge", seq(0, 7), []string{"rdmap79s0", "rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap96s0", "rdmap97s0", "rdmap98s0", "rdmap99s0"}},
+		// P6-B300: card 0 is ENA-only, the EFAs sit on cards 1-16.
+		{"p6-b300.48xlarge", seq(1, 16), []string{"rdmap80s0", "rdmap81s0", "rdmap82s0", "rdmap96s0", "rdmap97s0", "rdmap98s0", "rdmap99s0",
+			"rdmap113s0", "rdmap114s0", "rdmap115s0", "rdmap116s0", "rdmap130s0", "rdmap131s0", "rdmap132s0", "rdmap133s0", "rdmap147s0"}},
+		{"p5.48xlarge", "0,2,5", []string{"rdmap79s0", "rdmap81s0", "rdmap97s0"}},
+		{"p5.48xlarge", "none", nil},
+		{"p6-b200.48xlarge", "none", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.product+"/"+tc.cards, func(t *testing.T) {
+			h := newHost(t, tc.product, map[string]string{"efa-cards": tc.cards})
+			fi, links := devices(h)
+			if strings.Join(fi, " ") != strings.Join(tc.want, " ") || strings.Join(links, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("fi_info %v, rdma statistic %v; want %v", fi, links, tc.want)
+			}
+		})
+	}
+	// Without the knob (a host booted by hand, the scenarios) the type's full set.
+	fi, links := devices(newHost(t, "p5.48xlarge", nil))
+	if len(fi) != 32 || len(links) != 32 {
+		t.Errorf("no efa-cards knob on p5.48xlarge: %d domains, %d links; want 32", len(fi), len(links))
+	}
+	// A malformed knob invents nothing.
+	h := newHost(t, "p5.48xlarge", map[string]string{"efa-cards": "0,x"})
+	if _, errs, code := h.runErr(nil, fiInfo, "-p", "efa"); code != 1 || !strings.Contains(errs, "knob efa-cards '0,x'") {
+		t.Errorf("malformed efa-cards: exit %d, %q", code, errs)
+	}
+
+	// NCCL forced onto the network: without EFA devices aws-ofi-nccl finds no provider and NCCL
+	// falls back to sockets, whatever the type.
+	env := []string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_DEBUG=INFO", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	r, err := nccltests.ParseString(newHost(t, "p5.48xlarge", map[string]string{"efa-cards": "none"}).run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Transport.Socket || len(r.Transport.Providers) != 0 {
+		t.Errorf("no EFA attached: transport %+v, want sockets and no provider", r.Transport)
+	}
+	r, err = nccltests.ParseString(newHost(t, "p6-b200.48xlarge", map[string]string{"efa-cards": seq(0, 7)}).run(env, nccl, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Transport.Socket || len(r.Transport.Providers) != 1 || r.Transport.Providers[0].NICs == nil || *r.Transport.Providers[0].NICs != 8 {
+		t.Errorf("8 EFA attached: transport %+v, want efa with 8 nics", r.Transport)
+	}
+}
+
+// With knob efa-traffic blocked (the fleet sets it when the security groups lack the
+// all-traffic self rules) EFA traffic never arrives: a ping-pong with the SHM transfer off and
+// a network-forced NCCL run stall, silently, until their caller gives up. Shared memory and
+// NVLink traffic do not cross the network and still pass.
+func TestEFATrafficBlockedStalls(t *testing.T) {
+	h := newHost(t, "p6-b200.48xlarge", map[string]string{"efa-traffic": "blocked"})
+	stalls := func(what string, env []string, script string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("bash", append([]string{filepath.Join(h.dir, script)}, args...)...)
+		cmd.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			t.Errorf("%s finished (%v) although EFA traffic is blocked:\n%s", what, err, out.String())
+		case <-time.After(2 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			if strings.Contains(strings.ToLower(out.String()), "security group") {
+				t.Errorf("%s explains itself; real EFA stalls without a word:\n%s", what, out.String())
+			}
+		}
+	}
+	noSHM := []string{"FI_EFA_ENABLE_SHM_TRANSFER=0"}
+	// The server waits as long as it takes anyway: the client is what must stall.
+	srv := exec.Command("bash", filepath.Join(h.dir, pp), "-p", "efa", "-e", "rdm", "-d", "rdmap79s0-rdm", "-B", "20190", "-I", "10", "-S", "1024")
+	srv.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), noSHM...)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(h.prefix, "run/dlami-sim/state/pingpong/20190")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stalls("fi_pingpong over EFA", noSHM, pp, "-p", "efa", "-e", "rdm", "-d", "rdmap79s0-rdm", "-P", "20190", "-I", "10", "-S", "1024", "127.0.0.1")
+
+	// Shared memory does not cross the network.
+	if _, cli, sc, cc := h.pingpong(nil, "rdmap80s0", "20191"); sc != 0 || cc != 0 {
+		t.Errorf("SHM ping-pong with EFA traffic blocked: exit %d/%d\n%s", sc, cc, cli)
+	}
+	nccl := "root/usr/lib/dlami-sim/all_reduce_perf"
+	stalls("all_reduce_perf forced onto the network", []string{"OMPI_COMM_WORLD_SIZE=8", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"}, nccl, "-b", "8", "-e", "8M", "-f", "2", "-g", "1")
+	if _, err := nccltests.ParseString(h.run([]string{"OMPI_COMM_WORLD_SIZE=8"}, nccl, "-b", "8", "-e", "8M", "-f", "2", "-g", "1")); err != nil {
+		t.Errorf("NVLink all-reduce with EFA traffic blocked: %v", err)
+	}
+	// The fleet lifts the block when the rules come back: the next ping-pong passes.
+	h.knob("efa-traffic", "allowed")
+	if _, cli, sc, cc := h.pingpong(noSHM, "rdmap81s0", "20192"); sc != 0 || cc != 0 {
+		t.Errorf("ping-pong after the rules came back: exit %d/%d\n%s", sc, cc, cli)
 	}
 }

@@ -1,11 +1,18 @@
 // Package dcgmdiag parses the JSON of `dcgmi diag -r <level> -j`: per test, per GPU, what DCGM
 // concluded (Pass, Fail, Warn, Skip, Not Run) and what it said about it.
 //
-// It reads both document shapes: DCGM 3.x ("DCGM GPU Diagnostic", results keyed by "gpu_id")
-// and DCGM 4.x ("DCGM Diagnostic", results keyed by entity, a per-test "test_summary", a
-// top-level "metadata"). When the diagnostic did not run (a "runtime_error" in the JSON, text
-// instead of JSON, a document with no test result) Parse returns a *CouldNotRun error: a
-// distinct outcome, never a pass.
+// It reads both document shapes: DCGM 3.x ("DCGM GPU Diagnostic", results keyed by "gpu_id",
+// "version", "Driver Version Detected", "GPU Device IDs" and "GPU Device Serials" beside it at
+// the top level) and DCGM 4.x ("DCGM Diagnostic", results keyed by entity, a per-test
+// "test_summary", top-level "metadata" and "entity_groups"). When the diagnostic did not run
+// (a "runtime_error" in the JSON, text instead of JSON, a document with no test result) Parse
+// returns a *CouldNotRun error: a distinct outcome, never a pass.
+//
+// A judge reads Test.Summary, never the results alone: DCGM 4.x reports errors that belong to
+// no GPU only in the test_summary, so a test whose every result says Pass can still have
+// failed (Test.SummaryWorse). Report.GPUs and Test.GPUs say which GPUs the run and each test
+// covered, to compare with the expected GPU count. dcgmi's exit status (which the JSON does
+// not carry) is read with ExitStatus.
 package dcgmdiag
 
 import (
@@ -99,13 +106,85 @@ type Test struct {
 	Results         []Result
 }
 
+// WorstResult is the worst Outcome of the test's results; Pass when it has none.
+func (t Test) WorstResult() Outcome {
+	w := Pass
+	for _, r := range t.Results {
+		if r.Outcome > w {
+			w = r.Outcome
+		}
+	}
+	return w
+}
+
+// SummaryWorse reports a test_summary worse than every result: DCGM concluded on something
+// no result carries (an error of no GPU, in SummaryWarnings). Such a test never passes.
+func (t Test) SummaryWorse() bool { return len(t.Results) > 0 && t.Summary > t.WorstResult() }
+
+// GPUs are the distinct GPU ids the test's results name, sorted; nil when they name none
+// (DCGM 3.x's Deployment tests).
+func (t Test) GPUs() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, r := range t.Results {
+		if r.Entity == "GPU" && r.EntityID >= 0 && !seen[r.EntityID] {
+			seen[r.EntityID] = true
+			out = append(out, r.EntityID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Entity is one entity the run covered: DCGM 4.x's entity_groups, or DCGM 3.x's "GPU Device
+// IDs" (with "GPU Device Serials").
+type Entity struct {
+	// Group is the entity group ("GPU", "CPU").
+	Group string
+	// ID is the entity id (the DCGM GPU id); -1 when the document names none.
+	ID int
+	// DeviceID is the PCI device id ("20b0" on A100, "2e12" on GB10); Serial the board serial.
+	DeviceID, Serial string
+}
+
 // Report is a parsed diagnostic run.
 type Report struct {
 	// Format is 3 or 4: the document shape.
 	Format int
 	// Version is the DCGM version and DriverVersion the driver DCGM detected, "" when absent.
 	Version, DriverVersion string
-	Tests                  []Test
+	// Entities are the entities the run covered, as the document lists them; nil when it
+	// lists none (DCGM 4.x before entity_groups, 3.x documents cut short).
+	Entities []Entity
+	Tests    []Test
+}
+
+// GPUs are the ids of the GPU entities the run covered, sorted: from Entities, else the GPUs
+// the results name. A judge compares their number with the expected GPU count: results that
+// cover 1 of 8 GPUs are not a pass of the other 7.
+func (r Report) GPUs() []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(id int) {
+		if id >= 0 && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, e := range r.Entities {
+		if e.Group == "GPU" {
+			add(e.ID)
+		}
+	}
+	if len(out) == 0 {
+		for _, t := range r.Tests {
+			for _, id := range t.GPUs() {
+				add(id)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Worst is the worst Summary of all tests.
@@ -133,6 +212,9 @@ func (r Report) Test(name string) (Test, bool) {
 type CouldNotRun struct {
 	// Reason is DCGM's own message (its runtime_error, or the text it printed), shortened.
 	Reason string
+	// Code is the document's "error_code" (nvvs prints one beside runtime_error); 0 when
+	// absent.
+	Code int
 }
 
 func (e *CouldNotRun) Error() string { return "dcgmi diag could not run: " + e.Reason }
@@ -169,11 +251,15 @@ func Parse(text string) (Report, error) {
 		r.Format = 3
 	}
 	if !ok {
+		if _, iter := doc["iterations"]; iter {
+			return Report{}, errors.New("dcgmi diag: a document of several --iterations runs: run the diagnostic once per document")
+		}
 		return Report{}, fmt.Errorf("dcgmi diag: JSON has neither %q nor %q: keys %q", key4, key3, textcut.Head(strings.Join(sortedKeys(doc), ", "), 160))
 	}
 	var top struct {
 		Categories   []category      `json:"test_categories"`
 		RuntimeError json.RawMessage `json:"runtime_error"`
+		ErrorCode    json.RawMessage `json:"error_code"`
 		Version      string          `json:"version"`
 		Driver       string          `json:"Driver Version Detected"`
 	}
@@ -181,9 +267,21 @@ func Parse(text string) (Report, error) {
 		return Report{}, fmt.Errorf("dcgmi diag: %q: %w", "test_categories", err)
 	}
 	if len(top.RuntimeError) > 0 && string(top.RuntimeError) != "null" {
-		return Report{}, &CouldNotRun{Reason: textcut.Head(strings.TrimSpace(stringOf(top.RuntimeError)), 300)}
+		code := intOf(top.ErrorCode)
+		if code == -1 {
+			code = 0
+		}
+		return Report{}, &CouldNotRun{Reason: textcut.Head(strings.TrimSpace(stringOf(top.RuntimeError)), 300), Code: code}
 	}
 	r.Version, r.DriverVersion = top.Version, top.Driver
+	// DCGM 3.x writes the version, the driver and the GPUs beside its body, at the top level.
+	if r.Version == "" {
+		r.Version = textcut.Head(stringOf(doc["version"]), 40)
+	}
+	if r.DriverVersion == "" {
+		r.DriverVersion = textcut.Head(stringOf(doc["Driver Version Detected"]), 40)
+	}
+	r.Entities = entitiesOf(doc)
 	if m, ok := doc["metadata"]; ok {
 		var meta struct {
 			Version string `json:"version"`
@@ -211,6 +309,47 @@ func Parse(text string) (Report, error) {
 		return Report{}, &CouldNotRun{Reason: "the JSON document lists no test"}
 	}
 	return r, nil
+}
+
+// entitiesOf reads DCGM 4.x's entity_groups, else DCGM 3.x's "GPU Device IDs" (an array,
+// one per GPU in id order) and "GPU Device Serials" (an object keyed by GPU id). Anything
+// that is not of that shape yields no entity: Report.GPUs then falls back to the results.
+func entitiesOf(doc map[string]json.RawMessage) []Entity {
+	var out []Entity
+	if raw, ok := doc["entity_groups"]; ok {
+		var groups []struct {
+			Group    string `json:"entity_group"`
+			Entities []struct {
+				ID       json.RawMessage `json:"entity_id"`
+				DeviceID string          `json:"device_id"`
+				Serial   string          `json:"serial_num"`
+			} `json:"entities"`
+		}
+		if json.Unmarshal(raw, &groups) == nil {
+			for _, g := range groups {
+				for _, e := range g.Entities {
+					if len(out) >= 1<<12 {
+						return out
+					}
+					out = append(out, Entity{Group: textcut.Head(g.Group, 20), ID: intOf(e.ID), DeviceID: textcut.Head(e.DeviceID, 20), Serial: textcut.Head(e.Serial, 60)})
+				}
+			}
+		}
+		return out
+	}
+	var ids []string
+	if json.Unmarshal(doc["GPU Device IDs"], &ids) != nil {
+		return nil
+	}
+	var serials map[string]string
+	_ = json.Unmarshal(doc["GPU Device Serials"], &serials)
+	for i, id := range ids {
+		if i >= 1<<12 {
+			break
+		}
+		out = append(out, Entity{Group: "GPU", ID: i, DeviceID: textcut.Head(id, 20), Serial: textcut.Head(serials[strconv.Itoa(i)], 60)})
+	}
+	return out
 }
 
 // couldNotRun quotes the end of what dcgmi printed instead of a JSON document.
@@ -327,14 +466,20 @@ func (jr jsonResult) warnings() []Message {
 			continue
 		}
 		var objs []struct {
-			Warning  string          `json:"warning"`
+			Warning string `json:"warning"`
+			// DCGM 3.x's Deployment tests put the text under "warnings" in each object.
+			Warnings string          `json:"warnings"`
 			ErrorID  json.RawMessage `json:"error_id"`
 			Category json.RawMessage `json:"error_category"`
 			Severity json.RawMessage `json:"error_severity"`
 		}
 		if json.Unmarshal(raw, &objs) == nil {
 			for _, o := range objs {
-				out = append(out, Message{Text: textcut.Head(o.Warning, 1000), ErrorID: intOf(o.ErrorID), Category: intOf(o.Category), Severity: intOf(o.Severity)})
+				text := o.Warning
+				if text == "" {
+					text = o.Warnings
+				}
+				out = append(out, Message{Text: textcut.Head(text, 1000), ErrorID: intOf(o.ErrorID), Category: intOf(o.Category), Severity: intOf(o.Severity)})
 			}
 			continue
 		}

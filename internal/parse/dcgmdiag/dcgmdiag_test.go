@@ -1,6 +1,8 @@
 package dcgmdiag
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -150,6 +152,18 @@ func FuzzParse(f *testing.F) {
 		if len(r.Tests) == 0 {
 			t.Fatal("no error but no tests")
 		}
+		if r.Worst() == Pass {
+			for _, tst := range r.Tests {
+				if tst.SummaryWorse() || tst.Summary != Pass {
+					t.Fatalf("worst Pass with test %+v", tst)
+				}
+			}
+		}
+		for _, id := range r.GPUs() {
+			if id < 0 {
+				t.Fatalf("negative GPU id in %v", r.GPUs())
+			}
+		}
 		for _, tst := range r.Tests {
 			for _, res := range tst.Results {
 				if res.Outcome > tst.Summary {
@@ -161,4 +175,118 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestVersionAndCoverage: DCGM 3.x's top-level version, driver and GPU list, DCGM 4.x's
+// metadata and entity_groups, and the GPUs each test covered.
+func TestVersionAndCoverage(t *testing.T) {
+	for _, tt := range []struct {
+		file            string
+		version, driver string
+		gpus, pcieGPUs  []int
+	}{
+		{"derived-dcgm3.3.9-r2-8xA100-top-level-version.json", "3.3.9", "535.129.03", []int{0, 1, 2, 3, 4, 5, 6, 7}, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{"derived-dcgm3.3.9-r2-A100-covers-1-gpu.json", "3.3.9", "535.129.03", []int{0}, []int{0}},
+		{"dcgm4.2.3-r1-GB10-software-fail-persistence.json", "4.2.3", "580.82.09", []int{0}, nil},
+		{"derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json", "", "", []int{0, 1, 2, 3, 4, 5, 6, 7}, nil},
+		{"dcgm3-gcm-test-deployment-fail-warn.json", "", "", nil, nil},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			r, err := Parse(fixture.Read(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Version != tt.version || r.DriverVersion != tt.driver || !reflect.DeepEqual(r.GPUs(), tt.gpus) {
+				t.Errorf("version %q, driver %q, GPUs %v", r.Version, r.DriverVersion, r.GPUs())
+			}
+			if p, ok := r.Test("PCIe"); ok && !reflect.DeepEqual(p.GPUs(), tt.pcieGPUs) {
+				t.Errorf("PCIe covers %v", p.GPUs())
+			}
+		})
+	}
+	r, _ := Parse(fixture.Read(t, "derived-dcgm3.3.9-r2-8xA100-top-level-version.json"))
+	if e := r.Entities[7]; e != (Entity{Group: "GPU", ID: 7, DeviceID: "20b0", Serial: "1322921056183"}) || len(r.Entities) != 8 {
+		t.Errorf("3.x entities %+v", r.Entities)
+	}
+	if d, _ := r.Test("Denylist"); d.GPUs() != nil || d.Summary != Pass {
+		t.Errorf("a Deployment test names GPUs: %+v", d)
+	}
+	r, _ = Parse(fixture.Read(t, "dcgm4.2.3-r1-GB10-software-fail-persistence.json"))
+	if len(r.Entities) != 1 || r.Entities[0] != (Entity{Group: "GPU", ID: 0, DeviceID: "2e12", Serial: "<<<NOT_SUPPORTED>>>"}) {
+		t.Errorf("4.x entities %+v", r.Entities)
+	}
+}
+
+// TestSummaryWorse: per-GPU results all Pass, the test_summary Fail with an error of no GPU:
+// the test fails, and SummaryWorse says why the results alone would have passed it.
+func TestSummaryWorse(t *testing.T) {
+	r, err := Parse(fixture.Read(t, "derived-dcgm4-r3-8xGPU-results-pass-summary-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Tests[0]
+	if d.Summary != Fail || d.WorstResult() != Pass || !d.SummaryWorse() || r.Worst() != Fail || len(d.Results) != 8 {
+		t.Fatalf("summary %v, worst result %v, summary worse %v", d.Summary, d.WorstResult(), d.SummaryWorse())
+	}
+	if w := d.SummaryWarnings; len(w) != 1 || w[0].ErrorID != 44 || w[0].Category != 16 || w[0].Severity != 4 || !strings.Contains(w[0].Text, "internal error") {
+		t.Errorf("summary warnings %+v", w)
+	}
+	ok, _ := Parse(fixture.Read(t, "derived-dcgm4-r3-8xGPU-diagnostic-test-issue215.json"))
+	if ok.Tests[0].SummaryWorse() || (Test{Summary: Fail}).SummaryWorse() {
+		t.Error("SummaryWorse on a summary that agrees with its results, or on a test with no result")
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tt := range []struct {
+		status          int
+		name            string
+		failed, isolate bool
+	}{
+		{0, "DCGM_ST_OK", false, false},
+		{226, "DCGM_ST_NVVS_ERROR", true, false}, // the GB10 run of dcgm4.2.3-r1-GB10-software-fail-persistence.json exited 226
+		{205, "DCGM_ST_NVVS_ISOLATE_ERROR", true, true},
+		{203, "DCGM_ST_NVVS_KILLED", false, false},
+		{202, "DCGM_ST_PAUSED", false, false},
+		{235, "DCGM_ST_CONNECTION_NOT_VALID", false, false},
+		{254, "(dcgmi: command-line parse error)", false, false},
+		{1, "", false, false},
+		{-1, "", false, false},
+		{300, "", false, false},
+	} {
+		e := ExitStatus(tt.status)
+		if e.Name != tt.name || e.TestFailed != tt.failed || e.Isolate != tt.isolate || e.Status != tt.status {
+			t.Errorf("ExitStatus(%d) = %+v", tt.status, e)
+		}
+	}
+	if s := ExitStatus(226).String(); s != "exit 226 (DCGM_ST_NVVS_ERROR)" {
+		t.Errorf("String = %q", s)
+	}
+	if s := ExitStatus(1).String(); s != "exit 1" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestDeploymentWarnings3x(t *testing.T) {
+	// DCGM 3.x's Deployment results put the message under "warnings" inside each object
+	// (dcgmi/Diag.cpp HelperJsonAddBasicTests, v3.3.9), with the GPU the error names.
+	r, err := Parse(`{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [{"name": "Persistence Mode", "results": [
+		{"gpu_id": 3, "status": "Fail", "warnings": [{"error_category": 3, "error_id": 29, "error_severity": 5, "warnings": "Persistence mode for GPU 3 is disabled."}]}]}]}]},
+		"version": "3.3.9"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Tests[0].Results[0]
+	if res.EntityID != 3 || len(res.Warnings) != 1 || res.Warnings[0].Text != "Persistence mode for GPU 3 is disabled." || res.Warnings[0].ErrorID != 29 || r.Version != "3.3.9" {
+		t.Errorf("result %+v, version %q", res, r.Version)
+	}
+	_, err = Parse(`{"iterations": [{"DCGM GPU Diagnostic": {}}], "Overall Result": "Pass"}`)
+	if err == nil || IsCouldNotRun(err) || !strings.Contains(err.Error(), "iterations") {
+		t.Errorf("iterations document: %v", err)
+	}
+	var c *CouldNotRun
+	_, err = Parse(`{"DCGM Diagnostic": {"runtime_error": "Error: NVVS failed", "error_code": 8, "version": "4.6.0"}}`)
+	if !errors.As(err, &c) || c.Code != 8 {
+		t.Errorf("runtime error code: %v", err)
+	}
 }

@@ -4,7 +4,10 @@
 //
 // Every value is typed and keeps its text: a Flag or a Count is known (true/false, a number)
 // or unknown ("[N/A]", "[Not Supported]", "[Unknown Error]"...), never a zero that reads as
-// healthy. Text that is neither is an error, and so is output that lists no GPU.
+// healthy. Its Kind says which kind of "no value" nvidia-smi printed, so a judge can tell a
+// field this GPU generation does not have ("[N/A]" for retired pages on an H100) from one the
+// driver failed to read ("[Unknown Error]", "[GPU is lost]"). Text that is neither is an
+// error, and so is output that lists no GPU or says a GPU could not be read at all.
 package gpuhealth
 
 import (
@@ -13,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -58,10 +62,101 @@ func (s State) String() string {
 	return "unknown"
 }
 
+// Kind is what kind of text nvidia-smi printed in a field: a value, or one of its ways of
+// saying it has none. nvidia-smi prints NVML's error string in brackets in CSV ("[Unknown
+// Error]") and bare in `nvidia-smi -q` ("Unknown Error"); both read the same.
+type Kind int8
+
+const (
+	// KindNotQueried: the query did not ask for the field (Raw is "").
+	KindNotQueried Kind = iota
+	// KindValue: a value (a number, or one of the field's two words).
+	KindValue
+	// KindNotApplicable: "[N/A]" or "N/A": nvidia-smi has no value for this GPU in its present
+	// configuration. Normal where the field does not exist on the GPU's generation (retired
+	// pages from Ampere on, the per-GPU fabric state before Hopper) or while a feature is off
+	// (ECC counts with ECC disabled); a missing reading wherever the field is required.
+	KindNotApplicable
+	// KindNotSupported: "[Not Supported]": NVML_ERROR_NOT_SUPPORTED, the GPU or driver does not
+	// implement the field.
+	KindNotSupported
+	// KindUnknownError: "[Unknown Error]": NVML_ERROR_UNKNOWN, the driver failed to read it.
+	KindUnknownError
+	// KindGPULost: "[GPU is lost]": NVML_ERROR_GPU_IS_LOST, the GPU fell off the bus.
+	KindGPULost
+	// KindNoPermission: "[Insufficient Permissions]": NVML_ERROR_NO_PERMISSION.
+	KindNoPermission
+	// KindOtherError: any other bracketed NVML error string ("[Timeout]", "[GPU requires
+	// reset]", "[Driver Not Loaded]"...), kept in Raw.
+	KindOtherError
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNotQueried:
+		return "not queried"
+	case KindValue:
+		return "value"
+	case KindNotApplicable:
+		return "N/A"
+	case KindNotSupported:
+		return "not supported"
+	case KindUnknownError:
+		return "unknown error"
+	case KindGPULost:
+		return "GPU is lost"
+	case KindNoPermission:
+		return "insufficient permissions"
+	}
+	return "error"
+}
+
+// ReadFailed reports the kinds that say the driver tried and failed to read the field
+// (unknown error, GPU lost, no permission, another NVML error): never a healthy reading,
+// whatever the GPU generation.
+func (k Kind) ReadFailed() bool {
+	return k == KindUnknownError || k == KindGPULost || k == KindNoPermission || k == KindOtherError
+}
+
+// KindOf classifies a value nvidia-smi printed (in any of its outputs): KindValue for a
+// value, else which "no value" it is.
+func KindOf(raw string) Kind { return kindOf(raw) }
+
+// kindOf classifies a field's text.
+func kindOf(raw string) Kind {
+	t := strings.TrimSpace(raw)
+	if t == "" {
+		return KindNotQueried
+	}
+	inner := t
+	bracketed := len(t) >= 2 && t[0] == '[' && t[len(t)-1] == ']'
+	if bracketed {
+		inner = strings.TrimSpace(t[1 : len(t)-1])
+	}
+	switch strings.ToLower(inner) {
+	case "n/a":
+		return KindNotApplicable
+	case "not supported":
+		return KindNotSupported
+	case "unknown error":
+		return KindUnknownError
+	case "gpu is lost":
+		return KindGPULost
+	case "insufficient permissions":
+		return KindNoPermission
+	}
+	if bracketed {
+		return KindOtherError
+	}
+	return KindValue
+}
+
 // Flag is a two-valued field (Enabled/Disabled, Yes/No, Active/Not Active) as nvidia-smi
 // printed it.
 type Flag struct {
 	State State
+	// Kind is KindValue for a known true or false, else the kind of "no value" printed.
+	Kind Kind
 	// Raw is the text nvidia-smi printed; "" when the query did not ask for the field.
 	Raw string
 }
@@ -81,6 +176,8 @@ func (f Flag) IsFalse() bool { return f.State == False }
 type Count struct {
 	Known bool
 	N     uint64
+	// Kind is KindValue when Known, else the kind of "no value" printed.
+	Kind Kind
 	// Raw is the text nvidia-smi printed; "" when the query did not ask for the field.
 	Raw string
 }
@@ -90,6 +187,12 @@ type GPU struct {
 	Index int
 	// BusID is as printed ("00000000:53:00.0").
 	BusID string
+	// Name is the product name ("NVIDIA A100-SXM4-40GB") when the output has it (nvidia-smi
+	// -q, or a query with "name"); "" otherwise.
+	Name string
+	// Architecture is `nvidia-smi -q`'s "Product Architecture" ("Ampere", "Hopper",
+	// "Blackwell", "Ada Lovelace"); "" when the output has none (the CSV query cannot ask).
+	Architecture string
 
 	Persistence Flag // persistence_mode: Enabled/Disabled
 	ECCMode     Flag // ecc.mode.current: Enabled/Disabled
@@ -168,8 +271,11 @@ func canonical(field string) string {
 	if rest, ok := strings.CutPrefix(field, "clocks_throttle_reasons."); ok {
 		return "clocks_event_reasons." + rest
 	}
-	if field == "gpu_bus_id" {
+	switch field {
+	case "gpu_bus_id":
 		return "pci.bus_id"
+	case "gpu_name":
+		return "name"
 	}
 	return field
 }
@@ -179,8 +285,53 @@ func canonical(field string) string {
 func Parse(text string) ([]GPU, error) { return ParseFields(text, Fields(Query)) }
 
 // ParseFields reads the output of a --query-gpu whose field list was fields, in that order.
-// The list must hold "index". A header line, when present, must name the same fields.
+// The list must hold "index". A header line, when present, must name the same fields. A list
+// nvidia-smi left incomplete (a GPU it could not open, a row with no readable field, a gap in
+// the indexes) is a *nvsmi.MissingGPUsError: see ParseReport for the GPUs it did list.
 func ParseFields(text string, fields []string) ([]GPU, error) {
+	r, err := ParseReport(text, fields)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Incomplete(); err != nil {
+		return nil, err
+	}
+	return r.GPUs, nil
+}
+
+// Report is a --query-gpu output with what it says about GPUs it could not list.
+type Report struct {
+	// GPUs are the rows read, in the order listed.
+	GPUs []GPU
+	// Handles are nvidia-smi's "Unable to determine the device handle for GPU..." lines
+	// (present when the probe keeps stderr with stdout).
+	Handles []nvsmi.HandleError
+	// UnreadableRows counts rows in which every field, the index too, was an NVML error.
+	UnreadableRows int
+}
+
+// Gaps are the indexes missing below the highest one listed.
+func (r Report) Gaps() []int { return nvsmi.IndexGaps(r.indexes()) }
+
+// Incomplete returns a *nvsmi.MissingGPUsError when the report shows GPUs it could not list,
+// else nil. It cannot see a GPU missing after the highest index: compare len(GPUs) with the
+// expected GPU count for that.
+func (r Report) Incomplete() error {
+	return nvsmi.Incomplete("nvidia-smi --query-gpu", r.indexes(), r.Handles, r.UnreadableRows)
+}
+
+func (r Report) indexes() []int {
+	out := make([]int, len(r.GPUs))
+	for i, g := range r.GPUs {
+		out[i] = g.Index
+	}
+	return out
+}
+
+// ParseReport reads the output of a --query-gpu whose field list was fields, keeping the GPUs
+// it lists beside the signs of GPUs it could not list. It fails on text that is not such a
+// list, and when it lists nothing at all.
+func ParseReport(text string, fields []string) (Report, error) {
 	canon := make([]string, len(fields))
 	indexCol := -1
 	for i, f := range fields {
@@ -190,45 +341,81 @@ func ParseFields(text string, fields []string) ([]GPU, error) {
 		}
 	}
 	if indexCol < 0 {
-		return nil, errors.New("nvidia-smi --query-gpu: the field list has no \"index\"")
+		return Report{}, errors.New("nvidia-smi --query-gpu: the field list has no \"index\"")
 	}
-	var gpus []GPU
+	var r Report
 	seen := map[int]bool{}
 	for n, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
 		if line == "" {
 			continue
 		}
+		if h, ok := nvsmi.ParseHandleError(line); ok {
+			r.Handles = append(r.Handles, h)
+			continue
+		}
 		cells := strings.Split(line, ",")
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
-		if len(gpus) == 0 && len(seen) == 0 && isHeader(cells, canon) {
+		if len(r.GPUs) == 0 && len(seen) == 0 && isHeader(cells, canon) {
 			if err := checkHeader(cells, canon); err != nil {
-				return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: %w", n+1, err)
+				return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: %w", n+1, err)
 			}
 			continue
 		}
 		if len(cells) != len(fields) {
-			return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: want %d fields (%s), got %d: %q",
+			return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: want %d fields (%s), got %d: %q",
 				n+1, len(fields), textcut.Head(strings.Join(fields, ","), 60), len(cells), textcut.Head(line, 160))
+		}
+		if k := kindOf(cells[indexCol]); k != KindValue {
+			if allUnavailable(cells) {
+				r.UnreadableRows++
+				continue
+			}
 		}
 		g := GPU{Index: -1}
 		for i, raw := range cells {
 			if err := g.set(canon[i], fields[i], raw); err != nil {
-				return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: %s: %w", n+1, textcut.Head(fields[i], 60), err)
+				return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: %s: %w", n+1, textcut.Head(fields[i], 60), err)
 			}
 		}
 		if seen[g.Index] {
-			return nil, fmt.Errorf("nvidia-smi --query-gpu: line %d: GPU index %d listed twice", n+1, g.Index)
+			return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: GPU index %d listed twice", n+1, g.Index)
 		}
 		seen[g.Index] = true
-		gpus = append(gpus, g)
+		r.GPUs = append(r.GPUs, g)
 	}
-	if len(gpus) == 0 {
-		return nil, errors.New("nvidia-smi --query-gpu: no GPU listed")
+	if len(r.GPUs) == 0 && len(r.Handles) == 0 && r.UnreadableRows == 0 {
+		return Report{}, errors.New("nvidia-smi --query-gpu: no GPU listed")
 	}
-	return gpus, nil
+	return r, nil
+}
+
+// allUnavailable reports a row whose every cell is one of nvidia-smi's "no value" texts.
+func allUnavailable(cells []string) bool {
+	for _, c := range cells {
+		if !unavailable(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Missing returns the indexes 0..want-1 that gpus does not list: the judge's comparison with
+// the expected GPU count (profile, expect.gpu_count or the PCI bus).
+func Missing(gpus []GPU, want int) []int {
+	have := map[int]bool{}
+	for _, g := range gpus {
+		have[g.Index] = true
+	}
+	var out []int
+	for i := 0; i < want && i <= 1<<12; i++ {
+		if !have[i] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func (g *GPU) set(canon, field, raw string) error {
@@ -239,6 +426,9 @@ func (g *GPU) set(canon, field, raw string) error {
 			return fmt.Errorf("%q is not a GPU index", textcut.Head(raw, 40))
 		}
 		g.Index = idx
+		return nil
+	case "name":
+		g.Name = raw
 		return nil
 	case "pci.bus_id":
 		if raw == "" || unavailable(raw) {
@@ -287,35 +477,29 @@ func stripUnit(s string) string {
 // "[Not Supported]", "[Unknown Error]", "[Insufficient Permissions]", "[GPU is lost]"... in
 // brackets (CSV) or not ("N/A").
 func unavailable(raw string) bool {
-	if len(raw) >= 2 && raw[0] == '[' && raw[len(raw)-1] == ']' {
-		return true
-	}
-	switch strings.ToLower(raw) {
-	case "n/a", "not supported", "unknown error", "insufficient permissions":
-		return true
-	}
-	return false
+	k := kindOf(raw)
+	return k != KindValue && k != KindNotQueried
 }
 
 func parseFlag(raw string, v vocab) (Flag, error) {
 	switch {
 	case strings.EqualFold(raw, v.t):
-		return Flag{State: True, Raw: raw}, nil
+		return Flag{State: True, Kind: KindValue, Raw: raw}, nil
 	case strings.EqualFold(raw, v.f):
-		return Flag{State: False, Raw: raw}, nil
+		return Flag{State: False, Kind: KindValue, Raw: raw}, nil
 	case unavailable(raw):
-		return Flag{State: Unknown, Raw: raw}, nil
+		return Flag{State: Unknown, Kind: kindOf(raw), Raw: raw}, nil
 	}
 	return Flag{Raw: raw}, fmt.Errorf("%q is neither %q nor %q", textcut.Head(raw, 40), v.t, v.f)
 }
 
 func parseCount(raw string) (Count, error) {
 	if unavailable(raw) {
-		return Count{Raw: raw}, nil
+		return Count{Kind: kindOf(raw), Raw: raw}, nil
 	}
 	n, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil {
 		return Count{Raw: raw}, fmt.Errorf("%q is not a count", textcut.Head(raw, 40))
 	}
-	return Count{Known: true, N: n, Raw: raw}, nil
+	return Count{Known: true, N: n, Kind: KindValue, Raw: raw}, nil
 }

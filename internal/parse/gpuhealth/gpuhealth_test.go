@@ -1,10 +1,13 @@
 package gpuhealth
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 )
 
 func TestQuery(t *testing.T) {
@@ -73,7 +76,7 @@ func TestParseValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gpus[1]
-	if g.ECCUncorrectedVolatile != (Count{Known: true, N: 2, Raw: "2"}) || !g.RemappedRowsPending.IsTrue() || g.RemappedRowsFailure.IsTrue() {
+	if g.ECCUncorrectedVolatile != (Count{Known: true, N: 2, Kind: KindValue, Raw: "2"}) || !g.RemappedRowsPending.IsTrue() || g.RemappedRowsFailure.IsTrue() {
 		t.Errorf("GPU 1 = %+v", g)
 	}
 	if !gpus[2].RemappedRowsFailure.IsTrue() {
@@ -88,10 +91,10 @@ func TestParseValues(t *testing.T) {
 	if g := gpus[5]; !g.HWSlowdown.IsTrue() || !g.HWThermalSlowdown.IsTrue() || !g.SWPowerCap.IsFalse() {
 		t.Errorf("GPU 5 clocks = %+v", g)
 	}
-	if g := gpus[6]; g.RemappedRowsPending.Known() || g.RemappedRowsPending.Raw != "[Unknown Error]" || g.ECCUncorrectedVolatile.Known {
+	if g := gpus[6]; g.RemappedRowsPending.Known() || g.RemappedRowsPending.Kind != KindUnknownError || g.RemappedRowsPending.Raw != "[Unknown Error]" || g.ECCUncorrectedVolatile.Known {
 		t.Errorf("GPU 6 = %+v", g)
 	}
-	if g := gpus[7]; g.HWSlowdown.State != Unknown || g.HWSlowdown.Raw != "[Not Supported]" || g.HWSlowdown.String() == "" {
+	if g := gpus[7]; g.HWSlowdown.State != Unknown || g.HWSlowdown.Kind != KindNotSupported || g.HWSlowdown.Raw != "[Not Supported]" || g.HWSlowdown.String() == "" {
 		t.Errorf("GPU 7 = %+v", g)
 	}
 	real, _ := Parse(fixture.Read(t, "derived-csv-noheader-8xH100-535.183.01-from-q.txt"))
@@ -101,7 +104,7 @@ func TestParseValues(t *testing.T) {
 }
 
 func TestParseFieldsSubset(t *testing.T) {
-	// A shorter query: untyped fields land in Other, unqueried ones stay Unknown with no Raw.
+	// A shorter query: the name is typed, unqueried fields stay Unknown with no Raw.
 	gpus, err := ParseFields("index, uuid, persistence_mode\n0, NVIDIA H100 80GB HBM3, N/A\n", []string{"index", "name", "persistence_mode"})
 	if err == nil || !strings.Contains(err.Error(), "uuid") {
 		t.Fatalf("a header naming other fields than the query's: %+v, %v", gpus, err)
@@ -111,7 +114,7 @@ func TestParseFieldsSubset(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := gpus[0]
-	if g.Other["name"] != "NVIDIA H100 80GB HBM3" || g.Persistence.Known() || g.Persistence.Raw != "N/A" || g.ECCMode.Raw != "" || g.BusID != "" {
+	if g.Name != "NVIDIA H100 80GB HBM3" || len(g.Other) != 0 || g.Persistence.Known() || g.Persistence.Raw != "N/A" || g.ECCMode.Raw != "" || g.BusID != "" {
 		t.Errorf("subset = %+v", g)
 	}
 	if _, err := ParseFields("0\n", []string{"name"}); err == nil || !strings.Contains(err.Error(), "index") {
@@ -170,5 +173,216 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		_, _ = ParseFields(s, Fields(LegacyQuery))
+	})
+}
+
+// TestKinds: each way nvidia-smi prints "no value" keeps its own Kind, distinct from a
+// number and from "[N/A]", on the fields the judges read (derived from a real A100 host).
+func TestKinds(t *testing.T) {
+	gpus, err := Parse(fixture.Read(t, "derived-csv-noheader-8xA100-535.129.03-unreadable-fields.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		gpu   int
+		field string
+		got   func(GPU) (Kind, string)
+		kind  Kind
+		fails bool
+	}{
+		{0, "ecc volatile", func(g GPU) (Kind, string) { return g.ECCUncorrectedVolatile.Kind, g.ECCUncorrectedVolatile.Raw }, KindValue, false},
+		{0, "retired pages", func(g GPU) (Kind, string) { return g.RetiredPagesPending.Kind, g.RetiredPagesPending.Raw }, KindNotApplicable, false},
+		{1, "ecc volatile", func(g GPU) (Kind, string) { return g.ECCUncorrectedVolatile.Kind, g.ECCUncorrectedVolatile.Raw }, KindUnknownError, true},
+		{2, "ecc volatile", func(g GPU) (Kind, string) { return g.ECCUncorrectedVolatile.Kind, g.ECCUncorrectedVolatile.Raw }, KindNotApplicable, false},
+		{3, "ecc volatile", func(g GPU) (Kind, string) { return g.ECCUncorrectedVolatile.Kind, g.ECCUncorrectedVolatile.Raw }, KindGPULost, true},
+		{4, "remap failure", func(g GPU) (Kind, string) { return g.RemappedRowsFailure.Kind, g.RemappedRowsFailure.Raw }, KindUnknownError, true},
+		{4, "remap pending", func(g GPU) (Kind, string) { return g.RemappedRowsPending.Kind, g.RemappedRowsPending.Raw }, KindValue, false},
+		{5, "remap pending", func(g GPU) (Kind, string) { return g.RemappedRowsPending.Kind, g.RemappedRowsPending.Raw }, KindNoPermission, true},
+		{6, "width current", func(g GPU) (Kind, string) { return g.PCIeWidthCurrent.Kind, g.PCIeWidthCurrent.Raw }, KindNotSupported, false},
+		{6, "width max", func(g GPU) (Kind, string) { return g.PCIeWidthMax.Kind, g.PCIeWidthMax.Raw }, KindNotSupported, false},
+		{7, "hw slowdown", func(g GPU) (Kind, string) { return g.HWSlowdown.Kind, g.HWSlowdown.Raw }, KindOtherError, true},
+	} {
+		k, raw := tt.got(gpus[tt.gpu])
+		if k != tt.kind || k.ReadFailed() != tt.fails || k.String() == "" {
+			t.Errorf("GPU %d %s (%q): kind %v (read failed %v), want %v", tt.gpu, tt.field, raw, k, k.ReadFailed(), tt.kind)
+		}
+	}
+	// Known stays false for every "no value" kind: nothing reads as a zero count.
+	for _, g := range gpus[1:4] {
+		if g.ECCUncorrectedVolatile.Known || g.ECCUncorrectedVolatile.N != 0 {
+			t.Errorf("GPU %d ECC count %+v reads as known", g.Index, g.ECCUncorrectedVolatile)
+		}
+	}
+	if g := gpus[0]; g.PCIeWidthMax.Kind != KindValue || g.Persistence.Kind != KindValue || (Flag{}).Kind != KindNotQueried {
+		t.Errorf("value kinds: %+v", g)
+	}
+	for raw, want := range map[string]Kind{"N/A": KindNotApplicable, "[n/a]": KindNotApplicable, "Unknown Error": KindUnknownError,
+		"GPU is lost": KindGPULost, "[Insufficient Permissions]": KindNoPermission, "Not Supported": KindNotSupported, "[Timeout]": KindOtherError, "": KindNotQueried, "16": KindValue} {
+		if got := kindOf(raw); got != want {
+			t.Errorf("kindOf(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// TestMissingGPUs: a GPU that fell off the bus is skipped while the others keep their index
+// (a real capture); the list is an error, never a shorter healthy host.
+func TestMissingGPUs(t *testing.T) {
+	fields := []string{"index", "pci.bus_id", "name"}
+	text := fixture.Read(t, "csv-index-busid-name-8xRTX3080-gpu3-fell-off.txt")
+	_, err := ParseFields(text, fields)
+	var miss *nvsmi.MissingGPUsError
+	if !errors.As(err, &miss) || !reflect.DeepEqual(miss.Gaps, []int{3}) || len(miss.Handles) != 1 ||
+		miss.Handles[0] != (nvsmi.HandleError{Index: 3, BusID: "0000:04:00.0", Reason: "Unknown Error"}) || len(miss.Listed) != 7 {
+		t.Fatalf("error %v (%+v), want the missing GPU 3 at 0000:04:00.0", err, miss)
+	}
+	if !strings.Contains(err.Error(), "GPU 3 at 0000:04:00.0: Unknown Error") || !strings.Contains(err.Error(), "index(es) 3 missing") {
+		t.Errorf("message %q", err)
+	}
+	r, err := ParseReport(text, fields)
+	if err != nil || len(r.GPUs) != 7 || r.GPUs[3].Index != 4 || r.GPUs[3].Name != "NVIDIA GeForce RTX 3080" || !reflect.DeepEqual(r.Gaps(), []int{3}) {
+		t.Fatalf("report %+v, %v", r, err)
+	}
+	// Without the stderr line (a probe that drops stderr) the gap alone still fails.
+	noHandle := text[strings.Index(text, "\n")+1:]
+	if _, err := ParseFields(noHandle, fields); !errors.As(err, &miss) || len(miss.Handles) != 0 || !reflect.DeepEqual(miss.Gaps, []int{3}) {
+		t.Errorf("gap without the handle line: %v", err)
+	}
+	// A row nvidia-smi could not read at all, as printed for a failed GPU.
+	bad := "0, 00000000:01:00.0, NVIDIA GeForce RTX 3080\n[Unknown Error], [Unknown Error], [Unknown Error]\n"
+	if _, err := ParseFields(bad, fields); !errors.As(err, &miss) || miss.UnreadableRows != 1 {
+		t.Errorf("unreadable row: %v", err)
+	}
+	// Only the count shows a GPU missing after the highest index.
+	seven := strings.Join(strings.Split(text, "\n")[1:4], "\n")
+	gpus, err := ParseFields(seven, fields)
+	if err != nil || !reflect.DeepEqual(Missing(gpus, 8), []int{3, 4, 5, 6, 7}) || Missing(gpus, 3) != nil {
+		t.Errorf("Missing: %v, %v", gpus, err)
+	}
+}
+
+// TestParseQueryGenerations reads real `nvidia-smi -q` captures of each generation: the
+// fields a generation does not have read KindNotApplicable, the ones it has read values.
+func TestParseQueryGenerations(t *testing.T) {
+	for _, tt := range []struct {
+		file         string
+		gpus         int
+		name, arch   string
+		retired      Kind // retired_pages.pending
+		remap        Kind // remapped_rows.pending and .failure
+		gen, width   [2]uint64
+		persistence  State
+		remapPending []int
+	}{
+		{"q-8xA100-SXM4-40GB-535.129.03-nvswitch.txt", 8, "NVIDIA A100-SXM4-40GB", "Ampere", KindNotApplicable, KindValue, [2]uint64{4, 4}, [2]uint64{16, 16}, False, nil},
+		{"q-4xA100-SXM4-80GB-555.42.02-gpu1-remap-pending.txt", 4, "NVIDIA A100-SXM4-80GB", "Ampere", KindNotApplicable, KindValue, [2]uint64{4, 4}, [2]uint64{16, 16}, True, []int{1}},
+		{"q-1xA10-550.90.12.txt", 1, "NVIDIA A10", "Ampere", KindNotApplicable, KindValue, [2]uint64{}, [2]uint64{}, True, nil},
+		{"q-1xL4-550.90.07-idle-x8-of-x16.txt", 1, "NVIDIA L4", "Ada Lovelace", KindNotApplicable, KindValue, [2]uint64{1, 4}, [2]uint64{8, 16}, True, nil},
+		{"q-1xL40S-550.127.05.txt", 1, "NVIDIA L40S", "Ada Lovelace", KindNotApplicable, KindValue, [2]uint64{1, 4}, [2]uint64{16, 16}, True, nil},
+		{"q-8xH100-80GB-HBM3-565.57.01.txt", 8, "NVIDIA H100 80GB HBM3", "Hopper", KindNotApplicable, KindValue, [2]uint64{5, 5}, [2]uint64{16, 16}, True, nil},
+		{"q-1xH200-550.90.12.txt", 1, "NVIDIA H200", "Hopper", KindNotApplicable, KindValue, [2]uint64{5, 5}, [2]uint64{16, 16}, True, nil},
+		{"q-8xV100-SXM2-16GB-550.127.05-page-retirement.txt", 8, "Tesla V100-SXM2-16GB", "Volta", KindValue, KindNotApplicable, [2]uint64{}, [2]uint64{}, True, nil},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			r, err := ParseQuery(fixture.Read(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Attached != tt.gpus || len(r.GPUs) != tt.gpus || r.Incomplete() != nil {
+				t.Fatalf("attached %d, %d GPU blocks, incomplete %v", r.Attached, len(r.GPUs), r.Incomplete())
+			}
+			var pending []int
+			for i, g := range r.GPUs {
+				if g.Index != i || g.Name != tt.name || g.Architecture != tt.arch || g.BusID == "" {
+					t.Errorf("GPU %d = %q %q %q index %d", i, g.BusID, g.Name, g.Architecture, g.Index)
+				}
+				if g.RetiredPagesPending.Kind != tt.retired || g.RemappedRowsPending.Kind != tt.remap || g.RemappedRowsFailure.Kind != tt.remap {
+					t.Errorf("GPU %d: retired %v, remap %v/%v", i, g.RetiredPagesPending, g.RemappedRowsPending, g.RemappedRowsFailure)
+				}
+				if g.RemappedRowsPending.IsTrue() {
+					pending = append(pending, i)
+				}
+				if g.RemappedRowsFailure.IsTrue() || g.RetiredPagesPending.IsTrue() {
+					t.Errorf("GPU %d: remap failure or retirement pending", i)
+				}
+				if !g.ECCMode.IsTrue() || g.ECCUncorrectedVolatile.Kind != KindValue || g.ECCUncorrectedVolatile.N != 0 || g.Persistence.State != tt.persistence {
+					t.Errorf("GPU %d: ECC %v, volatile %+v, persistence %v", i, g.ECCMode, g.ECCUncorrectedVolatile, g.Persistence)
+				}
+				if tt.gen[1] > 0 && ([2]uint64{g.PCIeGenCurrent.N, g.PCIeGenMax.N} != tt.gen || [2]uint64{g.PCIeWidthCurrent.N, g.PCIeWidthMax.N} != tt.width) {
+					t.Errorf("GPU %d: gen %d/%d width %d/%d", i, g.PCIeGenCurrent.N, g.PCIeGenMax.N, g.PCIeWidthCurrent.N, g.PCIeWidthMax.N)
+				}
+				if g.PCIeWidthMax.Raw != "16x" || !g.PCIeWidthMax.Known {
+					t.Errorf("GPU %d: width max %+v", i, g.PCIeWidthMax)
+				}
+				for _, f := range []Flag{g.HWSlowdown, g.HWThermalSlowdown, g.HWPowerBrakeSlowdown} {
+					if !f.IsFalse() {
+						t.Errorf("GPU %d: a hardware slowdown %v", i, f)
+					}
+				}
+				if g.SWPowerCap.IsTrue() != (tt.arch == "Ampere" && tt.gpus == 1) { // the A10 capture: SW Power Cap Active
+					t.Errorf("GPU %d: SW power cap %v", i, g.SWPowerCap)
+				}
+			}
+			if !reflect.DeepEqual(pending, tt.remapPending) {
+				t.Errorf("remap pending on %v, want %v", pending, tt.remapPending)
+			}
+		})
+	}
+}
+
+func TestParseQueryIncomplete(t *testing.T) {
+	text := fixture.Read(t, "q-8xA100-SXM4-40GB-535.129.03-nvswitch.txt")
+	// Cut the last GPU block: Attached GPUs still says 8.
+	cut := text[:strings.LastIndex(text, "\nGPU 00000000:")+1]
+	r, err := ParseQuery(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var miss *nvsmi.MissingGPUsError
+	if err := r.Incomplete(); len(r.GPUs) != 7 || !errors.As(err, &miss) || !reflect.DeepEqual(miss.Gaps, []int{7}) {
+		t.Errorf("7 of 8 blocks: %d GPUs, %v", len(r.GPUs), err)
+	}
+	r, err = ParseQuery("Unable to determine the device handle for GPU 0000:04:00.0: GPU is lost\n" + text)
+	if err != nil || !errors.As(r.Incomplete(), &miss) || miss.Handles[0].Reason != "GPU is lost" || miss.Handles[0].Index != -1 {
+		t.Errorf("handle line: %v, %v", r.Incomplete(), err)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"", "empty"},
+		{"No devices were found\n", "no GPU block"},
+		{"Attached GPUs : lots\n", "not a count"},
+		{"GPU 00000000:2F:00.0\n    Persistence Mode : Sometimes\n", "Persistence Mode"},
+		{"GPU 00000000:2F:00.0\n    PCI\n        GPU Link Info\n            Link Width\n                Max : wide\n", "Link Width Max"},
+		{"GPU 00000000:2F:00.0\n    ECC Errors\n        Volatile\n            DRAM Uncorrectable : many\n", "DRAM Uncorrectable"},
+	} {
+		if _, err := ParseQuery(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseQuery(%q) error %v, want one mentioning %q", tt.in, err, tt.want)
+		}
+	}
+	// Several uncorrectable counters: the sum, and the worst kind when one is not a number.
+	r, err = ParseQuery("GPU 00000000:2F:00.0\n    ECC Errors\n        Volatile\n            SRAM Uncorrectable : 2\n            DRAM Uncorrectable : 3\n" +
+		"GPU 00000000:35:00.0\n    ECC Errors\n        Volatile\n            SRAM Uncorrectable : N/A\n            DRAM Uncorrectable : Unknown Error\n            DRAM Correctable : 7\n")
+	if err != nil || r.GPUs[0].ECCUncorrectedVolatile.N != 5 || r.GPUs[1].ECCUncorrectedVolatile.Kind != KindUnknownError || r.Attached != -1 {
+		t.Errorf("sums: %+v, %v", r, err)
+	}
+}
+
+func FuzzParseQuery(f *testing.F) {
+	fixture.SeedFuzz(f, ".txt")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseQuery(s)
+		if err != nil {
+			return
+		}
+		if len(r.GPUs) == 0 && len(r.Handles) == 0 {
+			t.Fatal("no error, no GPU")
+		}
+		for i, g := range r.GPUs {
+			if g.Index != i || g.BusID == "" {
+				t.Fatalf("GPU %d: %+v", i, g)
+			}
+			if c := g.ECCUncorrectedVolatile; c.Known != (c.Kind == KindValue) {
+				t.Fatalf("count known %v with kind %v", c.Known, c.Kind)
+			}
+		}
+		_ = r.Incomplete()
 	})
 }

@@ -72,7 +72,9 @@ func split(log string) []string {
 	return strings.Split(log, "\n")
 }
 
-// stamp reads the "[   12.345678]" prefix dmesg prints by default (printk time).
+// Stamp reads the "[   12.345678]" prefix dmesg prints by default (printk time).
+func Stamp(line string) (float64, bool) { return stamp(line) }
+
 func stamp(line string) (float64, bool) {
 	rest, ok := strings.CutPrefix(strings.TrimLeft(line, " \t"), "[")
 	if !ok {

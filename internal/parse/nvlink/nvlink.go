@@ -3,6 +3,9 @@
 // between two snapshots), and the GPU fabric state in the "Fabric" sections of `nvidia-smi -q`.
 //
 // Output with no GPU in it is an error, so a driver message never reads as a healthy fabric.
+// Values the driver could not give ("N/A", "[Unknown Error]") stay apart from numbers
+// (LinkCounters.Unreadable, FabricKind), and a fabric state a GPU generation does not have
+// ("N/A" on an A100) is FabricNotApplicable, not a failed registration.
 package nvlink
 
 import (
@@ -14,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -42,6 +47,17 @@ type Link struct {
 type Status struct {
 	GPU
 	Links []Link
+}
+
+// Inactive lists the links that are down ("<inactive>" or a speed of 0).
+func (s Status) Inactive() []int {
+	var out []int
+	for _, l := range s.Links {
+		if !l.Active {
+			out = append(out, l.Index)
+		}
+	}
+	return out
 }
 
 // ActiveLinks counts the links that are up.
@@ -171,6 +187,9 @@ type LinkCounters struct {
 	Counts map[string]uint64
 	// Other are the values that are not counts, by name: "Effective BER: 15e-255", "N/A".
 	Other map[string]string
+	// Unreadable are the values of Other that say the driver gave no value ("N/A",
+	// "[Unknown Error]", "Not Supported"...): counters nobody can compare.
+	Unreadable map[string]string
 }
 
 // Counters is one GPU of `nvidia-smi nvlink -e`.
@@ -213,7 +232,7 @@ func ParseErrors(text string) ([]Counters, error) {
 			if !ok {
 				k = len(c.Links)
 				byLink[link] = k
-				c.Links = append(c.Links, LinkCounters{Index: link, Counts: map[string]uint64{}, Other: map[string]string{}})
+				c.Links = append(c.Links, LinkCounters{Index: link, Counts: map[string]uint64{}, Other: map[string]string{}, Unreadable: map[string]string{}})
 			}
 			lc := &c.Links[k]
 			if _, dup := lc.Counts[name]; dup {
@@ -226,11 +245,52 @@ func ParseErrors(text string) ([]Counters, error) {
 				lc.Counts[name] = n
 			} else {
 				lc.Other[name] = textcut.Head(val, 60)
+				if gpuhealth.KindOf(val) != gpuhealth.KindValue {
+					lc.Unreadable[name] = textcut.Head(val, 60)
+				}
 			}
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// CounterRef names one counter of one link of one GPU, with the text it read.
+type CounterRef struct {
+	GPU, Link int
+	Counter   string
+	Raw       string
+}
+
+func (c CounterRef) String() string {
+	return fmt.Sprintf("GPU %d link %d %s: %s", c.GPU, c.Link, c.Counter, c.Raw)
+}
+
+// Unreadable lists, in GPU, link and counter order, the counters whose value the driver
+// could not give: counters that cannot prove a link clean. A judge of the counters around a
+// test reads them in both snapshots: a counter unreadable before or after is not judged.
+func Unreadable(cs []Counters) []CounterRef {
+	var out []CounterRef
+	for _, g := range cs {
+		for _, l := range g.Links {
+			for _, name := range slices.Sorted(maps.Keys(l.Unreadable)) {
+				out = append(out, CounterRef{GPU: g.Index, Link: l.Index, Counter: name, Raw: l.Unreadable[name]})
+			}
+		}
+	}
+	return out
+}
+
+// Readable counts the integer counters of all links: zero on an NVLink host means nothing
+// was read that could show an error.
+func Readable(cs []Counters) int {
+	n := 0
+	for _, g := range cs {
+		for _, l := range g.Links {
+			n += len(l.Counts)
+		}
+	}
+	return n
 }
 
 // Change is a counter that grew between two snapshots.
@@ -301,15 +361,63 @@ func Delta(before, after []Counters) ([]Change, error) {
 	return out, nil
 }
 
+// FabricKind is what a GPU's Fabric section says about its NVSwitch fabric registration.
+type FabricKind int8
+
+const (
+	// FabricRegistered: State "Completed", Status "Success".
+	FabricRegistered FabricKind = iota + 1
+	// FabricNotApplicable: State "N/A": the GPU has no fabric registration. Every A100 prints
+	// this, NVSwitch or not, and so does a Hopper GPU off an NVSwitch fabric (GH200, H100
+	// NVL): not a failure; judge Fabric Manager and the NVLink link state instead.
+	FabricNotApplicable
+	// FabricNotSupported: State "Not Supported" (the manual's value for GPUs without it).
+	FabricNotSupported
+	// FabricPending: State "Not Started" or "In Progress": Fabric Manager has not finished.
+	FabricPending
+	// FabricFailed: State "Completed" with a Status other than "Success" (an NVML error
+	// name): the registration failed.
+	FabricFailed
+	// FabricUnreadable: anything else ("Unknown Error", "GPU is lost", unexpected text).
+	FabricUnreadable
+	// FabricAbsent: no Fabric section at all (drivers before R535).
+	FabricAbsent
+)
+
+func (k FabricKind) String() string {
+	switch k {
+	case FabricRegistered:
+		return "registered"
+	case FabricNotApplicable:
+		return "not applicable"
+	case FabricNotSupported:
+		return "not supported"
+	case FabricPending:
+		return "pending"
+	case FabricFailed:
+		return "failed"
+	case FabricUnreadable:
+		return "unreadable"
+	case FabricAbsent:
+		return "absent"
+	}
+	return "unknown"
+}
+
 // Fabric is one GPU's "Fabric" section of `nvidia-smi -q` (R535 and later): whether the
 // fabric manager has registered the GPU with the NVSwitch fabric.
 type Fabric struct {
 	// BusID is the GPU block's header ("00000000:53:00.0").
 	BusID string
+	// ProductName and Architecture are the block's "Product Name" and "Product
+	// Architecture" ("Ampere", "Hopper", "Blackwell"); "" when absent.
+	ProductName, Architecture string
 	// State is "Completed" once registered ("Not Started", "In Progress"; "N/A" without NVSwitch).
 	State string
 	// Status is the registration's result: "Success" or an NVML error name; "N/A" before completion.
 	Status string
+	// Kind classifies State and Status.
+	Kind FabricKind
 	// CliqueID and ClusterUUID are printed by R550 and later; "" when absent.
 	CliqueID, ClusterUUID string
 	// Health holds the "Health" subsection (R550+): "Bandwidth" and, on later drivers, route and
@@ -322,14 +430,83 @@ type Fabric struct {
 // Registered reports State "Completed" with Status "Success".
 func (f Fabric) Registered() bool { return f.State == "Completed" && f.Status == "Success" }
 
+// fabricKind classifies a Fabric section's State and Status.
+func fabricKind(present bool, state, status string) FabricKind {
+	if !present {
+		return FabricAbsent
+	}
+	switch st := strings.ToLower(strings.Trim(strings.TrimSpace(state), "[]")); st {
+	case "completed":
+		if status == "Success" {
+			return FabricRegistered
+		}
+		if gpuhealth.KindOf(status) == gpuhealth.KindValue {
+			return FabricFailed
+		}
+		return FabricUnreadable
+	case "n/a":
+		return FabricNotApplicable
+	case "not supported":
+		return FabricNotSupported
+	case "not started", "in progress":
+		return FabricPending
+	}
+	return FabricUnreadable
+}
+
+// FabricReport is ParseFabricReport's reading of `nvidia-smi -q`.
+type FabricReport struct {
+	// Attached is the "Attached GPUs" header; -1 when absent.
+	Attached int
+	GPUs     []Fabric
+	// Handles are "Unable to determine the device handle for GPU..." lines.
+	Handles []nvsmi.HandleError
+}
+
+// Incomplete returns a *nvsmi.MissingGPUsError when fewer GPU blocks than Attached GPUs were
+// printed or nvidia-smi named a GPU it could not open; else nil.
+func (r FabricReport) Incomplete() error {
+	idx := make([]int, len(r.GPUs))
+	for i := range r.GPUs {
+		idx[i] = i
+	}
+	if r.Attached > len(r.GPUs) && r.Attached <= 1<<12 {
+		var gaps []int
+		for i := len(r.GPUs); i < r.Attached; i++ {
+			gaps = append(gaps, i)
+		}
+		return &nvsmi.MissingGPUsError{Tool: "nvidia-smi -q", Listed: idx, Gaps: gaps, Handles: r.Handles}
+	}
+	return nvsmi.Incomplete("nvidia-smi -q", idx, r.Handles, 0)
+}
+
 var qGPUHeader = regexp.MustCompile(`^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$`)
 
 // ParseFabric reads the Fabric section of every GPU block of `nvidia-smi -q`. A GPU block
-// without one (a driver before R535), one without State or Status, or text with no GPU block
-// is an error.
+// without one (a driver before R535), one without State or Status, text with no GPU block,
+// and a list shorter than its "Attached GPUs" header or naming a GPU nvidia-smi could not
+// open are errors. A State of "N/A" (an A100) is read, with Kind FabricNotApplicable.
 func ParseFabric(text string) ([]Fabric, error) {
+	r, err := ParseFabricReport(text)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range r.GPUs {
+		if f.Kind == FabricAbsent {
+			return nil, fmt.Errorf("nvidia-smi -q: GPU %s has no Fabric section (driver older than R535?)", f.BusID)
+		}
+	}
+	if err := r.Incomplete(); err != nil {
+		return nil, err
+	}
+	return r.GPUs, nil
+}
+
+// ParseFabricReport reads what ParseFabric reads, keeping a GPU block without a Fabric
+// section (Kind FabricAbsent) and leaving completeness to FabricReport.Incomplete.
+func ParseFabricReport(text string) (FabricReport, error) {
 	const tool = "nvidia-smi -q"
-	var out []Fabric
+	r := FabricReport{Attached: -1}
 	var cur *Fabric
 	inGPU, inFabric, inHealth := false, false, false
 	hasFabric := false
@@ -338,12 +515,10 @@ func ParseFabric(text string) ([]Fabric, error) {
 		if !inGPU {
 			return nil
 		}
-		if !hasFabric {
-			return fmt.Errorf("%s: GPU %s has no Fabric section (driver older than R535?)", tool, cur.BusID)
-		}
-		if cur.State == "" || cur.Status == "" {
+		if hasFabric && (cur.State == "" || cur.Status == "") {
 			return fmt.Errorf("%s: GPU %s: Fabric section without State or Status", tool, cur.BusID)
 		}
+		cur.Kind = fabricKind(hasFabric, cur.State, cur.Status)
 		return nil
 	}
 	for _, raw := range strings.Split(text, "\n") {
@@ -355,20 +530,31 @@ func ParseFabric(text string) ([]Fabric, error) {
 		if first == "" {
 			first = line
 		}
+		if h, ok := nvsmi.ParseHandleError(line); ok {
+			r.Handles = append(r.Handles, h)
+			continue
+		}
 		indent := len(raw) - len(strings.TrimLeft(raw, " \t"))
 		if indent == 0 {
 			if m := qGPUHeader.FindStringSubmatch(line); m != nil {
 				if err := finish(); err != nil {
-					return nil, err
+					return FabricReport{}, err
 				}
-				out = append(out, Fabric{BusID: m[1]})
-				cur = &out[len(out)-1]
+				r.GPUs = append(r.GPUs, Fabric{BusID: m[1]})
+				cur = &r.GPUs[len(r.GPUs)-1]
 				inGPU, inFabric, inHealth, hasFabric = true, false, false, false
 				continue
 			}
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Attached GPUs" {
+				a, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil || a < 0 {
+					return FabricReport{}, fmt.Errorf("%s: Attached GPUs %q is not a count", tool, textcut.Head(v, 40))
+				}
+				r.Attached = a
+			}
 			if inGPU {
 				if err := finish(); err != nil {
-					return nil, err
+					return FabricReport{}, err
 				}
 				inGPU = false
 			}
@@ -382,13 +568,18 @@ func ParseFabric(text string) ([]Fabric, error) {
 		switch {
 		case indent <= 4:
 			inFabric, inHealth = false, false
-			if !hasColon && key == "Fabric" {
+			switch {
+			case !hasColon && key == "Fabric":
 				if hasFabric {
-					return nil, fmt.Errorf("%s: GPU %s has two Fabric sections", tool, cur.BusID)
+					return FabricReport{}, fmt.Errorf("%s: GPU %s has two Fabric sections", tool, cur.BusID)
 				}
 				inFabric, hasFabric = true, true
-			} else if hasColon && key == "GPU Fabric GUID" {
+			case hasColon && key == "GPU Fabric GUID":
 				cur.GUID = textcut.Head(val, 60)
+			case hasColon && key == "Product Name":
+				cur.ProductName = textcut.Head(val, 80)
+			case hasColon && key == "Product Architecture":
+				cur.Architecture = textcut.Head(val, 40)
 			}
 		case inFabric && indent <= 8:
 			inHealth = false
@@ -416,13 +607,13 @@ func ParseFabric(text string) ([]Fabric, error) {
 		}
 	}
 	if err := finish(); err != nil {
-		return nil, err
+		return FabricReport{}, err
 	}
-	if len(out) == 0 {
+	if len(r.GPUs) == 0 && len(r.Handles) == 0 {
 		if first == "" {
-			return nil, errors.New(tool + ": empty output")
+			return FabricReport{}, errors.New(tool + ": empty output")
 		}
-		return nil, fmt.Errorf("%s: no GPU block: %q", tool, textcut.Head(first, 160))
+		return FabricReport{}, fmt.Errorf("%s: no GPU block: %q", tool, textcut.Head(first, 160))
 	}
-	return out, nil
+	return r, nil
 }

@@ -1,11 +1,13 @@
 package nvlink
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/fixture"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 )
 
 func TestParseStatusTestdata(t *testing.T) {
@@ -234,14 +236,26 @@ func FuzzParse(f *testing.F) {
 			if len(c) == 0 {
 				t.Fatal("errors: no error, no GPU")
 			}
+			for _, u := range Unreadable(c) {
+				for _, g := range c {
+					for _, l := range g.Links {
+						if _, counted := l.Counts[u.Counter]; counted && g.Index == u.GPU && l.Index == u.Link {
+							t.Fatalf("%v is both a count and unreadable", u)
+						}
+					}
+				}
+			}
 			if _, err := Delta(c, c); err != nil {
 				t.Fatalf("Delta(x, x): %v", err)
 			}
 		}
 		if fs, err := ParseFabric(s); err == nil {
 			for _, fb := range fs {
-				if fb.State == "" || fb.Status == "" {
+				if fb.State == "" || fb.Status == "" || fb.Kind == FabricAbsent || fb.Kind == 0 {
 					t.Fatalf("fabric without state: %+v", fb)
+				}
+				if (fb.Kind == FabricRegistered) != fb.Registered() {
+					t.Fatalf("kind %v, registered %v", fb.Kind, fb.Registered())
 				}
 			}
 			if len(fs) == 0 {
@@ -249,4 +263,154 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFabricGenerations reads real nvidia-smi -q captures of each generation: an A100 on an
+// NVSwitch board and a Hopper GPU off NVSwitch print "N/A" (not applicable, never a failed
+// registration); Hopper on NVSwitch prints Completed/Success.
+func TestFabricGenerations(t *testing.T) {
+	for _, tt := range []struct {
+		file       string
+		gpus       int
+		arch, name string
+		kind       FabricKind
+		clique     string
+	}{
+		{"query-8xA100-SXM4-40GB-535.129.03-nvswitch-fabric-na.txt", 8, "Ampere", "NVIDIA A100-SXM4-40GB", FabricNotApplicable, ""},
+		{"query-1xGH200-550.127.05-hopper-no-nvswitch-fabric-na.txt", 1, "Hopper", "NVIDIA GH200 480GB", FabricNotApplicable, "N/A"},
+		{"query-8xH100-535.183.01-fabric-completed-no-clique.txt", 8, "Hopper", "NVIDIA H100 80GB HBM3", FabricRegistered, ""},
+		{"query-8xH100-565.57.01-fabric-completed.txt", 8, "Hopper", "NVIDIA H100 80GB HBM3", FabricRegistered, "0"},
+		{"query-1xH200-550.90.12-fabric-completed-clique.txt", 1, "Hopper", "NVIDIA H200", FabricRegistered, "0"},
+		{"query-1xH100-560.35.03-fabric-clique-health.txt", 1, "Hopper", "NVIDIA H100 80GB HBM3", FabricRegistered, "0"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			text := fixture.Read(t, tt.file)
+			r, err := ParseFabricReport(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Attached != tt.gpus || len(r.GPUs) != tt.gpus || r.Incomplete() != nil {
+				t.Fatalf("attached %d, %d blocks, %v", r.Attached, len(r.GPUs), r.Incomplete())
+			}
+			for _, f := range r.GPUs {
+				if f.Kind != tt.kind || f.Architecture != tt.arch || f.ProductName != tt.name || f.CliqueID != tt.clique || f.Kind.String() == "unknown" {
+					t.Errorf("%s: %+v", f.BusID, f)
+				}
+				if (f.Kind == FabricRegistered) != f.Registered() {
+					t.Errorf("%s: kind %v but Registered %v", f.BusID, f.Kind, f.Registered())
+				}
+			}
+			// ParseFabric reads the same, N/A included.
+			if fs, err := ParseFabric(text); err != nil || len(fs) != tt.gpus {
+				t.Errorf("ParseFabric: %d, %v", len(fs), err)
+			}
+		})
+	}
+	fs, _ := ParseFabric(fixture.Read(t, "derived-query-8xH100-535.183.01-fabric-in-progress-and-failed.txt"))
+	if fs[2].Kind != FabricPending || fs[5].Kind != FabricFailed || fs[0].Kind != FabricRegistered {
+		t.Errorf("derived kinds %v %v %v", fs[0].Kind, fs[2].Kind, fs[5].Kind)
+	}
+}
+
+func TestFabricKinds(t *testing.T) {
+	for _, tt := range []struct {
+		present       bool
+		state, status string
+		want          FabricKind
+	}{
+		{true, "Completed", "Success", FabricRegistered},
+		{true, "Completed", "NVML_ERROR_INSUFFICIENT_RESOURCES", FabricFailed},
+		{true, "Completed", "Unknown Error", FabricUnreadable},
+		{true, "N/A", "N/A", FabricNotApplicable},
+		{true, "Not Supported", "N/A", FabricNotSupported},
+		{true, "In Progress", "N/A", FabricPending},
+		{true, "Not Started", "N/A", FabricPending},
+		{true, "[Unknown Error]", "[Unknown Error]", FabricUnreadable},
+		{true, "GPU is lost", "GPU is lost", FabricUnreadable},
+		{false, "", "", FabricAbsent},
+	} {
+		if got := fabricKind(tt.present, tt.state, tt.status); got != tt.want {
+			t.Errorf("fabricKind(%v, %q, %q) = %v, want %v", tt.present, tt.state, tt.status, got, tt.want)
+		}
+	}
+}
+
+// TestFabricIncomplete: a block missing against "Attached GPUs", or a GPU nvidia-smi could
+// not open, is an error for ParseFabric and a MissingGPUsError from the report.
+func TestFabricIncomplete(t *testing.T) {
+	text := fixture.Read(t, "query-8xA100-SXM4-40GB-535.129.03-nvswitch-fabric-na.txt")
+	cut := text[:strings.LastIndex(text, "\nGPU 00000000:")+1]
+	if _, err := ParseFabric(cut); err == nil || !strings.Contains(err.Error(), "7 missing") {
+		t.Errorf("7 of 8 blocks: %v", err)
+	}
+	r, err := ParseFabricReport(cut)
+	var miss *nvsmi.MissingGPUsError
+	if err != nil || len(r.GPUs) != 7 || !errors.As(r.Incomplete(), &miss) || !reflect.DeepEqual(miss.Gaps, []int{7}) {
+		t.Errorf("report of 7 of 8: %d GPUs, %v, %v", len(r.GPUs), r.Incomplete(), err)
+	}
+	withHandle := "Unable to determine the device handle for GPU3: 0000:67:00.0: GPU is lost\n" + text
+	if _, err := ParseFabric(withHandle); !errors.As(err, &miss) || miss.Handles[0].Index != 3 {
+		t.Errorf("handle line: %v", err)
+	}
+	// No Fabric section: ParseFabric fails, the report keeps the GPU as FabricAbsent.
+	old := "Attached GPUs : 1\nGPU 00000000:53:00.0\n    Product Name : NVIDIA A100-SXM4-40GB\n    Product Architecture : Ampere\n    Processes : None\n"
+	if _, err := ParseFabric(old); err == nil || !strings.Contains(err.Error(), "no Fabric section") {
+		t.Errorf("old driver: %v", err)
+	}
+	if r, err := ParseFabricReport(old); err != nil || r.GPUs[0].Kind != FabricAbsent || r.GPUs[0].Architecture != "Ampere" {
+		t.Errorf("old driver report: %+v, %v", r, err)
+	}
+}
+
+// TestUnreadableCounters: counters that read "N/A" or "[Unknown Error]" are kept apart,
+// counted as not readable, and never compared as zero by Delta.
+func TestUnreadableCounters(t *testing.T) {
+	text := fixture.Read(t, "derived-errors-H100-18-links-unreadable.txt")
+	c, err := ParseErrors(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	un := Unreadable(c)
+	if Readable(c) != 0 || len(un) != 18*3 || un[0] != (CounterRef{GPU: 0, Link: 0, Counter: "CRC Errors", Raw: "[Unknown Error]"}) || un[1].Raw != "N/A" {
+		t.Fatalf("readable %d, unreadable %d: %v", Readable(c), len(un), un[:2])
+	}
+	if un[0].String() != "GPU 0 link 0 CRC Errors: [Unknown Error]" {
+		t.Errorf("String = %q", un[0])
+	}
+	if d, err := Delta(c, c); err != nil || len(d) != 0 {
+		t.Errorf("Delta of unreadable counters = %v, %v: nothing to compare, and nothing reads as growth", d, err)
+	}
+	before, _ := ParseErrors(fixture.Read(t, "derived-errors-H100-18-links-before.txt"))
+	if Readable(before) != 18*3 || len(Unreadable(before)) != 0 {
+		t.Errorf("readable before: %d, %d", Readable(before), len(Unreadable(before)))
+	}
+	if _, err := Delta(before, c); err == nil {
+		t.Error("Delta from readable to unreadable counters succeeded")
+	}
+	// Blackwell's BER values are not counts but are values, not unreadable.
+	b, _ := ParseErrors(fixture.Read(t, "derived-errors-B300-595.91.07-blackwell-counter-names.txt"))
+	if len(Unreadable(b)) != 0 || b[0].Links[1].Other["Effective BER"] != "15e-255" {
+		t.Errorf("B300: unreadable %v", Unreadable(b))
+	}
+}
+
+// TestStatusBlackwell reads a real B300 nvlink -s: 18 links at 53.125 GB/s on each of the 7
+// GPUs listed. The listing has no gap: only the expected GPU count tells 7 from 8.
+func TestStatusBlackwell(t *testing.T) {
+	st, err := ParseStatus(fixture.Read(t, "status-7xB300-SXM6-610.57.04.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 7 {
+		t.Fatalf("%d GPUs", len(st))
+	}
+	for i, g := range st {
+		if g.Index != i || g.Name != "NVIDIA B300 SXM6 AC" || len(g.Links) != 18 || g.ActiveLinks() != 18 || g.Inactive() != nil || g.Links[17].GBps != 53.125 {
+			t.Errorf("GPU %d: %s, %d links, %d active", i, g.Name, len(g.Links), g.ActiveLinks())
+		}
+	}
+	pcie, _ := ParseStatus(fixture.Read(t, "status-2xH100-PCIe-nvlink-bridge-inactive-links.txt"))
+	if !reflect.DeepEqual(pcie[0].Inactive(), []int{4, 5, 10, 11, 16, 17}) {
+		t.Errorf("Inactive = %v", pcie[0].Inactive())
+	}
 }

@@ -49,6 +49,11 @@ func (r *recordingMachines) Terminate(_ context.Context, id string) error {
 	return nil
 }
 
+func (r *recordingMachines) SetNetwork(_ context.Context, id string, n awsfake.MachineNetwork) error {
+	r.record("SetNetwork %s %v %t", id, n.EFACards, n.EFATraffic)
+	return nil
+}
+
 func (r *recordingMachines) Close(context.Context) error {
 	r.record("Close")
 	return nil

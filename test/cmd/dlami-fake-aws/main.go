@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) e
 	quiet := fs.Bool("quiet", false, "do not log each request")
 	printSeed := fs.Bool("print-seed", false, "print the built-in seed (for --regions) as JSON, a starting point for --seed files, and exit")
 	var faults faultFlags
-	fs.Var(&faults, "fault", "fault spec OP[@REGION]=KIND[:ARG],... (repeatable); OP: an action the fake serves or *; KIND: throttle:N, 500:N, latency:D, denied, malformed, capacity:N and stuck-pending:N (RunInstances)")
+	fs.Var(&faults, "fault", "fault spec OP[@REGION]=KIND[:ARG],... (repeatable); OP: an action the fake serves or *; KIND: throttle:N, 500:N, lose-answer:N, hang:N, latency:D, denied, malformed, capacity:N and stuck-pending:N (RunInstances)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -1,0 +1,95 @@
+package checks
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
+)
+
+// An EFA-capable host whose launch attached no EFA interface (what amazon-ebs launches, on any
+// type) cannot have its EFA devices, their traffic or GPUDirect RDMA judged: each of those
+// checks warns, naming where they are proven, and never passes. A host with some EFA devices
+// but fewer than expected fails as ever, and a launch that knows what it attached is judged
+// against exactly that.
+func TestEFAWhereTheLaunchGaveIt(t *testing.T) {
+	gpus := strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8)
+	efa := func(n int) string { return strings.Repeat("0000:82:00.0 0x1d0f 0xefa3 0x020000\n", n) }
+	p6, _ := profile.Lookup("p6-b200.48xlarge")
+	host := func(t *testing.T, n int) (facts.Host, facts.PCIInventory) {
+		t.Helper()
+		inv, err := pciParse(gpus + efa(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var devs, domains []string
+		for i := 0; i < n; i++ {
+			d := "rdmap" + string(rune('a'+i)) + "s0"
+			devs, domains = append(devs, d), append(domains, d)
+		}
+		h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, "")}
+		if n == 0 {
+			h.Domains = facts.Unread[[]string]("fi_info: no provider found (exit 61)", "")
+		} else {
+			h.Domains = facts.Read(domains, "")
+		}
+		return h, inv
+	}
+	target := func(inv facts.PCIInventory, l Launch) Target {
+		return Target{InstanceType: "p6-b200.48xlarge", Profile: &p6, PCI: &inv, Launch: l}
+	}
+	for _, tc := range []struct {
+		name   string
+		efa    int
+		launch Launch
+		status result.Status
+		want   string
+	}{
+		{"amazon-ebs build: none attached", 0, Launch{}, result.Warn, "not judged here: no EFA interface was attached at launch"},
+		{"half attached: fewer than the profile", 4, Launch{}, result.Fail, "says 8 EFA devices but the PCI bus has 4"},
+		{"all attached by a builder that could", 8, Launch{}, result.Pass, ""},
+		{"verification with efa = none", 0, Launch{Known: true, Setting: `efa = "none"`}, result.Warn, `the launch attached no EFA interface (efa = "none")`},
+		{"verification attached 8, all present", 8, Launch{Known: true, EFA: 8, Setting: `efa = "all"`}, result.Pass, ""},
+		{"verification attached 8, none came up", 0, Launch{Known: true, EFA: 8, Setting: `efa = "all"`}, result.Fail, ""},
+		{"verification attached 2 of 8 by a count", 2, Launch{Known: true, EFA: 2, Setting: "efa = 2"}, result.Pass, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, inv := host(t, tc.efa)
+			tg := target(inv, tc.launch)
+			c := judgeEFADevices(facts.Run{Host: h}, tg)
+			if c.Status != tc.status || !strings.Contains(c.Message, tc.want) {
+				t.Errorf("efa-devices %s %q (%s), want %s with %q", c.Status, c.Message, c.Basis, tc.status, tc.want)
+			}
+			if tc.status != result.Warn {
+				return
+			}
+			if !strings.Contains(c.Message, "post-processor") {
+				t.Errorf("the warning does not say where the devices are proven: %q", c.Message)
+			}
+			run := facts.Run{Host: h, GDR: facts.NCCLRun{NotApplicable: "no EFA on this host: GPUDirect RDMA does not apply"}}
+			for _, c := range []result.Check{judgeEFATraffic(run, tg), judgeGPUDirectRDMA(run, tg)} {
+				if c.Status != result.Warn || !strings.Contains(c.Message, "not judged here") {
+					t.Errorf("%s on a host without EFA attached: %s %q", c.ID, c.Status, c.Message)
+				}
+			}
+			// NCCL's own choice (sockets, with no EFA device) is reported with a warning: the
+			// EFA rule is not judged, and the run is not passed as if EFA had been proven.
+			x := tg.NCCLExpect()
+			cs, _ := judgeNCCLOutput(ncclTestdata(t, "derived-socket-fallback.txt"), 0, false, x, settings.NCCL{})
+			if cs[2].Status != result.Warn || !strings.Contains(cs[2].Message, "EFA rule is not judged here") {
+				t.Errorf("nccl-transport: %s %q", cs[2].Status, cs[2].Message)
+			}
+		})
+	}
+	// A type without EFA stays as it was: no device, none expected.
+	g5, _ := profile.Lookup("g5.xlarge")
+	inv, _ := pciParse("0000:00:1e.0 0x10de 0x2237 0x030200\n")
+	tg := Target{InstanceType: "g5.xlarge", Profile: &g5, PCI: &inv}
+	h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{}, ""), Domains: facts.Unread[[]string]("no provider", "")}
+	if c := judgeEFADevices(facts.Run{Host: h}, tg); c.Status != result.Skip {
+		t.Errorf("g5.xlarge efa-devices: %s %q", c.Status, c.Message)
+	}
+}

@@ -1,0 +1,425 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+)
+
+// Kinds of what a run makes or carries out a verdict on, as a Leak names them.
+const (
+	KindInstance      = "instance"
+	KindKeyPair       = "key pair"
+	KindSecurityGroup = "security group"
+	KindImage         = "image"
+	KindSnapshot      = "snapshot"
+)
+
+// Leak is something a run made, or was to remove, that is still there: a temporary its cleanup
+// could not delete, an AMI on_failure could not deregister, a snapshot left behind. It names
+// the thing and the AWS CLI command that removes it.
+type Leak struct {
+	Kind string
+	// IDs are the ids (the name, for a key pair); empty when the id never came back (the
+	// answer was lost and the lookup failed): then Name and VPC (a security group) or LaunchID
+	// (an instance) find it.
+	IDs      []string
+	Name     string
+	VPC      string
+	LaunchID string
+	// Err is why it is still there.
+	Err error
+}
+
+// Command is the AWS CLI command that removes the leak in region.
+func (l Leak) Command(region string) string {
+	ids := strings.Join(l.IDs, " ")
+	switch l.Kind {
+	case KindInstance:
+		if ids == "" {
+			ids = fmt.Sprintf("$(aws ec2 describe-instances --region %s --filters Name=tag:%s,Values=%s Name=instance-state-name,Values=pending,running,stopping,stopped --query 'Reservations[].Instances[].InstanceId' --output text)",
+				region, LaunchTag, l.LaunchID)
+		}
+		return fmt.Sprintf("aws ec2 terminate-instances --region %s --instance-ids %s", region, ids)
+	case KindKeyPair:
+		return fmt.Sprintf("aws ec2 delete-key-pair --region %s --key-name %s", region, ids)
+	case KindSecurityGroup:
+		if ids == "" {
+			ids = fmt.Sprintf("$(aws ec2 describe-security-groups --region %s --filters Name=group-name,Values=%s Name=vpc-id,Values=%s --query 'SecurityGroups[0].GroupId' --output text)",
+				region, l.Name, l.VPC)
+		}
+		return fmt.Sprintf("aws ec2 delete-security-group --region %s --group-id %s", region, ids)
+	case KindImage:
+		return fmt.Sprintf("aws ec2 deregister-image --region %s --image-id %s --delete-associated-snapshots", region, ids)
+	case KindSnapshot:
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 delete-snapshot --region %s --snapshot-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
+	}
+	return ""
+}
+
+// What names the leak for a person: "key pair dlami-verify-0a1b", "instances tagged ...".
+func (l Leak) What() string {
+	switch {
+	case len(l.IDs) > 0:
+		return l.Kind + " " + strings.Join(l.IDs, ", ")
+	case l.Kind == KindInstance:
+		return fmt.Sprintf("the instance of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
+	case l.Name != "":
+		return fmt.Sprintf("%s %s in %s", l.Kind, l.Name, l.VPC)
+	}
+	return l.Kind
+}
+
+// LeakError is what a cleanup or a deregistration could not remove by its deadline.
+type LeakError struct{ Leaks []Leak }
+
+func (e *LeakError) Error() string {
+	var parts []string
+	for _, l := range e.Leaks {
+		parts = append(parts, fmt.Sprintf("%s not removed: %v", l.What(), l.Err))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Unwrap is every leak's error.
+func (e *LeakError) Unwrap() []error {
+	var errs []error
+	for _, l := range e.Leaks {
+		errs = append(errs, l.Err)
+	}
+	return errs
+}
+
+// Leaks returns what err says is still there, if anything.
+func Leaks(err error) []Leak {
+	var le *LeakError
+	if errors.As(err, &le) {
+		return le.Leaks
+	}
+	return nil
+}
+
+// NotTerminated returns the instances err says are still running, if any.
+func NotTerminated(err error) []string {
+	var ids []string
+	for _, l := range Leaks(err) {
+		if l.Kind == KindInstance {
+			ids = append(ids, l.IDs...)
+		}
+	}
+	return ids
+}
+
+// resource is one thing a launch made, as its cleanup removes it. Cleanup removes resources in
+// an order where each comes after the kinds it names in after, those that wait for nothing
+// first, and gives each its own share of the cleanup's deadline (weight against the weights of
+// those still to go), so that a resource whose removal keeps failing, or an instance that is
+// slow to terminate, cannot use up the time of the others. A kind a launch learns to make (a
+// network interface, an Elastic IP, a placement group) is one more entry of Instance.resources
+// with what must be gone before it.
+type resource struct {
+	kind   string
+	after  []string
+	weight int
+	// remove deletes it, retrying until its context ends; it is not called for a resource
+	// that was never made.
+	remove func(ctx context.Context, say func(string)) error
+	// left is what a failed removal leaves behind.
+	left func(err error) Leak
+}
+
+// resources are what in's launch made, or may have made when an answer was lost: the key pair
+// (EC2 deletes one in use: it waits for nothing), the instance, and the security group (EC2
+// refuses to delete it while the instance's network interface is there).
+func (in *Instance) resources() []resource {
+	var out []resource
+	if in.keyName != "" {
+		out = append(out, resource{kind: KindKeyPair, weight: 2, remove: in.deleteKeyPair,
+			left: func(err error) Leak { return Leak{Kind: KindKeyPair, IDs: []string{in.keyName}, Err: err} }})
+	}
+	if in.ID != "" || in.token != "" {
+		var ids []string
+		out = append(out, resource{kind: KindInstance, weight: 5,
+			remove: func(ctx context.Context, say func(string)) error {
+				var err error
+				if ids, err = in.launched(ctx); err != nil || len(ids) == 0 {
+					return err
+				}
+				return in.terminate(ctx, ids, say)
+			},
+			left: func(err error) Leak {
+				return Leak{Kind: KindInstance, IDs: ids, LaunchID: in.launchID, Err: err}
+			}})
+	}
+	if in.securityGroup != "" || in.groupName != "" {
+		out = append(out, resource{kind: KindSecurityGroup, after: []string{KindInstance}, weight: 3, remove: in.deleteGroup,
+			left: func(err error) Leak {
+				l := Leak{Kind: KindSecurityGroup, Name: in.groupName, VPC: in.vpc, Err: err}
+				if in.securityGroup != "" {
+					l.IDs = []string{in.securityGroup}
+				}
+				return l
+			}})
+	}
+	return out
+}
+
+// ordered sorts rs so that each comes after every resource of the kinds it waits for, keeping
+// the given order otherwise; several resources may share a kind (one per network interface),
+// and a kind that waits for one that is not there waits for nothing.
+func ordered(rs []resource) []resource {
+	pending := map[string]int{} // kind -> resources of it not placed yet
+	for _, r := range rs {
+		pending[r.kind]++
+	}
+	placed := make([]bool, len(rs))
+	var out []resource
+	for len(out) < len(rs) {
+		progressed := false
+		for i, r := range rs {
+			if placed[i] {
+				continue
+			}
+			ready := true
+			for _, a := range r.after {
+				if a != r.kind && pending[a] > 0 {
+					ready = false
+				}
+			}
+			if ready {
+				out, placed[i], progressed = append(out, r), true, true
+				pending[r.kind]--
+			}
+		}
+		if !progressed {
+			// A cycle: the rest in the given order rather than never.
+			for i, r := range rs {
+				if !placed[i] {
+					out, placed[i] = append(out, r), true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Cleanup terminates the instance and deletes the temporary key pair and security group, and
+// what a launch whose answer was lost may have made. It runs detached from ctx's cancellation
+// (a cancelled run must still clean up) for at most the launch's CleanupTimeout: what waits for
+// nothing (the key pair) goes first, and each resource gets its own share of that deadline.
+// Each call is bounded by CallTimeout, and throttled and failed calls are retried with backoff
+// until the resource's share ends (a missing permission ends it at once). It is safe on a
+// partly launched Instance and on nil, keeps going past errors, and returns what it could not
+// remove as a LeakError, each with the command that removes it.
+func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
+	if in == nil {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(in.patience.timeout())
+	rs := ordered(in.resources())
+	var leaks []Leak
+	// stuck: kinds whose removal failed for good (a missing permission): what waits for them
+	// cannot go either, and is not tried. One that ran out of time is not stuck: it may be
+	// gone by the time the next one is tried.
+	stuck := map[string]error{}
+	for i, r := range rs {
+		if err := waitsFor(r, stuck); err != nil {
+			leaks = append(leaks, r.left(err))
+			stuck[r.kind] = err
+			continue
+		}
+		weights := 0
+		for _, later := range rs[i:] {
+			weights += later.weight
+		}
+		share := time.Duration(float64(time.Until(deadline)) * float64(r.weight) / float64(weights))
+		rctx, cancel := context.WithTimeout(ctx, max(share, 0))
+		err := r.remove(rctx, say)
+		cancel()
+		if err != nil {
+			leaks = append(leaks, r.left(err))
+			if denied(err) {
+				stuck[r.kind] = err
+			}
+		}
+	}
+	if len(leaks) > 0 {
+		return &LeakError{Leaks: leaks}
+	}
+	return nil
+}
+
+// waitsFor is the reason r cannot be removed, when a kind it waits for is stuck.
+func waitsFor(r resource, stuck map[string]error) error {
+	for _, a := range r.after {
+		if err := stuck[a]; err != nil {
+			return fmt.Errorf("not tried: it waits for the %s, which could not be removed (%w)", a, err)
+		}
+	}
+	return nil
+}
+
+// cleanupFinal is the final-error test of a removal: a missing permission.
+func cleanupFinal(err error) bool { return denied(err) }
+
+func (in *Instance) deleteKeyPair(ctx context.Context, say func(string)) error {
+	// EC2 answers success for a key pair that does not exist: a retry after a lost answer is
+	// success too.
+	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
+		_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting key pair %s: %w", in.keyName, err)
+	}
+	say("deleted temporary key pair " + in.keyName)
+	return nil
+}
+
+func (in *Instance) deleteGroup(ctx context.Context, say func(string)) error {
+	if in.securityGroup == "" {
+		// CreateSecurityGroup went out without an answer: find the group by its name.
+		err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
+			var err error
+			in.securityGroup, err = in.lookupGroup(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("finding security group %s after CreateSecurityGroup failed: %w", in.groupName, err)
+		}
+		if in.securityGroup == "" {
+			return nil // never made
+		}
+	}
+	// EC2 refuses while the instance's network interface lingers (DependencyViolation); a
+	// retry after a lost answer meets InvalidGroup.NotFound.
+	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
+		_, err := in.api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(in.securityGroup)})
+		if strings.HasPrefix(awsaccess.APICode(err), "InvalidGroup.NotFound") {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting security group %s: %w", in.securityGroup, err)
+	}
+	say("deleted temporary security group " + in.securityGroup)
+	return nil
+}
+
+// launched is the instance to terminate: the one RunInstances answered with, else those a
+// RunInstances without an answer made, found by the launch tag.
+func (in *Instance) launched(ctx context.Context) ([]string, error) {
+	if in.ID != "" {
+		return []string{in.ID}, nil
+	}
+	// Every candidate's instance carries the one launch tag.
+	var ids []string
+	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
+		ids = nil
+		out, err := in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
+			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
+			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+		}})
+		if err != nil {
+			return err
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				ids = append(ids, aws.ToString(i.InstanceId))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w", in.launchID, LaunchTag, in.launchID, err)
+	}
+	return ids, nil
+}
+
+// terminate terminates ids and waits until EC2 says they are terminated, retrying both across
+// errors (throttling, 5xx, an id EC2 does not know yet) until ctx ends.
+func (in *Instance) terminate(ctx context.Context, ids []string, say func(string)) error {
+	notFound := 0
+	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
+		_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+		if awsaccess.APICode(err) == "InvalidInstanceID.NotFound" {
+			if notFound++; notFound >= notFoundTries {
+				return nil // gone, or never there
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), err)
+	}
+	say("terminating " + strings.Join(ids, ", "))
+	// The security group can only go once the instance is gone. The waiter would stop at the
+	// first describe error; a cleanup keeps asking until its deadline.
+	poll := in.patience.poll()
+	w := ec2.NewInstanceTerminatedWaiter(boundedDescribe{in.api, in.patience}, func(o *ec2.InstanceTerminatedWaiterOptions) {
+		o.MinDelay, o.MaxDelay = poll, 6*poll
+		terminated := o.Retryable
+		o.Retryable = func(ctx context.Context, di *ec2.DescribeInstancesInput, out *ec2.DescribeInstancesOutput, err error) (bool, error) {
+			if denied(err) {
+				return false, err
+			}
+			if err != nil {
+				return true, nil
+			}
+			return terminated(ctx, di, out, err)
+		}
+	})
+	for {
+		d, _ := ctx.Deadline()
+		left := time.Until(d)
+		if left <= 0 {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), context.DeadlineExceeded)
+		}
+		err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, left)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || denied(err) {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
+		}
+		// Pending or stopping (the termination did not take yet): terminate again.
+		_ = in.patience.call(ctx, func(ctx context.Context) error {
+			_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+			return err
+		})
+		if err := pause.Sleep(ctx, poll); err != nil {
+			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
+		}
+	}
+}
+
+// boundedDescribe bounds each DescribeInstances of the waiter by the call timeout.
+type boundedDescribe struct {
+	api EC2API
+	p   Patience
+}
+
+func (b boundedDescribe) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	var out *ec2.DescribeInstancesOutput
+	err := b.p.call(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = b.api.DescribeInstances(ctx, in, optFns...)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,382 @@
+package awsfake
+
+import (
+	"encoding/xml"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The instance types the fake can describe, with every figure from the project's fact sheet
+// ../shared/docs/ec2-gpu-network-facts.md (its source keys are quoted in the comments:
+// K-vpc = karpenter-provider-aws zz_generated.vpclimits.go, K-doc = its instance-types.md,
+// K-fake = its generated DescribeInstanceTypes fixture, SM-test = sagemaker-python-sdk's
+// g5.48xlarge DescribeInstanceTypes output, UG-EFA = EC2 User Guide "Maximize network bandwidth
+// on Amazon EC2 instances with multiple network cards", Pricing = the AWS Price List API).
+// A figure the fact sheet marks "not found" is nil here and left out of every answer; a launch
+// that needs it to be judged is refused, naming the figure (see checkLaunchLayout). Types the
+// fact sheet does not cover (g5.2xlarge, g6e.xlarge, t3.micro, …) are not described at all:
+// DescribeInstanceTypes answers InvalidInstanceType for them, and RunInstances launches them
+// with one default interface only.
+
+// InstanceTypeInfo is what the fake knows of one instance type.
+type InstanceTypeInfo struct {
+	InstanceType string
+	// Architecture is ProcessorInfo.SupportedArchitectures[0]; "" = not found.
+	Architecture    string
+	CPUManufacturer string // ProcessorInfo.Manufacturer; "" = not found
+	DefaultVCPUs    *int   // VCpuInfo.DefaultVCpus
+	MemoryMiB       *int   // MemoryInfo.SizeInMiB
+	// GPU: GpuInfo.Gpus[0]; GPUCount 0 = no GPU (the type has no GpuInfo).
+	GPUName         string
+	GPUManufacturer string
+	GPUCount        int
+	GPUMemoryMiB    *int // per GPU
+	// Network.
+	NetworkPerformance        string // type level; "" = not found
+	EfaSupported              *bool
+	MaximumEfaInterfaces      *int // EfaInfo; nil with EfaSupported false (absent) or not found
+	MaximumNetworkCards       *int
+	MaximumNetworkInterfaces  *int
+	DefaultNetworkCardIndex   *int
+	Ipv4AddressesPerInterface *int
+	// CardInterfaces is NetworkCards[i].MaximumNetworkInterfaces per card index; nil = not found.
+	CardInterfaces []int
+	// CardPerformance is NetworkCards[i].NetworkPerformance where known (g5.48xlarge card 0).
+	CardPerformance map[int]string
+	// EFACards are the network cards that take an EFA interface, where the User Guide says so
+	// (p6-b300 and p6e-gb200: not card 0); nil = not found, every card is allowed.
+	EFACards []int
+	Source   string
+}
+
+// num and flag make the pointers of a sourced figure; a nil pointer is a figure not found.
+func num(v int) *int    { return &v }
+func flag(v bool) *bool { return &v }
+
+// cards gives n network cards per interfaces each; cardRange the card indexes from..to.
+func cards(n, per int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = per
+	}
+	return out
+}
+func cardRange(from, to int) []int {
+	var out []int
+	for c := from; c <= to; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
+// instanceTypes is the fake's catalogue, in the fact sheet's order.
+var instanceTypes = func() map[string]*InstanceTypeInfo {
+	list := []*InstanceTypeInfo{
+		// P4 / P5 family (fact sheet table "P4 / P5 family").
+		{InstanceType: "p4d.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(96), MemoryMiB: num(1179648),
+			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(40960), NetworkPerformance: "400 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(60),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 15),
+			Source: "K-vpc (cards, interfaces), K-doc (EFA, GPU, vCPU, memory), Pricing (400 Gigabit); EFA cards not found"},
+		{InstanceType: "p4de.24xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(96), MemoryMiB: num(1179648),
+			GPUName: "A100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(81920),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(60),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
+		{InstanceType: "p5.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(262144),
+			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(81920),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 4), EFACards: []int{0},
+			Source: "K-vpc, K-doc, UG-EFA (card 0, its only card); NetworkPerformance not found"},
+		{InstanceType: "p5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H100", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(81920), NetworkPerformance: "3200 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(32), MaximumNetworkCards: num(32), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
+			Source: "K-vpc, K-doc, K-fake (32 EFA, 64 interfaces, card 0 = 2), UG-EFA (efa-only on cards 0..31), Pricing (3200 Gigabit)"},
+		{InstanceType: "p5e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(144384),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(32), MaximumNetworkCards: num(32), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(32, 2), EFACards: cardRange(0, 31),
+			Source: "K-vpc, K-doc, UG-EFA (P5/P5e layout); NetworkPerformance not found"},
+		{InstanceType: "p5en.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "H200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(144384),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(16), MaximumNetworkInterfaces: num(64),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(16, 4),
+			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
+		// P6 family (fact sheet table "P6 family").
+		{InstanceType: "p6-b200.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(2097152),
+			GPUName: "B200", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(183359),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(8), MaximumNetworkCards: num(8), MaximumNetworkInterfaces: num(32),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(8, 4), EFACards: cardRange(0, 7),
+			Source: "K-vpc, K-doc, UG-EFA (efa-only on cards 0..7); NetworkPerformance not found"},
+		{InstanceType: "p6-b300.48xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(192), MemoryMiB: num(4194304),
+			GPUName: "B300", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(275040),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(17), MaximumNetworkInterfaces: num(68),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(17, 4), EFACards: cardRange(1, 16),
+			Source: "K-vpc, K-doc, UG-EFA and aws-parallelcluster#7143 (card 0 ENA-only, EFA on cards 1..16); NetworkPerformance not found"},
+		// p6e-gb200.36xlarge: only UG-EFA's prose ("up to 17 network cards"; EFA-only on the odd
+		// cards 1..15, ENA or EFA on the even cards 2..16, card 0 ENA). MaximumEfaInterfaces,
+		// MaximumNetworkInterfaces, per-card interfaces, GPU, vCPU, memory and architecture: not found.
+		{InstanceType: "p6e-gb200.36xlarge", EfaSupported: flag(true), MaximumNetworkCards: num(17), DefaultNetworkCardIndex: num(0),
+			EFACards: cardRange(1, 16),
+			Source:   "UG-EFA prose only (fact sheet: absent from Karpenter's data); most figures not found"},
+		// G5 / G6 / G6e and a non-GPU control (fact sheet table "G5 / G6 / G6e and a non-GPU control").
+		{InstanceType: "g5.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		// g5.48xlarge: the A10G's per-GPU memory is K-doc's 2026 capture (22888); SM-test's older
+		// capture says 24576 (EC2 changed the reported value). TotalGpuMemoryInMiB is left out
+		// for that reason (SM-test's 196608 belongs to the old figure).
+		{InstanceType: "g5.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(786432),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(22888), NetworkPerformance: "100 Gigabit",
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(7),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 7),
+			CardPerformance: map[int]string{0: "100 Gigabit"}, EFACards: []int{0},
+			Source: "SM-test (full DescribeInstanceTypes output), K-vpc, K-doc"},
+		{InstanceType: "g6.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888), NetworkPerformance: "Up to 10 Gigabit",
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc, Pricing (Up to 10 Gigabit)"},
+		{InstanceType: "g6e.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(1572864),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(40),
+			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 10),
+			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
+		{InstanceType: "c7i.8xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(32), MemoryMiB: num(65536),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource, no GPU); NetworkPerformance not found"},
+	}
+	m := make(map[string]*InstanceTypeInfo, len(list))
+	for _, t := range list {
+		m[t.InstanceType] = t
+	}
+	return m
+}()
+
+// LookupInstanceType returns the fake's figures for an instance type, or false when the fact
+// sheet has none.
+func LookupInstanceType(name string) (InstanceTypeInfo, bool) {
+	t, ok := instanceTypes[name]
+	if !ok {
+		return InstanceTypeInfo{}, false
+	}
+	return *t, true
+}
+
+// DescribableInstanceTypes lists the types DescribeInstanceTypes answers for, sorted.
+func DescribableInstanceTypes() []string { return sortedKeys(instanceTypes) }
+
+// efaCardAllowed reports whether an EFA interface may go on card c: every card unless the
+// User Guide names the cards that take one.
+func (t *InstanceTypeInfo) efaCardAllowed(c int) bool {
+	return t.EFACards == nil || slices.Contains(t.EFACards, c)
+}
+
+// DescribeInstanceTypesInput is the decoded form of DescribeInstanceTypes.
+type DescribeInstanceTypesInput struct {
+	DescribeInput
+}
+
+var instanceTypeFilters = map[string]bool{
+	"instance-type": true, "network-info.efa-supported": true, "network-info.efa-info.maximum-efa-interfaces": true,
+	"network-info.maximum-network-cards": true, "network-info.maximum-network-interfaces": true,
+	"processor-info.supported-architecture": true, "gpu-info.count": true, "gpu-info.manufacturer": true, "gpu-info.name": true,
+	"current-generation": true,
+}
+
+// ParseDescribeInstanceTypes decodes DescribeInstanceTypes (InstanceType.N, Filter.N,
+// MaxResults 5-100, NextToken).
+func ParseDescribeInstanceTypes(form url.Values) (DescribeInstanceTypesInput, error) {
+	d, err := parseDescribe(form, describeParams{idParam: "InstanceType", filters: instanceTypeFilters, maxResultsLo: 5})
+	if err != nil {
+		return DescribeInstanceTypesInput{DescribeInput: d}, err
+	}
+	for _, t := range d.IDs {
+		if !instanceTypeShape.MatchString(t) {
+			return DescribeInstanceTypesInput{DescribeInput: d}, inputError("InvalidInstanceType", "Invalid value '%s' for InstanceType.", t)
+		}
+	}
+	if d.MaxResults > 100 {
+		return DescribeInstanceTypesInput{DescribeInput: d}, inputError("InvalidParameterValue", "Value (%d) for parameter maxResults is invalid. Expecting a value between 5 and 100", d.MaxResults)
+	}
+	return DescribeInstanceTypesInput{DescribeInput: d}, nil
+}
+
+func describeInstanceTypes(in DescribeInstanceTypesInput) response {
+	var all []*InstanceTypeInfo
+	for _, name := range DescribableInstanceTypes() {
+		all = append(all, instanceTypes[name])
+	}
+	types, next, errResp, ok := describe(describeSpec[*InstanceTypeInfo]{
+		in: in.DescribeInput, all: all, id: func(t *InstanceTypeInfo) string { return t.InstanceType },
+		// InvalidInstanceType is EC2's code for an unsupported type (EC2 API Reference, "Error
+		// codes"); the message is the fake's own: the type may well exist on EC2, the fake just
+		// has no public figures for it.
+		notFound: func(missing []string) response {
+			return badRequest("InvalidInstanceType", "The fake EC2 has no public figures for instance type(s) %s (it describes %s; add a type to ec2-gpu-network-facts.md first)",
+				strings.Join(missing, ", "), strings.Join(DescribableInstanceTypes(), ", "))
+		},
+		field: instanceTypeField,
+	})
+	if !ok {
+		return errResp
+	}
+	out := xmlDescribeInstanceTypes{ec2Meta: meta(), Types: []xmlInstanceTypeInfo{}, NextToken: next}
+	for _, t := range types {
+		out.Types = append(out.Types, renderInstanceType(t))
+	}
+	return xmlOK(out)
+}
+
+func optString(p *int) []string {
+	if p == nil {
+		return nil
+	}
+	return []string{strconv.Itoa(*p)}
+}
+
+func instanceTypeField(t *InstanceTypeInfo, name string) []string {
+	switch name {
+	case "instance-type":
+		return []string{t.InstanceType}
+	case "network-info.efa-supported":
+		if t.EfaSupported == nil {
+			return nil
+		}
+		return []string{boolString(*t.EfaSupported)}
+	case "network-info.efa-info.maximum-efa-interfaces":
+		return optString(t.MaximumEfaInterfaces)
+	case "network-info.maximum-network-cards":
+		return optString(t.MaximumNetworkCards)
+	case "network-info.maximum-network-interfaces":
+		return optString(t.MaximumNetworkInterfaces)
+	case "processor-info.supported-architecture":
+		if t.Architecture == "" {
+			return nil
+		}
+		return []string{t.Architecture}
+	case "gpu-info.count":
+		if t.GPUCount == 0 {
+			return nil
+		}
+		return []string{itoa(t.GPUCount)}
+	case "gpu-info.manufacturer":
+		return []string{t.GPUManufacturer}
+	case "gpu-info.name":
+		return []string{t.GPUName}
+	case "current-generation":
+		return []string{"true"}
+	}
+	return nil
+}
+
+type xmlNetworkCard struct {
+	NetworkCardIndex         int    `xml:"networkCardIndex"`
+	NetworkPerformance       string `xml:"networkPerformance,omitempty"`
+	MaximumNetworkInterfaces int    `xml:"maximumNetworkInterfaces"`
+}
+
+type xmlEfaInfo struct {
+	MaximumEfaInterfaces int `xml:"maximumEfaInterfaces"`
+}
+
+type xmlNetworkInfo struct {
+	NetworkPerformance        string           `xml:"networkPerformance,omitempty"`
+	MaximumNetworkInterfaces  *int             `xml:"maximumNetworkInterfaces,omitempty"`
+	MaximumNetworkCards       *int             `xml:"maximumNetworkCards,omitempty"`
+	DefaultNetworkCardIndex   *int             `xml:"defaultNetworkCardIndex,omitempty"`
+	NetworkCards              []xmlNetworkCard `xml:"networkCards>item,omitempty"`
+	Ipv4AddressesPerInterface *int             `xml:"ipv4AddressesPerInterface,omitempty"`
+	EnaSupport                string           `xml:"enaSupport,omitempty"`
+	EfaSupported              *bool            `xml:"efaSupported,omitempty"`
+	EfaInfo                   *xmlEfaInfo      `xml:"efaInfo,omitempty"`
+}
+
+type xmlGpuMemory struct {
+	SizeInMiB int `xml:"sizeInMiB"`
+}
+
+type xmlGpuDevice struct {
+	Name         string        `xml:"name"`
+	Manufacturer string        `xml:"manufacturer"`
+	Count        int           `xml:"count"`
+	MemoryInfo   *xmlGpuMemory `xml:"memoryInfo,omitempty"`
+}
+
+type xmlGpuInfo struct {
+	Gpus []xmlGpuDevice `xml:"gpus>item"`
+}
+
+type xmlVCpuInfo struct {
+	DefaultVCpus int `xml:"defaultVCpus"`
+}
+
+type xmlMemoryInfo struct {
+	SizeInMiB int `xml:"sizeInMiB"`
+}
+
+type xmlProcessorInfo struct {
+	SupportedArchitectures []string `xml:"supportedArchitectures>item"`
+	Manufacturer           string   `xml:"manufacturer,omitempty"`
+}
+
+type xmlInstanceTypeInfo struct {
+	InstanceType      string            `xml:"instanceType"`
+	CurrentGeneration bool              `xml:"currentGeneration"`
+	Hypervisor        string            `xml:"hypervisor"`
+	ProcessorInfo     *xmlProcessorInfo `xml:"processorInfo,omitempty"`
+	VCpuInfo          *xmlVCpuInfo      `xml:"vCpuInfo,omitempty"`
+	MemoryInfo        *xmlMemoryInfo    `xml:"memoryInfo,omitempty"`
+	NetworkInfo       xmlNetworkInfo    `xml:"networkInfo"`
+	GpuInfo           *xmlGpuInfo       `xml:"gpuInfo,omitempty"`
+}
+
+type xmlDescribeInstanceTypes struct {
+	XMLName xml.Name `xml:"DescribeInstanceTypesResponse"`
+	ec2Meta
+	Types     []xmlInstanceTypeInfo `xml:"instanceTypeSet>item"`
+	NextToken string                `xml:"nextToken,omitempty"`
+}
+
+func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
+	// Every type of the fact sheet is Nitro ("All types below are Nitro"), current generation.
+	x := xmlInstanceTypeInfo{InstanceType: t.InstanceType, CurrentGeneration: true, Hypervisor: "nitro"}
+	if t.Architecture != "" {
+		x.ProcessorInfo = &xmlProcessorInfo{SupportedArchitectures: []string{t.Architecture}, Manufacturer: t.CPUManufacturer}
+	}
+	if t.DefaultVCPUs != nil {
+		x.VCpuInfo = &xmlVCpuInfo{DefaultVCpus: *t.DefaultVCPUs}
+	}
+	if t.MemoryMiB != nil {
+		x.MemoryInfo = &xmlMemoryInfo{SizeInMiB: *t.MemoryMiB}
+	}
+	if t.GPUCount > 0 {
+		d := xmlGpuDevice{Name: t.GPUName, Manufacturer: t.GPUManufacturer, Count: t.GPUCount}
+		if t.GPUMemoryMiB != nil {
+			d.MemoryInfo = &xmlGpuMemory{SizeInMiB: *t.GPUMemoryMiB}
+		}
+		x.GpuInfo = &xmlGpuInfo{Gpus: []xmlGpuDevice{d}}
+	}
+	n := xmlNetworkInfo{NetworkPerformance: t.NetworkPerformance, MaximumNetworkInterfaces: t.MaximumNetworkInterfaces,
+		MaximumNetworkCards: t.MaximumNetworkCards, DefaultNetworkCardIndex: t.DefaultNetworkCardIndex,
+		Ipv4AddressesPerInterface: t.Ipv4AddressesPerInterface, EfaSupported: t.EfaSupported}
+	for c, max := range t.CardInterfaces {
+		n.NetworkCards = append(n.NetworkCards, xmlNetworkCard{NetworkCardIndex: c, MaximumNetworkInterfaces: max, NetworkPerformance: t.CardPerformance[c]})
+	}
+	if t.EfaSupported != nil && *t.EfaSupported && t.MaximumEfaInterfaces != nil {
+		n.EfaInfo = &xmlEfaInfo{MaximumEfaInterfaces: *t.MaximumEfaInterfaces}
+	}
+	// EnaSupport "required" is SM-test's g5.48xlarge value; every Nitro type requires ENA, but
+	// the fact sheet sources it for g5.48xlarge only, so only there.
+	if t.InstanceType == "g5.48xlarge" {
+		n.EnaSupport = "required"
+	}
+	x.NetworkInfo = n
+	return x
+}
