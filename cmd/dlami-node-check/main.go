@@ -49,7 +49,7 @@ func main() {
 
 func realEnv() nodecheck.Env {
 	return nodecheck.Env{
-		Host: localhost.Host{}, Command: localhost.Command, ReadFile: os.ReadFile, Hostname: os.Hostname, Now: time.Now,
+		Host: localhost.Host{}, Command: localhost.Command, ReadFile: os.ReadFile, Hostname: os.Hostname, Getenv: os.Getenv, Now: time.Now,
 	}
 }
 

@@ -44,7 +44,12 @@ func (noNode) Reconnect(context.Context) error                  { return nil }
 func env(files map[string]string) nodecheck.Env {
 	return nodecheck.Env{
 		Host: noNode{}, Now: time.Now, Hostname: func() (string, error) { return "node-1", nil },
-		Command: func(context.Context, []string, []string) (string, int, error) { return "", 0, nil },
+		Command: func(_ context.Context, argv []string, _ []string) (string, int, error) {
+			if len(argv) > 2 && argv[2] == "show" { // scontrol -o show node: an idle node
+				return "NodeName=node-1 Arch=x86_64 State=IDLE ThreadsPerCore=1\n", 0, nil
+			}
+			return "", 0, nil
+		},
 		ReadFile: func(p string) ([]byte, error) {
 			if s, ok := files[p]; ok {
 				return []byte(s), nil

@@ -39,8 +39,12 @@ type Env struct {
 	Command func(ctx context.Context, argv []string, env []string) (out string, code int, err error)
 	// ReadFile reads a local file (the bill of materials).
 	ReadFile func(path string) ([]byte, error)
-	// Hostname is the node's host name (the Slurm node name is its short form).
+	// Hostname is the node's host name (the Slurm node name is its short form unless
+	// SLURMD_NODENAME says otherwise).
 	Hostname func() (string, error)
+	// Getenv reads the process's environment (SLURMD_NODENAME, which slurmd sets for its
+	// HealthCheckProgram); nil reads nothing.
+	Getenv func(key string) string
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -232,7 +236,8 @@ func (r *run) line(n report.Report, failed []string) string {
 		if len(failed) == 0 {
 			return npdLine(fmt.Sprintf("DLAMI node check passed (%d checks)", len(n.Checks)))
 		}
-		return npdLine("DLAMI node check failed: " + strings.Join(failed, ","))
+		// The failed ids first: NPD keeps max_output_length bytes of the line.
+		return npdLine(strings.Join(failed, ",") + " failed the DLAMI node check")
 	}
 	build := n.BuildName
 	if build == "" {
@@ -266,5 +271,5 @@ func oneLine(s string) string {
 
 // slurm is this run's way to act in Slurm.
 func (r *run) slurm() Slurm {
-	return Slurm{Scontrol: r.opt.Scontrol, Command: r.env.Command, Hostname: r.env.Hostname}
+	return Slurm{Scontrol: r.opt.Scontrol, Command: r.env.Command, Hostname: r.env.Hostname, Getenv: r.env.Getenv}
 }

@@ -77,7 +77,7 @@ func newNode(t *testing.T) *fakeNode {
 		},
 		units:    map[string]string{"slurmd.service": "infinity"},
 		hostname: "ip-10-1-42-17.ec2.internal",
-		scontrol: func([]string) (string, int) { return "", 0 },
+		scontrol: idleSlurmNode,
 	}
 	nccl, err := os.ReadFile("../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt")
 	if err != nil {
@@ -391,8 +391,8 @@ func TestGPUMissingDrain(t *testing.T) {
 		t.Errorf("exit %d, want 1 (the unit fails; with action drain nothing requires it)", out.Exit)
 	}
 	calls := n.scontrolCalls()
-	want := []string{nodeconf.DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami-node-check: gpu"}
-	if len(calls) != 1 || strings.Join(calls[0], "|") != strings.Join(want, "|") {
+	want := []string{nodeconf.DefaultScontrol, "update", "nodename=ip-10-1-42-17", "state=drain", "reason=dlami: gpu"}
+	if len(calls) != 2 || strings.Join(calls[1], "|") != strings.Join(want, "|") {
 		t.Fatalf("scontrol calls %q, want %q", calls, want)
 	}
 	if !strings.Contains(strings.Join(out.Notes, "\n"), `drained Slurm node ip-10-1-42-17`) {
@@ -403,7 +403,12 @@ func TestGPUMissingDrain(t *testing.T) {
 func TestDrainFailureIsReported(t *testing.T) {
 	n := newNode(t)
 	n.dropGPU()
-	n.scontrol = func([]string) (string, int) { return "slurm_update error: Unable to contact slurm controller", 1 }
+	n.scontrol = func(argv []string) (string, int) {
+		if argv[1] == "-o" {
+			return idleSlurmNode(argv)
+		}
+		return "slurm_update error: Unable to contact slurm controller", 1
+	}
 	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionDrain))
 	if out.Exit != 1 || !strings.Contains(strings.Join(out.Notes, "\n"), "could not drain the node in Slurm: /usr/bin/scontrol exited 1: slurm_update error") {
 		t.Errorf("exit %d notes %q", out.Exit, out.Notes)
@@ -495,7 +500,7 @@ func TestHangInDrainModeStillDrains(t *testing.T) {
 	o.Timeout = 200 * time.Millisecond
 	Run(context.Background(), n.env(n.bom()), o)
 	calls := n.scontrolCalls()
-	if len(calls) != 1 || !strings.Contains(calls[0][4], "gpu") {
+	if len(calls) != 2 || !strings.Contains(calls[1][4], "gpu") {
 		t.Errorf("scontrol calls after a timeout: %q", calls)
 	}
 }
@@ -522,7 +527,7 @@ func TestSlurmMode(t *testing.T) {
 		n := newNode(t)
 		n.dropGPU()
 		out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeSlurm, nodeconf.ActionReport))
-		if out.Exit != 0 || len(n.scontrolCalls()) != 1 || n.scontrolCalls()[0][3] != "state=drain" {
+		if out.Exit != 0 || len(n.scontrolCalls()) != 2 || n.scontrolCalls()[1][3] != "state=drain" {
 			t.Errorf("exit %d calls %q", out.Exit, n.scontrolCalls())
 		}
 	})
@@ -683,5 +688,19 @@ func TestFunctionTestsOnDemand(t *testing.T) {
 	}
 	if on.Exit != 0 {
 		t.Errorf("exit %d: %v", on.Exit, on.Report.FailedChecks)
+	}
+}
+
+// TestNPDLineStartsWithFailedIDs: node-problem-detector keeps max_output_length (80) bytes of
+// the line as the condition's message, so the failed ids come first, before any prose.
+func TestNPDLineStartsWithFailedIDs(t *testing.T) {
+	n := newNode(t)
+	baked := n.bom()
+	n.dropGPU()
+	n.pkgs["nvidia-fabricmanager"] = pkg{"595.99.01-1", false}
+	out := Run(context.Background(), n.env(baked), options(t, nodeconf.ModeNPD, nodeconf.ActionBlock))
+	want := strings.Join(out.Report.FailedChecks, ",")
+	if !strings.HasPrefix(out.Line, want) || len(out.Line) > nodeconf.NPDMaxMessage {
+		t.Errorf("NPD line %q, want it to start with %q", out.Line, want)
 	}
 }

@@ -2,18 +2,34 @@ package nodecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-// DrainPrefix starts the Slurm drain reason; only a node drained with it is undrained by
-// ModeSlurm, as NHC undrains only what NHC drained.
-const DrainPrefix = "dlami-node-check:"
+// DrainPrefix starts the reason of every drain this command sets, before the failed check
+// ids: `sinfo -R` shows the first 20 characters of a reason by default, so the ids must come
+// right after a short marker. The marker is how a later run knows the drain is its own: only
+// a drain whose reason starts with it is ever resumed or rewritten (NHC does the same with
+// "NHC: ").
+const DrainPrefix = "dlami: "
+
+// legacyDrainPrefix started the reason before DrainPrefix: a node drained by an older
+// dlami-node-check is still this command's to resume.
+const legacyDrainPrefix = "dlami-node-check:"
+
+// SlurmNodeNameEnv is the variable slurmd sets for its HealthCheckProgram to the node's Slurm
+// name (SchedMD slurm src/slurmd/slurmd/slurmd.c, run_script_health_check: the program's
+// environment holds SLURMD_NODENAME and nothing else).
+const SlurmNodeNameEnv = "SLURMD_NODENAME"
 
 // Slurm acts on this node in Slurm with scontrol: the drain a failing check asks for, and the
-// resume of a node this command drained once it passes again.
+// resume of a node this command drained once it passes again. It reads the node first and
+// never touches a drain it did not set: an operator's drain keeps its reason, and only the
+// operator resumes it.
 type Slurm struct {
 	// Scontrol is Slurm's scontrol, by absolute path.
 	Scontrol string
@@ -21,77 +37,195 @@ type Slurm struct {
 	Command func(ctx context.Context, argv []string, env []string) (out string, code int, err error)
 	// Hostname is the node's host name.
 	Hostname func() (string, error)
+	// Getenv reads this process's environment (SLURMD_NODENAME); nil reads nothing.
+	Getenv func(key string) string
 }
 
-// node is this node's Slurm name: the short host name.
-func (s Slurm) node() (string, error) {
+// DrainReason is the reason a failing check drains the node with: DrainPrefix, then the
+// failed check ids.
+func DrainReason(failed []string) string {
+	return DrainPrefix + strings.Join(failed, ",")
+}
+
+// slurmNodeNameRE is what this command passes to scontrol as a node name: a host name. A
+// comma or brackets would make it a host list, and scontrol would act on other nodes.
+var slurmNodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// node is this node's Slurm name and where it came from: SLURMD_NODENAME when slurmd runs the
+// command (a node's Slurm name may differ from its host name), else the short host name (the
+// boot unit: systemd sets no such variable).
+func (s Slurm) node() (name, from string, err error) {
+	if s.Getenv != nil {
+		if v := s.Getenv(SlurmNodeNameEnv); v != "" {
+			if !slurmNodeNameRE.MatchString(v) {
+				return "", "", fmt.Errorf("%s=%q is not a Slurm node name (letters, digits, '.', '_', '-')", SlurmNodeNameEnv, v)
+			}
+			return v, SlurmNodeNameEnv, nil
+		}
+	}
 	h, err := s.Hostname()
 	if err != nil {
-		return "", fmt.Errorf("the host name: %w", err)
+		return "", "", fmt.Errorf("the host name (no %s in the environment): %w", SlurmNodeNameEnv, err)
 	}
 	short, _, _ := strings.Cut(strings.TrimSpace(h), ".")
-	if short == "" || strings.ContainsAny(short, " \t\n=") {
-		return "", fmt.Errorf("the host name %q is not a Slurm node name", h)
+	if !slurmNodeNameRE.MatchString(short) {
+		return "", "", fmt.Errorf("the host name %q is not a Slurm node name (and no %s in the environment)", h, SlurmNodeNameEnv)
 	}
-	return short, nil
+	return short, "the short host name", nil
 }
 
-// Drain drains the node in Slurm with the failed ids as the reason.
+// read reads the node's state and reason from the controller.
+func (s Slurm) read(ctx context.Context, node string) (SlurmNode, error) {
+	argv := []string{s.Scontrol, "-o", "show", "node", node}
+	out, code, err := s.Command(ctx, argv, nil)
+	switch {
+	case err != nil:
+		return SlurmNode{}, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	case code != 0:
+		return SlurmNode{}, fmt.Errorf("%s exited %d: %s", strings.Join(argv, " "), code, textcut.Head(oneLine(out), 300))
+	}
+	n, err := ParseSlurmNode(out, node)
+	if err != nil {
+		return SlurmNode{}, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return n, nil
+}
+
+// Drain drains the node with DrainReason(failed), after reading it: a node drained by the
+// operator (or by another check) is left as it is, reason and all; a node this command
+// drained gets the new ids as its reason. err is nil when the node ends up drained (by this
+// run, an earlier one or the operator).
 func (s Slurm) Drain(ctx context.Context, failed []string) (string, error) {
-	node, err := s.node()
-	if err == nil {
-		reason := DrainPrefix + " " + strings.Join(failed, ",")
-		var out string
-		var code int
-		out, code, err = s.Command(ctx, []string{s.Scontrol, "update", "nodename=" + node, "state=drain", "reason=" + reason}, nil)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("%s exited %d: %s", s.Scontrol, code, textcut.Head(oneLine(out), 300))
-		}
-		if err == nil {
-			return fmt.Sprintf("drained Slurm node %s: reason %q", node, reason), nil
-		}
+	node, from, err := s.node()
+	if err != nil {
+		return "could not drain the node in Slurm: " + err.Error(), err
 	}
-	return "could not drain the node in Slurm: " + err.Error(), err
+	cur, err := s.read(ctx, node)
+	if err != nil {
+		err = fmt.Errorf("reading Slurm node %s (named by %s) before draining it: %w", node, from, err)
+		return "could not drain the node in Slurm: " + err.Error() + " (nothing changed)", err
+	}
+	reason := DrainReason(failed)
+	switch {
+	case cur.Drained() && !cur.DrainedByCheck():
+		return fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",
+			node, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ",")), nil
+	case cur.Drained() && cur.Reason == reason:
+		return fmt.Sprintf("Slurm node %s stays drained with reason %q", node, reason), nil
+	}
+	argv := []string{s.Scontrol, "update", "nodename=" + node, "state=drain", "reason=" + reason}
+	out, code, err := s.Command(ctx, argv, nil)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s exited %d: %s", s.Scontrol, code, textcut.Head(oneLine(out), 300))
+	}
+	if err != nil {
+		return "could not drain the node in Slurm: " + err.Error(), err
+	}
+	if cur.Drained() {
+		return fmt.Sprintf("Slurm node %s (named by %s) stays drained, reason now %q (was %q)", node, from, reason, cur.Reason), nil
+	}
+	return fmt.Sprintf("drained Slurm node %s (named by %s; it was %s): reason %q", node, from, cur.State, reason), nil
 }
 
-// Resume resumes the node when it is drained with this command's reason (and only then: a
-// drain an administrator or another check set stays).
+// Resume resumes the node when this command drained it (and only then: a drain an operator or
+// another check set stays, and the note says so). "" when there was nothing to do.
 func (s Slurm) Resume(ctx context.Context) string {
-	node, err := s.node()
+	node, from, err := s.node()
 	if err != nil {
 		return "could not look at the Slurm node: " + err.Error()
 	}
-	out, code, err := s.Command(ctx, []string{s.Scontrol, "-o", "show", "node", node}, nil)
-	if err != nil || code != 0 {
-		return fmt.Sprintf("could not read Slurm node %s (exit %d, %v): left as it is", node, code, err)
+	cur, err := s.read(ctx, node)
+	if err != nil {
+		return fmt.Sprintf("could not read Slurm node %s (named by %s): %v: left as it is", node, from, err)
 	}
-	state, reason := nodeField(out, "State"), nodeField(out, "Reason")
-	if !strings.Contains(state, "DRAIN") || !strings.HasPrefix(reason, DrainPrefix) {
+	switch {
+	case !cur.Drained():
 		return ""
+	case !cur.DrainedByCheck():
+		return fmt.Sprintf("Slurm node %s stays drained: drained by the operator (state %s, reason %q%s); the node check resumes only the drains it set",
+			node, cur.State, cur.Reason, cur.setBy())
 	}
-	out, code, err = s.Command(ctx, []string{s.Scontrol, "update", "nodename=" + node, "state=resume"}, nil)
+	out, code, err := s.Command(ctx, []string{s.Scontrol, "update", "nodename=" + node, "state=resume"}, nil)
 	if err != nil || code != 0 {
 		return fmt.Sprintf("could not resume Slurm node %s (exit %d, %v): %s", node, code, err, textcut.Head(oneLine(out), 200))
 	}
-	return fmt.Sprintf("resumed Slurm node %s: it passes again (it was drained with %q)", node, reason)
+	return fmt.Sprintf("resumed Slurm node %s (named by %s): it passes again (it was drained with %q)", node, from, cur.Reason)
 }
 
-// nodeField reads KEY=value from `scontrol -o show node`: values run to the next " Key=";
-// Reason, which may hold spaces, runs to the end or to its " [user@time]" suffix.
-func nodeField(out, key string) string {
-	i := strings.Index(" "+out, " "+key+"=")
-	if i < 0 {
+// SlurmNode is one node as `scontrol -o show node NAME` shows it.
+type SlurmNode struct {
+	Name string
+	// State is the state with its flags, e.g. IDLE+DRAIN, MIXED+DRAIN, DOWN+NOT_RESPONDING.
+	State string
+	// Reason is the reason without Slurm's " [user@time]" suffix; "" when none.
+	Reason string
+	// ReasonSetBy is that suffix's user@time; "" when none.
+	ReasonSetBy string
+}
+
+// Drained reports whether the node is drained (DRAIN, DRAINING and DRAINED in Slurm's words)
+// or failed by an operator (FAIL, FAILING): out of service until someone resumes it.
+func (n SlurmNode) Drained() bool {
+	for _, f := range strings.Split(n.State, "+") {
+		switch strings.TrimSuffix(f, "*") {
+		case "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING":
+			return true
+		}
+	}
+	return false
+}
+
+// DrainedByCheck reports whether the node's reason is one this command set (DrainPrefix).
+func (n SlurmNode) DrainedByCheck() bool {
+	return strings.HasPrefix(n.Reason, DrainPrefix) || strings.HasPrefix(n.Reason, legacyDrainPrefix)
+}
+
+func (n SlurmNode) setBy() string {
+	if n.ReasonSetBy == "" {
 		return ""
 	}
-	v := out[i+len(key)+1:]
-	if key == "Reason" {
-		if j := strings.Index(v, " ["); j >= 0 {
-			v = v[:j]
+	return ", set by " + n.ReasonSetBy
+}
+
+// reasonSetByRE is the " [user@time]" scontrol appends to the first line of a reason
+// (slurm src/api/node_info.c, slurm_sprint_node_table), e.g. " [root@2026-10-05T12:00:00]".
+var reasonSetByRE = regexp.MustCompile(` \[([^\[\]@\s]+@[0-9][0-9T:/ -]*[0-9])\]`)
+
+// ParseSlurmNode reads node's record from `scontrol -o show node NODE`: one line starting
+// "NodeName=NODE ", fields "Key=value" separated by spaces; the Reason runs to its
+// " [user@time]" (it may hold spaces and anything else), and only the fields before it are
+// read as fields. Any other line (a warning scontrol printed) is ignored. A missing record
+// or State is an error: the caller must not act on a node it could not read.
+func ParseSlurmNode(out, node string) (SlurmNode, error) {
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "NodeName="+node+" ") {
+			line = strings.TrimRight(l, " \r")
+			break
 		}
-		return strings.TrimSpace(v)
 	}
-	if j := strings.IndexAny(v, " \n"); j >= 0 {
-		v = v[:j]
+	if line == "" {
+		return SlurmNode{}, fmt.Errorf("no record of node %s in: %s", node, textcut.Head(oneLine(out), 200))
 	}
-	return v
+	n := SlurmNode{Name: node}
+	fields := line
+	if i := strings.Index(line, " Reason="); i >= 0 {
+		fields = line[:i]
+		rest := line[i+len(" Reason="):]
+		if m := reasonSetByRE.FindStringSubmatchIndex(rest); m != nil {
+			n.Reason, n.ReasonSetBy = rest[:m[0]], rest[m[2]:m[3]]
+		} else {
+			n.Reason = rest
+		}
+		n.Reason = strings.TrimSpace(n.Reason)
+	}
+	for _, f := range strings.Fields(fields) {
+		if v, ok := strings.CutPrefix(f, "State="); ok {
+			n.State = v
+		}
+	}
+	if n.State == "" {
+		return SlurmNode{}, errors.New("the record of node " + node + " has no State")
+	}
+	return n, nil
 }

@@ -113,6 +113,12 @@ const (
 // GPUServices are the units the check runs after: the GPUs must be up.
 var GPUServices = []string{"nvidia-persistenced.service", "nvidia-fabricmanager.service", "nvidia-dcgm.service"}
 
+// DrainAfter are the units a drain-mode check runs after: scontrol authenticates through
+// munged and talks to slurmctld over the network, and Slurm's configuration and commands may
+// live on a network file system (AWS ParallelCluster's /opt/slurm). network-online.target is
+// pulled in with Wants= as systemd.special(7) asks of a unit that needs the network up.
+var DrainAfter = []string{"munge.service", "network-online.target", "remote-fs.target"}
+
 // DefaultBefore are the units the check runs before (and, with action block, keeps from
 // starting when it fails).
 var DefaultBefore = []string{"slurmd.service", "kubelet.service"}
@@ -193,8 +199,8 @@ func CheckUnitName(setting, name string) error {
 	return nil
 }
 
-// Unit renders the systemd unit: a oneshot after the GPU services and before the units in
-// before; with action block it is RequiredBy them too, so that its failure keeps them from
+// Unit renders the systemd unit: a oneshot after the GPU services (with action drain also
+// after DrainAfter) and before the units in before; with action block it is RequiredBy them too, so that its failure keeps them from
 // starting (systemd does not start a unit whose Requires= dependency, ordered before it,
 // failed). Its start is bounded (TimeoutStartSec, beyond the command's own --timeout).
 func Unit(c Config) string {
@@ -207,6 +213,11 @@ func Unit(c Config) string {
 	w("Description=dlami node check (GPUs, driver, EFA, kernel and packages against the image)")
 	w("Documentation=https://github.com/dlami-bake/packer-plugin-dlami/blob/main/docs/provisioners/dlami.mdx#node-check")
 	w("After=%s", strings.Join(GPUServices, " "))
+	if c.Action == ActionDrain {
+		w("# action drain: scontrol needs munge, the network and Slurm's configuration.")
+		w("After=%s", strings.Join(DrainAfter, " "))
+		w("Wants=network-online.target")
+	}
 	if len(c.Before) > 0 {
 		w("Before=%s", strings.Join(c.Before, " "))
 	}

@@ -57,3 +57,22 @@ func TestSlurmWrapper(t *testing.T) {
 		t.Errorf("wrapper:\n%s\nwant it to end with %q", w, want)
 	}
 }
+
+// TestDrainUnitOrdering: with action drain the unit runs scontrol, which needs munged and the
+// network (and, on AWS ParallelCluster, Slurm's configuration on a network file system): it is
+// ordered after them, as Debian's slurmd.service is. The other actions need none of them.
+func TestDrainUnitOrdering(t *testing.T) {
+	c := Config{Action: ActionDrain, Timeout: Duration(300 * time.Second), Before: DefaultBefore, OutDir: DefaultOutDir}
+	u := Unit(c)
+	for _, want := range []string{"After=munge.service network-online.target remote-fs.target", "Wants=network-online.target"} {
+		if !strings.Contains(u, "\n"+want+"\n") {
+			t.Errorf("drain unit lacks %q:\n%s", want, u)
+		}
+	}
+	for _, a := range []string{ActionBlock, ActionReport} {
+		c.Action = a
+		if u := Unit(c); strings.Contains(u, "munge") || strings.Contains(u, "network-online") {
+			t.Errorf("action %s orders on munge or the network:\n%s", a, u)
+		}
+	}
+}

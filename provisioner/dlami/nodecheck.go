@@ -22,9 +22,9 @@ import (
 // plugin and a node_exporter textfile writer).
 type NodeCheckConfig struct {
 	// What a failing boot does: `block` (the units in `before` do not start: the unit is
-	// RequiredBy them), `drain` (`scontrol update nodename=<short hostname> state=drain
-	// reason="dlami-node-check: <failed ids>"`) or `report` (journal, reports and textfile
-	// only). Defaults to `block`.
+	// RequiredBy them), `drain` (`scontrol update nodename=<node> state=drain
+	// reason="dlami: <failed ids>"`, never over an operator's drain) or `report` (journal,
+	// reports and textfile only). Defaults to `block`.
 	Action string `mapstructure:"action"`
 	// Units the check runs before (and, with `block`, keeps from starting when it fails).
 	// Defaults to `["slurmd.service", "kubelet.service"]`.

@@ -106,11 +106,14 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		// and the unit's RequiredBy link), with a stand-in scontrol that records its calls.
 		n := boot(t, "gpu7-drain", "gpu-count=7", map[string]string{
 			"etc/dlami-node-check/config.json": `{"action": "drain", "bom_path": "/etc/dlami-bake/manifest.json", "out_dir": "/var/lib/dlami-node-check", "timeout": "2m", "check_timeout": "1m", "scontrol": "/usr/bin/scontrol", "before": ["slurmd.service"]}`,
-			"usr/bin/scontrol":                 "#!/bin/sh\nprintf '%s\\n' \"$*\" >>/var/log/scontrol.calls\n",
+			// It answers the node check's read (scontrol -o show node NAME) as Slurm 22.05 does
+			// for an idle node: the check reads the node before it drains it.
+			"usr/bin/scontrol": "#!/bin/sh\nprintf '%s\\n' \"$*\" >>/var/log/scontrol.calls\n" +
+				"case \"$*\" in '-o show node '*) echo \"NodeName=$4 Arch=x86_64 CoresPerSocket=48 State=IDLE ThreadsPerCore=2\" ;; esac\n",
 			"etc/systemd/system/slurmd.service.requires/dlami-node-check.service": whiteout,
 		})
 		calls := n.file(t, "var/log/scontrol.calls")
-		if !strings.Contains(calls, "update nodename=ip-10-1-42-17 state=drain reason=dlami-node-check: gpu") {
+		if !strings.Contains(calls, "update nodename=ip-10-1-42-17 state=drain reason=dlami: gpu") {
 			t.Errorf("scontrol calls:\n%s", calls)
 		}
 		if st := n.unitState(t, "slurmd.service"); st != "active" {
