@@ -113,6 +113,9 @@ type Launch struct {
 	// that chose it ("efa = \"all\"").
 	EFA     int
 	Setting string
+	// SecurityGroups are the groups of the launch's interfaces: EFA traffic arrives only while
+	// they allow all traffic to and from themselves.
+	SecurityGroups []string
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,

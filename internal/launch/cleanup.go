@@ -165,12 +165,17 @@ type resource struct {
 	remove func(ctx context.Context, say func(string)) error
 	// left is what a failed removal leaves behind.
 	left func(err error) Leak
+	// unsure, when set and true after a failed removal, says the removal could not even tell
+	// whether anything is there (a denied lookup): what waits for the kind is still tried, and
+	// EC2 refuses it itself if something is.
+	unsure func() bool
 }
 
 // resources are what in's launch made, or may have made when an answer was lost: the key pair
-// (EC2 deletes one in use: it waits for nothing), the instance, the network interfaces of an
-// EFA layout that outlived it, the temporary Elastic IP (the instance's termination
-// disassociates it), the temporary placement group (EC2 refuses to delete it while the
+// (EC2 deletes one in use: it waits for nothing), the temporary Elastic IP (disassociated
+// first: it waits for nothing either, and stops costing before the instance is gone), the
+// instance, the network interfaces of an EFA layout that outlived it, the temporary placement
+// group (EC2 refuses to delete it while the
 // instance is in it), and the security group (EC2 refuses to delete it while a network
 // interface in it is there).
 func (in *Instance) resources() []resource {
@@ -178,6 +183,16 @@ func (in *Instance) resources() []resource {
 	if in.keyName != "" {
 		out = append(out, resource{kind: KindKeyPair, weight: 2, remove: in.deleteKeyPair,
 			left: func(err error) Leak { return Leak{Kind: KindKeyPair, IDs: []string{in.keyName}, Err: err} }})
+	}
+	if in.elasticIP {
+		out = append(out, resource{kind: KindElasticIP, weight: 2, remove: in.releaseElasticIP,
+			left: func(err error) Leak {
+				l := Leak{Kind: KindElasticIP, LaunchID: in.launchID, Err: err}
+				if in.allocationID != "" {
+					l.IDs = []string{in.allocationID}
+				}
+				return l
+			}})
 	}
 	if in.ID != "" || in.token != "" {
 		var ids []string
@@ -195,19 +210,13 @@ func (in *Instance) resources() []resource {
 	}
 	if in.interfaces {
 		var left []string
+		looked := false
 		out = append(out, resource{kind: KindInterface, after: []string{KindInstance}, weight: 2,
-			remove: func(ctx context.Context, say func(string)) error { return in.deleteInterfaces(ctx, say, &left) },
-			left:   func(err error) Leak { return Leak{Kind: KindInterface, IDs: left, LaunchID: in.launchID, Err: err} }})
-	}
-	if in.elasticIP {
-		out = append(out, resource{kind: KindElasticIP, after: []string{KindInstance}, weight: 2, remove: in.releaseElasticIP,
-			left: func(err error) Leak {
-				l := Leak{Kind: KindElasticIP, LaunchID: in.launchID, Err: err}
-				if in.allocationID != "" {
-					l.IDs = []string{in.allocationID}
-				}
-				return l
-			}})
+			remove: func(ctx context.Context, say func(string)) error {
+				return in.deleteInterfaces(ctx, say, &left, &looked)
+			},
+			left:   func(err error) Leak { return Leak{Kind: KindInterface, IDs: left, LaunchID: in.launchID, Err: err} },
+			unsure: func() bool { return !looked }})
 	}
 	if in.placementGroup != "" {
 		out = append(out, resource{kind: KindPlacementGroup, after: []string{KindInstance}, weight: 2, remove: in.deletePlacementGroup,
@@ -304,7 +313,7 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		cancel()
 		if err != nil {
 			leaks = append(leaks, r.left(err))
-			if denied(err) {
+			if denied(err) && (r.unsure == nil || !r.unsure()) {
 				stuck[r.kind] = err
 			}
 		}

@@ -139,7 +139,7 @@ func TestPlanLayoutFollowsListedInterfaceTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.String(); got != "0/0 interface, 1/0 efa-only, 3/0 efa-only, 4/0 efa-only" {
+	if got := l.String(); got != "0/0 interface, 1/0 efa-only, 3-4/0 efa-only" {
 		t.Errorf("layout %s", got)
 	}
 	if _, err := PlanLayout(info, 4, "efa = 4"); err == nil || !strings.Contains(err.Error(), "at most 3") {
@@ -201,7 +201,7 @@ func TestTheFakeRefusesInvalidLayouts(t *testing.T) {
 		in.NetworkInterfaces[0].InterfaceType = aws.String("efa-only")
 	}}
 	_, err := Launch(context.Background(), api, efaSpec("p6-b200.48xlarge"), discard)
-	if err == nil || !strings.Contains(err.Error(), "InvalidParameterCombination") || !strings.Contains(err.Error(), "0/0 interface, 0/1 efa-only, 1/0 efa-only") {
+	if err == nil || !strings.Contains(err.Error(), "InvalidParameterCombination") || !strings.Contains(err.Error(), "0/0 interface, 0/1 efa-only, 1-7/0 efa-only") {
 		t.Errorf("err %v: want EC2's code and the layout", err)
 	}
 	assertNothingLeft(t, f)

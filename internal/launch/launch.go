@@ -239,8 +239,9 @@ type Instance struct {
 	// interfaces is set before a RunInstances that names network interfaces (an EFA layout):
 	// the cleanup then looks for interfaces of the launch that outlived the instance.
 	interfaces bool
-	// placementGroup is the temporary placement group's name, set before it is created.
-	placementGroup string
+	// placementGroup is the temporary placement group's name, set before it is created;
+	// placementGroupUsed the group the instance was launched into.
+	placementGroup, placementGroupUsed string
 	// elasticIP is set before the Elastic IP is allocated; allocationID once it answered (or
 	// the address was found by the launch tag).
 	elasticIP    bool
@@ -250,6 +251,9 @@ type Instance struct {
 	// tags are the launch's, for what it makes after RunInstances.
 	tags map[string]string
 }
+
+// PlacementGroup is the placement group the instance was launched into, if any.
+func (in *Instance) PlacementGroup() string { return in.placementGroupUsed }
 
 // SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
 // instance to connect to.
@@ -396,7 +400,7 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 			return err
 		})
 		if err == nil {
-			in.Placement, in.Layout = c, layout
+			in.Placement, in.Layout, in.placementGroupUsed = c, layout, placementGroup
 			break
 		}
 		if !IsCapacity(err) {

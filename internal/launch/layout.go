@@ -144,12 +144,23 @@ func PlanLayout(info types.InstanceTypeInfo, want int, setting string) (Layout, 
 	return l, nil
 }
 
-// String lists the layout as the User Guide's CLI examples do: card/device type, one per
-// interface.
+// String lists the layout as card/device type, one entry per interface, consecutive cards
+// with the same device and type as a range: "0/0 interface, 0/1 efa-only, 1-31/0 efa-only".
 func (l Layout) String() string {
 	var parts []string
-	for _, i := range l.Interfaces {
-		parts = append(parts, fmt.Sprintf("%d/%d %s", i.Card, i.Device, i.Type))
+	for i := 0; i < len(l.Interfaces); {
+		first := l.Interfaces[i]
+		j := i + 1
+		for j < len(l.Interfaces) && l.Interfaces[j].Device == first.Device && l.Interfaces[j].Type == first.Type &&
+			l.Interfaces[j].Card == l.Interfaces[j-1].Card+1 {
+			j++
+		}
+		cards := fmt.Sprint(first.Card)
+		if last := l.Interfaces[j-1].Card; j-i > 1 {
+			cards = fmt.Sprintf("%d-%d", first.Card, last)
+		}
+		parts = append(parts, fmt.Sprintf("%s/%d %s", cards, first.Device, first.Type))
+		i = j
 	}
 	return strings.Join(parts, ", ")
 }

@@ -108,18 +108,23 @@ func (in *Instance) attachElasticIP(ctx context.Context, say func(string)) error
 	}
 	in.elasticIP = true
 	var public string
+	tried := false
 	err := in.stepCalls(ctx, func(ctx context.Context) error {
-		var found types.Address
-		if err := in.patience.call(ctx, func(ctx context.Context) (err error) {
-			found, err = in.lookupAddress(ctx)
-			return err
-		}); err != nil {
-			return err
+		if tried {
+			// An earlier try may have allocated it, its answer lost.
+			var found types.Address
+			if err := in.patience.call(ctx, func(ctx context.Context) (err error) {
+				found, err = in.lookupAddress(ctx)
+				return err
+			}); err != nil {
+				return err
+			}
+			if found.AllocationId != nil {
+				in.allocationID, public = aws.ToString(found.AllocationId), aws.ToString(found.PublicIp)
+				return nil
+			}
 		}
-		if found.AllocationId != nil {
-			in.allocationID, public = aws.ToString(found.AllocationId), aws.ToString(found.PublicIp)
-			return nil
-		}
+		tried = true
 		return in.patience.call(ctx, func(ctx context.Context) error {
 			// Not the SDK's retries: they would resend it blind; this step's retry looks first.
 			out, err := in.api.AllocateAddress(ctx, &ec2.AllocateAddressInput{Domain: types.DomainTypeVpc, TagSpecifications: tagSpec(types.ResourceTypeElasticIp, in.tags)},
@@ -163,10 +168,10 @@ func (in *Instance) lookupAddress(ctx context.Context) (types.Address, error) {
 	return out.Addresses[0], nil
 }
 
-// releaseElasticIP releases the temporary Elastic IP, found by the launch tag when the
-// allocation's answer was lost. The instance's termination disassociates it; one that is still
-// associated (InvalidIPAddress.InUse) is disassociated first. A retry after a lost answer
-// meets InvalidAllocationID.NotFound: done.
+// releaseElasticIP disassociates and releases the temporary Elastic IP, found by the launch tag
+// when the allocation's answer was lost. It waits for nothing: disassociated first, it goes
+// while the instance may still be terminating. A retry after a lost answer meets
+// InvalidAllocationID.NotFound or InvalidAssociationID.NotFound: done.
 func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) error {
 	if in.allocationID == "" {
 		err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
@@ -182,15 +187,35 @@ func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) erro
 		}
 	}
 	err := in.patience.retryCalls(ctx, cleanupFinal, func(ctx context.Context) error {
-		err := in.patience.call(ctx, func(ctx context.Context) error {
+		var out *ec2.DescribeAddressesOutput
+		err := in.patience.call(ctx, func(ctx context.Context) (err error) {
+			out, err = in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{in.allocationID}})
+			return err
+		})
+		if awsaccess.APICode(err) == "InvalidAllocationID.NotFound" {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, a := range out.Addresses {
+			if a.AssociationId == nil {
+				continue
+			}
+			err := in.patience.call(ctx, func(ctx context.Context) error {
+				_, err := in.api.DisassociateAddress(ctx, &ec2.DisassociateAddressInput{AssociationId: a.AssociationId})
+				return err
+			})
+			if err != nil && awsaccess.APICode(err) != "InvalidAssociationID.NotFound" {
+				return fmt.Errorf("disassociating it: %w", err)
+			}
+		}
+		err = in.patience.call(ctx, func(ctx context.Context) error {
 			_, err := in.api.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: aws.String(in.allocationID)})
 			return err
 		})
-		switch awsaccess.APICode(err) {
-		case "InvalidAllocationID.NotFound":
+		if awsaccess.APICode(err) == "InvalidAllocationID.NotFound" {
 			return nil
-		case "InvalidIPAddress.InUse":
-			return in.patience.call(ctx, in.disassociate)
 		}
 		return err
 	})
@@ -201,33 +226,12 @@ func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) erro
 	return nil
 }
 
-// disassociate removes the Elastic IP's association, and reports the release that was refused
-// as still to do.
-func (in *Instance) disassociate(ctx context.Context) error {
-	out, err := in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{in.allocationID}})
-	if err != nil {
-		return err
-	}
-	for _, a := range out.Addresses {
-		if a.AssociationId == nil {
-			continue
-		}
-		if _, err := in.api.DisassociateAddress(ctx, &ec2.DisassociateAddressInput{AssociationId: a.AssociationId}); err != nil && awsaccess.APICode(err) != "InvalidAssociationID.NotFound" {
-			return err
-		}
-	}
-	return errStillAssociated
-}
-
-// errStillAssociated is a release EC2 refused while the address was associated: tried again
-// once it is disassociated.
-var errStillAssociated = errors.New("the Elastic IP was still associated; disassociated it, releasing again")
-
 // deleteInterfaces deletes the network interfaces of the launch EC2 did not delete with the
-// instance, found by the launch tag; left is set to those still there. Interfaces launched
+// instance, found by the launch tag; left is set to those still there, looked once the lookup
+// answered. Interfaces launched
 // with DeleteOnTermination go with the instance: this finds none unless EC2 kept one (an
 // interface still attached is retried until it is available, or gone).
-func (in *Instance) deleteInterfaces(ctx context.Context, say func(string), left *[]string) error {
+func (in *Instance) deleteInterfaces(ctx context.Context, say func(string), left *[]string, looked *bool) error {
 	return in.patience.retryCalls(ctx, cleanupFinal, func(ctx context.Context) error {
 		var out *ec2.DescribeNetworkInterfacesOutput
 		err := in.patience.call(ctx, func(ctx context.Context) (err error) {
@@ -239,7 +243,7 @@ func (in *Instance) deleteInterfaces(ctx context.Context, say func(string), left
 		if err != nil {
 			return err
 		}
-		*left = nil
+		*left, *looked = nil, true
 		var errs []error
 		for _, ni := range out.NetworkInterfaces {
 			id := aws.ToString(ni.NetworkInterfaceId)
