@@ -494,3 +494,20 @@ func TestLeakCommandsOfTheNetwork(t *testing.T) {
 		}
 	}
 }
+
+// A denied lookup of the leftover interfaces cannot tell whether any is there: it is named
+// with the command that finds them by tag, and the security group is still tried (EC2 refuses
+// it itself while an interface is in it). Here none is: the group goes.
+func TestCleanupTriesTheGroupWhenTheInterfaceLookupIsDenied(t *testing.T) {
+	f := newFake(t)
+	in, err := Launch(context.Background(), f.client(region), efaSpec("p6-b200.48xlarge"), discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.SetFault(awsfake.OpDescribeNetworkInterfaces, region, awsfake.Fault{AccessDenied: true})
+	leaks := Leaks(Cleanup(context.Background(), in, discard))
+	if len(leaks) != 1 || leaks[0].Kind != KindInterface || len(leaks[0].IDs) != 0 || !strings.HasPrefix(leaks[0].Command(region), "for eni in $(aws ec2 describe-network-interfaces") {
+		t.Fatalf("leaks %+v", leaks)
+	}
+	assertNothingLeft(t, f)
+}
