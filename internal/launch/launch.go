@@ -1,7 +1,9 @@
 // Package launch starts a throwaway instance from an AMI to check its first boot, and always
 // takes it down again: a temporary key pair and security group, RunInstances with the launch
-// settings a user of the amazon plugin expects (and a client token, so that a retried launch
-// is the same launch), waiting until it runs, and a cleanup that terminates it and deletes the
+// settings a user of the amazon plugin expects and the EFA interfaces of the instance type in
+// the EC2 User Guide's layout (layout.go; and a client token, so that a retried launch is the
+// same launch), a placement group and an Elastic IP when asked (network.go), waiting until it
+// runs, and a cleanup that terminates it and deletes the
 // temporaries whatever happened: across throttling and errors until a deadline, after
 // cancellation, and after a call whose answer was lost, by finding what it made by its tags
 // and names. It also tags and deregisters AMIs. It talks to EC2 through the typed client
@@ -284,12 +286,15 @@ func (in *Instance) Address(iface string) (string, error) {
 	return v, nil
 }
 
-// Launch creates the temporaries, runs the instance and waits until it is running. Each step
-// is retried while EC2 throttles, fails with a 5xx, drops the connection or does not answer,
-// and is safe to try again after an answer was lost: a key pair that exists already is
-// replaced (its private key went with the lost answer), a security group that exists already
-// is looked up by its name and used, a rule that exists already is success, and RunInstances
-// carries a client token. On error Launch has already cleaned up what it created, or what it
+// Launch creates the temporaries, runs the instance and waits until it is running. Before
+// anything is made it reads the instance types' network cards (DescribeInstanceTypes) when
+// the launch attaches EFA, and refuses the user's security groups that would not carry EFA
+// traffic. Each step is retried while EC2 throttles, fails with a 5xx, drops the connection or
+// does not answer, and is safe to try again after an answer was lost: a key pair that exists
+// already is replaced (its private key went with the lost answer), a security group that
+// exists already is looked up by its name and used, a rule or a placement group that exists
+// already is success, RunInstances (every interface in one request) carries a client token,
+// and an Elastic IP is looked up by the launch tag before a second is allocated. On error Launch has already cleaned up what it created, or what it
 // may have created when an answer was lost; what the cleanup could not remove is named by a
 // LeakError in the error. The returned Instance must be passed to Cleanup.
 func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instance, error) {
