@@ -315,4 +315,3 @@ func sequenceDurations(log string) map[string]time.Duration {
 	}
 	return out
 }
-
