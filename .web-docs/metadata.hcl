@@ -2,7 +2,7 @@
 # ./components by `make generate` from docs/ (do not edit them by hand).
 integration {
   name        = "DLAMI"
-  description = "Bake golden GPU AMIs on the AWS Deep Learning Base OSS DLAMI: resolve and verify the base, layer software behind a kernel-hold guard, validate the GPU host layer and run a 1-node NCCL test."
+  description = "Bake golden GPU AMIs on the AWS Deep Learning Base OSS DLAMI: resolve and verify the base, layer software behind a kernel-hold guard, validate the GPU host layer and run a 1-node NCCL test, then verify the registered AMI's first boot on a fresh instance and tag it verified."
   identifier  = "packer/dlami-bake/dlami"
   docs {
     process_docs    = true

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	datasource "github.com/dlami-bake/packer-plugin-dlami/datasource/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	postprocessor "github.com/dlami-bake/packer-plugin-dlami/postprocessor/dlami"
 	provisioner "github.com/dlami-bake/packer-plugin-dlami/provisioner/dlami"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -48,9 +50,21 @@ var dummyVars = map[string]map[string]string{
 		"kubernetes_patch": "1.34.2",
 		"eks_build_date":   "2026-11-12",
 	},
-	"golden-slurm": {},
-	"rebake":       {},
-	"two-phase":    {},
+	"golden-slurm": {
+		"enroot_deb_sha256":      strings.Repeat("a", 64),
+		"enroot_caps_deb_sha256": strings.Repeat("b", 64),
+		"pyxis_tarball_sha256":   strings.Repeat("c", 64),
+	},
+	"rebake":    {},
+	"two-phase": {},
+}
+
+// extraValidations are further `packer validate` runs of an example with other variables: the
+// branches of its conditionals the defaults do not take.
+var extraValidations = map[string][]map[string]string{
+	"two-phase": {{
+		"capacity_block": `{id = "cr-0123456789abcdef0", subnet_id = "subnet-0123456789abcdef0"}`,
+	}},
 }
 
 // example is one example directory and what its templates require.
@@ -186,6 +200,23 @@ func TestRebakeWorkflow(t *testing.T) {
 	if strings.Contains(wf, "\t") {
 		t.Errorf("rebake.yml contains a tab: YAML forbids tabs for indentation")
 	}
+	// The JUnit report as a check run: the action pinned by a full commit SHA (a tag can be
+	// moved), the permission a check run needs, and the reports it reads.
+	junit := regexp.MustCompile(`(?m)^\s+uses: mikepenz/action-junit-report@([0-9a-f]{40})\s+# v\d+\.\d+\.\d+$`)
+	if !junit.MatchString(wf) {
+		t.Errorf("rebake.yml does not publish the JUnit report with mikepenz/action-junit-report pinned by a 40-hex commit SHA (with the version in a comment)")
+	}
+	for _, want := range []string{"checks: write", "/**/dlami-report.junit.xml", "require_tests: true"} {
+		if !strings.Contains(wf, want) {
+			t.Errorf("rebake.yml lacks %q", want)
+		}
+	}
+	// Every action is pinned by a version or a commit, never a branch.
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:- )?uses: ([^@\s]+)@(\S+)`).FindAllStringSubmatch(wf, -1) {
+		if !regexp.MustCompile(`^(v\d+(\.\d+)*|[0-9a-f]{40})$`).MatchString(m[2]) {
+			t.Errorf("rebake.yml: %s@%s is not pinned by a version tag or a commit SHA", m[1], m[2])
+		}
+	}
 }
 
 func repoRoot(t *testing.T) string {
@@ -226,9 +257,27 @@ func writeKey(t *testing.T) string {
 	return path
 }
 
+// invalidValidations are `packer validate` runs that must fail, with the text the error must
+// contain: an example's own variable validations keep a user from a setting that cannot work.
+var invalidValidations = map[string][]struct {
+	vars    map[string]string
+	wantErr string
+}{
+	"two-phase": {{
+		vars:    map[string]string{"capacity_block": `{id = "cr-0123456789abcdef0", subnet_id = ""}`},
+		wantErr: "subnet_id (subnet-..., in the block's Availability Zone",
+	}},
+	"golden-slurm": {{
+		vars:    map[string]string{"pyxis_tarball_sha256": "sha256:abc"},
+		wantErr: "pyxis_tarball_sha256 must be 64 lower-case hex digits",
+	}},
+}
+
 // TestPackerValidate runs the real `packer validate` on every example with the real plugins
 // installed: bin/packer (make tools), the dlami plugin (make dev) and, for amazon-ebs examples,
-// the amazon plugin, all in PACKER_PLUGIN_PATH (default ../.packer-plugins).
+// the amazon plugin, all in PACKER_PLUGIN_PATH (default ../.packer-plugins). Each example is
+// validated with its dummyVars, again with each of its extraValidations, and must be refused
+// with each of its invalidValidations.
 func TestPackerValidate(t *testing.T) {
 	packer, pluginDir := packerPrereqs(t, dlamiSource)
 	key := writeKey(t)
@@ -240,41 +289,68 @@ func TestPackerValidate(t *testing.T) {
 					missing(t, "plugin %s is not installed in %s: run `make tools dev`", src, pluginDir)
 				}
 			}
-			args := []string{"validate", "-no-warn-undeclared-var"}
-			names := make([]string, 0, len(dummyVars[ex.name]))
-			for k := range dummyVars[ex.name] {
-				names = append(names, k)
+			validate := func(extra map[string]string) (string, error) {
+				vars := map[string]string{}
+				for k, v := range dummyVars[ex.name] {
+					vars[k] = strings.ReplaceAll(v, "@KEY@", key)
+				}
+				for k, v := range extra {
+					vars[k] = v
+				}
+				return packerValidate(t, packer, pluginDir, ex.dir, vars)
 			}
-			sort.Strings(names)
-			for _, k := range names {
-				v := strings.ReplaceAll(dummyVars[ex.name][k], "@KEY@", key)
-				args = append(args, "-var", k+"="+v)
+			runs := append([]map[string]string{nil}, extraValidations[ex.name]...)
+			for _, extra := range runs {
+				out, err := validate(extra)
+				if err != nil {
+					t.Errorf("packer validate (in examples/%s, extra variables %v): %v\n%s", ex.name, extra, err, out)
+					continue
+				}
+				if !strings.Contains(out, "The configuration is valid.") {
+					t.Errorf("packer validate (extra variables %v) exited 0 without saying the configuration is valid:\n%s", extra, out)
+				}
 			}
-			args = append(args, ".")
-
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, packer, args...)
-			cmd.Dir = ex.dir
-			cmd.Env = append(os.Environ(),
-				"PACKER_PLUGIN_PATH="+pluginDir,
-				"PACKER_CHECKPOINT_DISABLE=1",
-				"PACKER_LOG=",
-				// Validation must not need real AWS credentials or reach the network.
-				"AWS_EC2_METADATA_DISABLED=true",
-			)
-			var outBuf bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &outBuf, &outBuf
-			err := cmd.Run()
-			out := outBuf.String()
-			if err != nil {
-				t.Fatalf("packer %s (in examples/%s): %v\n%s", strings.Join(args, " "), ex.name, err, out)
-			}
-			if !strings.Contains(out, "The configuration is valid.") {
-				t.Fatalf("packer validate exited 0 without saying the configuration is valid:\n%s", out)
+			for _, bad := range invalidValidations[ex.name] {
+				out, err := validate(bad.vars)
+				if err == nil {
+					t.Errorf("packer validate with %v passed; want it refused with %q:\n%s", bad.vars, bad.wantErr, out)
+				} else if !strings.Contains(strings.Join(strings.Fields(out), " "), bad.wantErr) {
+					t.Errorf("packer validate with %v failed without saying %q:\n%s", bad.vars, bad.wantErr, out)
+				}
 			}
 		})
 	}
+}
+
+// packerValidate runs `packer validate` in dir with vars, offline, and returns its output.
+func packerValidate(t *testing.T, packer, pluginDir, dir string, vars map[string]string) (string, error) {
+	t.Helper()
+	args := []string{"validate", "-no-warn-undeclared-var"}
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		args = append(args, "-var", k+"="+vars[k])
+	}
+	args = append(args, ".")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, packer, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"PACKER_PLUGIN_PATH="+pluginDir,
+		"PACKER_CHECKPOINT_DISABLE=1",
+		"PACKER_LOG=",
+		// Validation must not need real AWS credentials or reach the network.
+		"AWS_EC2_METADATA_DISABLED=true",
+	)
+	var outBuf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outBuf, &outBuf
+	err := cmd.Run()
+	return outBuf.String(), err
 }
 
 // packerBlockArgs are the arguments Packer itself handles in a provisioner or data block;
@@ -300,22 +376,36 @@ func stubFunctions(body *hclsyntax.Body) map[string]function.Function {
 	return fns
 }
 
+// withPackerArgs adds the arguments Packer handles itself (packerBlockArgs) to spec.
+func withPackerArgs(spec hcldec.ObjectSpec) hcldec.ObjectSpec {
+	for _, a := range packerBlockArgs {
+		spec[a] = &hcldec.AttrSpec{Name: a, Type: cty.DynamicPseudoType}
+	}
+	return spec
+}
+
+// evalContextFor is an evaluation context in which every variable root (var, local, data, ...)
+// is unknown and every function body calls is a stub (stubFunctions): decoding then checks
+// the shape of the blocks, not Packer's values.
+func evalContextFor(body *hclsyntax.Body) *hcl.EvalContext {
+	ctx := &hcl.EvalContext{
+		Variables: map[string]cty.Value{},
+		Functions: stubFunctions(body),
+	}
+	for _, root := range []string{"var", "local", "data", "path", "source", "build", "packer"} {
+		ctx.Variables[root] = cty.DynamicVal
+	}
+	return ctx
+}
+
 // decodeBlocks decodes every block of type typ labelled "dlami" (at any depth) of every
 // template in dir with spec, and returns how many it decoded.
 func decodeBlocks(t *testing.T, dir, typ string, spec hcldec.ObjectSpec) int {
 	t.Helper()
-	for _, a := range packerBlockArgs {
-		spec[a] = &hcldec.AttrSpec{Name: a, Type: cty.DynamicPseudoType}
-	}
+	spec = withPackerArgs(spec)
 	n := 0
 	for _, body := range parseExample(t, dir) {
-		ctx := &hcl.EvalContext{
-			Variables: map[string]cty.Value{},
-			Functions: stubFunctions(body),
-		}
-		for _, root := range []string{"var", "local", "data", "path", "source", "build", "packer"} {
-			ctx.Variables[root] = cty.DynamicVal
-		}
+		ctx := evalContextFor(body)
 		for _, blk := range blocksOf([]*hclsyntax.Body{body}, typ, "dlami") {
 			n++
 			if _, diags := hcldec.Decode(blk.Body, spec, ctx); diags.HasErrors() {
@@ -338,6 +428,8 @@ func TestDLAMIBlocksDecode(t *testing.T) {
 			if n := decodeBlocks(t, ex.dir, "data", hcldec.ObjectSpec((&datasource.FlatConfig{}).HCL2Spec())); n == 0 {
 				t.Errorf("no data \"dlami\" block decoded")
 			}
+			// Not every example verifies its AMI (eks-worker does not); those that do decode.
+			decodeBlocks(t, ex.dir, "post-processor", hcldec.ObjectSpec((&postprocessor.FlatConfig{}).HCL2Spec()))
 		})
 	}
 }
@@ -613,5 +705,44 @@ func TestExamplesKeepTheArtifactWhenVerificationCannotJudge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGoldenSlurmIsWhatAFleetRuns: the fuller example keeps what a platform team copies into
+// production: the node check every boot runs before slurmd, the image cleaned of the build's
+// identity, an encrypted, IMDSv2-only AMI with a deprecation date.
+func TestGoldenSlurmIsWhatAFleetRuns(t *testing.T) {
+	bodies := parseExample(t, "golden-slurm")
+	sources := blocksOf(bodies, "source", "amazon-ebs")
+	provs := blocksOf(bodies, "provisioner", "dlami")
+	if len(sources) != 1 || len(provs) != 1 {
+		t.Fatalf("want one amazon-ebs source and one dlami provisioner, got %d and %d", len(sources), len(provs))
+	}
+	literal := func(b *hclsyntax.Block, name string) (cty.Value, bool) {
+		attr, ok := b.Body.Attributes[name]
+		if !ok {
+			return cty.NilVal, false
+		}
+		v, diags := attr.Expr.Value(nil)
+		return v, !diags.HasErrors()
+	}
+	src := sources[0]
+	if v, ok := literal(src, "imds_support"); !ok || v.Type() != cty.String || v.AsString() != "v2.0" {
+		t.Errorf(`source "amazon-ebs": imds_support is not "v2.0"`)
+	}
+	if v, ok := literal(src, "encrypt_boot"); !ok || v.Type() != cty.Bool || !v.True() {
+		t.Errorf(`source "amazon-ebs": encrypt_boot is not true`)
+	}
+	for _, name := range []string{"kms_key_id", "deprecate_at"} {
+		if _, ok := src.Body.Attributes[name]; !ok {
+			t.Errorf(`source "amazon-ebs": no %s`, name)
+		}
+	}
+	p := provs[0]
+	if v, ok := literal(p, "image_hygiene"); !ok || v.Type() != cty.Bool || !v.True() {
+		t.Errorf(`provisioner "dlami": image_hygiene is not true`)
+	}
+	if len(blocksOf([]*hclsyntax.Body{p.Body}, "node_check", "")) != 1 {
+		t.Errorf(`provisioner "dlami": no node_check block`)
 	}
 }

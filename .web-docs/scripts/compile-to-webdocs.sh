@@ -15,8 +15,8 @@ if [ "$#" -ne 4 ]; then
   exit 2
 fi
 plugin_dir=$1
-docs_dir="$1/$2"
-web_dir="$1/$3"
+docs_dir="$plugin_dir/$2"
+web_dir="$plugin_dir/$3"
 org=$4
 
 # Folder name under docs/ -> integration component type.

@@ -37,14 +37,73 @@ variable "report_dir" {
   default     = "dlami-reports/golden-slurm"
 }
 
+variable "kms_key_id" {
+  type        = string
+  description = "KMS key (ID, ARN or alias/NAME) the AMI's snapshots are encrypted with in region; \"\" is the region's AWS managed key, aws/ebs."
+  default     = ""
+}
+
+variable "region_kms_key_ids" {
+  type        = map(string)
+  description = "Per ami_regions copy, the KMS key of that region (\"\" for its aws/ebs); empty: every copy uses its region's aws/ebs. When set, it must name every region of ami_regions."
+  default     = {}
+}
+
+variable "deprecate_after" {
+  type        = string
+  description = "How long after the bake EC2 marks the AMI deprecated (a Go duration in hours, e.g. 4380h, about six months); rebake before."
+  default     = "4380h"
+}
+
+variable "slurm_major" {
+  type        = string
+  description = "The Slurm major release slurmd must be (Ubuntu 24.04's archive: 23.11). slurmd must be no newer than the cluster's slurmctld and at most two major releases older (three from slurmctld 24.11): https://slurm.schedmd.com/upgrades.html."
+  default     = "23.11"
+  validation {
+    condition     = can(regex("^[0-9]{2}\\.[0-9]{2}$", var.slurm_major))
+    error_message = "The slurm_major must be a Slurm major release such as 23.11."
+  }
+}
+
 variable "enroot_version" {
   type    = string
   default = "3.5.0"
 }
 
+# No defaults for the checksums: take them from the release assets you reviewed
+# (sha256sum of each download, or the SHA-256 GitHub shows beside each release asset), for the
+# build instance's architecture (amd64 on p5/p6), and keep them in a .pkrvars.hcl file next to
+# the versions they belong to. The layer fails the bake on any mismatch.
+variable "enroot_deb_sha256" {
+  type        = string
+  description = "SHA-256 of enroot_<enroot_version>-1_<arch>.deb from https://github.com/NVIDIA/enroot/releases."
+  validation {
+    condition     = can(regex("^[0-9a-f]{64}$", var.enroot_deb_sha256))
+    error_message = "The enroot_deb_sha256 must be 64 lower-case hex digits (sha256sum of the .deb)."
+  }
+}
+
+variable "enroot_caps_deb_sha256" {
+  type        = string
+  description = "SHA-256 of enroot+caps_<enroot_version>-1_<arch>.deb from https://github.com/NVIDIA/enroot/releases."
+  validation {
+    condition     = can(regex("^[0-9a-f]{64}$", var.enroot_caps_deb_sha256))
+    error_message = "The enroot_caps_deb_sha256 must be 64 lower-case hex digits (sha256sum of the .deb)."
+  }
+}
+
 variable "pyxis_version" {
   type    = string
   default = "0.20.0"
+}
+
+variable "pyxis_tarball_sha256" {
+  type        = string
+  description = "SHA-256 of https://github.com/NVIDIA/pyxis/archive/refs/tags/v<pyxis_version>.tar.gz."
+  validation {
+    condition     = can(regex("^[0-9a-f]{64}$", var.pyxis_tarball_sha256))
+    error_message = "The pyxis_tarball_sha256 must be 64 lower-case hex digits (sha256sum of the tarball)."
+  }
 }
 
 variable "dlami_build" {

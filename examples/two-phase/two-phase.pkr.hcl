@@ -11,7 +11,21 @@
 # only; a build that drifts fails on the CPU instance and launches no GPU instance.
 #
 # packer init . && packer build .
-# With a Capacity Block: -var capacity_block_id=cr-... (instance_types then takes one type).
+#
+# With a Capacity Block for ML (instance_types then takes one type, the block's):
+#   packer build -var 'capacity_block={id = "cr-0123456789abcdef0", subnet_id = "subnet-0123456789abcdef0"}' .
+# EC2 launches into a Capacity Block only in the block's Availability Zone, so subnet_id must be
+# a subnet of that zone. And EC2 terminates the block's instances 30 minutes before the block's
+# end time ("Amazon EC2 will terminate any instances that are still running 30 minutes before
+# the end time of the Capacity Block", https://docs.aws.amazon.com/autoscaling/ec2/userguide/launch-template-capacity-blocks.html;
+# the "Capacity Block Expiration Warning" event comes 40 minutes before the end,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html): the whole
+# verification (SSH, up to ssh_timeout; settling, up to settle_timeout; the host suite, DCGM
+# and the NCCL test, about 20 minutes on p5) must fit before that. Start the build so that the
+# verification starts at least ssh_timeout + settle_timeout + 30 minutes before the termination
+# begins, i.e. more than 2 hours before the block's end time with the timeouts below; a
+# verification cut short by the termination fails as "could not judge" and leaves the AMI
+# unverified.
 
 packer {
   required_version = ">= 1.16.0"
@@ -50,10 +64,17 @@ variable "verify_instance_types" {
   description = "GPU types the post-processor tries in order for the validation."
 }
 
-variable "capacity_block_id" {
-  type        = string
-  default     = ""
-  description = "A Capacity Block for ML (cr-...) to validate in; empty for on-demand."
+variable "capacity_block" {
+  type = object({
+    id        = string # the Capacity Block's reservation, cr-...
+    subnet_id = string # a subnet in the block's Availability Zone
+  })
+  default     = null
+  description = "A Capacity Block for ML to validate in: its reservation id and a subnet in its Availability Zone; null for on-demand."
+  validation {
+    condition     = try(var.capacity_block == null, false) || (can(regex("^cr-[0-9a-f]+$", var.capacity_block.id)) && can(regex("^subnet-[0-9a-f]+$", var.capacity_block.subnet_id)))
+    error_message = "The capacity_block needs id (the Capacity Block's reservation, cr-...) and subnet_id (subnet-..., in the block's Availability Zone: EC2 launches into a Capacity Block only in its zone)."
+  }
 }
 
 variable "report_dir" {
@@ -130,12 +151,15 @@ build {
     # all traffic to and from itself, and a temporary Elastic IP reaches the instance (EC2 gives
     # an instance with several network interfaces no public IP). Inside a VPC without a public
     # path, set ssh_interface = "private_ip" or ssh_bastion_host instead.
-    efa                       = "all"
-    temporary_placement_group = true
-    # A Capacity Block holds one instance type: then only the first type is tried.
-    instance_types          = var.capacity_block_id == "" ? var.verify_instance_types : [var.verify_instance_types[0]]
-    capacity_reservation_id = var.capacity_block_id
-    market_type             = var.capacity_block_id == "" ? "" : "capacity-block"
+    efa = "all"
+    # A Capacity Block holds one instance type in one zone: then only the first type is tried,
+    # in a subnet of the block's zone, inside the block's window (see the top of this file).
+    instance_types          = var.capacity_block == null ? var.verify_instance_types : [var.verify_instance_types[0]]
+    capacity_reservation_id = var.capacity_block == null ? "" : var.capacity_block.id
+    subnet_id               = var.capacity_block == null ? "" : var.capacity_block.subnet_id
+    market_type             = var.capacity_block == null ? "" : "capacity-block"
+    ssh_timeout             = "30m"
+    settle_timeout          = "15m"
     on_failure              = "deregister"
   }
 

@@ -44,6 +44,12 @@ type Expectations struct {
 	// Active NVLink links per GPU. Defaults to the profile's (18 on H100, H200 and B200 SXM; 12
 	// on A100 SXM); without one, only inactive links are judged.
 	NVLinks int `mapstructure:"nvlinks" json:"nvlinks,omitempty"`
+	// PCIe link width of each GPU's slot, when the instance type wires its GPUs to slots
+	// narrower than the GPUs' own maximum (an L4 at x8 of its x16). Defaults to the profile's
+	// figure, else the width each GPU reports as its maximum; on an instance type without a
+	// profile a narrower link warns until this is set. DCGM's pcie test is told the same
+	// figure (min_pci_width).
+	PCIeWidth int `mapstructure:"pcie_width" json:"pcie_width,omitempty"`
 	// Whether Fabric Manager must be active. Defaults to the profile's answer, else whether
 	// the PCI bus shows an NVSwitch fabric.
 	FabricManager *bool `mapstructure:"fabric_manager" json:"fabric_manager,omitempty"`

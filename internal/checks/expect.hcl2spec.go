@@ -22,6 +22,7 @@ type FlatExpectations struct {
 	GPUModel       *string  `mapstructure:"gpu_model" json:"gpu_model,omitempty" cty:"gpu_model" hcl:"gpu_model"`
 	EFACount       *int     `mapstructure:"efa_count" json:"efa_count,omitempty" cty:"efa_count" hcl:"efa_count"`
 	NVLinks        *int     `mapstructure:"nvlinks" json:"nvlinks,omitempty" cty:"nvlinks" hcl:"nvlinks"`
+	PCIeWidth      *int     `mapstructure:"pcie_width" json:"pcie_width,omitempty" cty:"pcie_width" hcl:"pcie_width"`
 	FabricManager  *bool    `mapstructure:"fabric_manager" json:"fabric_manager,omitempty" cty:"fabric_manager" hcl:"fabric_manager"`
 	NVMe           *bool    `mapstructure:"nvme" json:"nvme,omitempty" cty:"nvme" hcl:"nvme"`
 	NVMePath       *string  `mapstructure:"nvme_path" json:"nvme_path,omitempty" cty:"nvme_path" hcl:"nvme_path"`
@@ -54,6 +55,7 @@ func (*FlatExpectations) HCL2Spec() map[string]hcldec.Spec {
 		"gpu_model":        &hcldec.AttrSpec{Name: "gpu_model", Type: cty.String, Required: false},
 		"efa_count":        &hcldec.AttrSpec{Name: "efa_count", Type: cty.Number, Required: false},
 		"nvlinks":          &hcldec.AttrSpec{Name: "nvlinks", Type: cty.Number, Required: false},
+		"pcie_width":       &hcldec.AttrSpec{Name: "pcie_width", Type: cty.Number, Required: false},
 		"fabric_manager":   &hcldec.AttrSpec{Name: "fabric_manager", Type: cty.Bool, Required: false},
 		"nvme":             &hcldec.AttrSpec{Name: "nvme", Type: cty.Bool, Required: false},
 		"nvme_path":        &hcldec.AttrSpec{Name: "nvme_path", Type: cty.String, Required: false},

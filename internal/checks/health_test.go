@@ -55,7 +55,7 @@ func TestJudgePCIeLinkUnderLoad(t *testing.T) {
 		{"load without a readable sample", facts.Load{Ran: true, Samples: []facts.Fact[[]gpuhealth.GPU]{facts.Unread[[]gpuhealth.GPU]("host.gpu_health: timed out", "")}}, result.Fail, "timed out"},
 	}
 	for _, tt := range tests {
-		c := judgePCIeLink(facts.Run{Load: tt.load}, Target{})
+		c := judgePCIeLink(facts.Run{Load: tt.load}, profiled(t, "p5.48xlarge"))
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}
@@ -103,20 +103,20 @@ func counters(t *testing.T, crc, replay int) facts.Fact[[]nvlink.Counters] {
 
 func TestNVLinkDuring(t *testing.T) {
 	pass := result.Check{ID: result.NVLink, Status: result.Pass}
-	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 0), "during the NCCL test"); c.Status != result.Pass {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 0), "during the NCCL test", Target{}); c.Status != result.Pass {
 		t.Errorf("nothing grew: %s: %s", c.Status, c.Message)
 	}
-	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 7, 0), "during the NCCL test"); c.Status != result.Fail || !strings.Contains(c.Message, "CRC") || !strings.Contains(c.Message, "during the NCCL test") {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 7, 0), "during the NCCL test", Target{}); c.Status != result.Fail || !strings.Contains(c.Message, "CRC") || !strings.Contains(c.Message, "during the NCCL test") {
 		t.Errorf("CRC grew: %s: %s", c.Status, c.Message)
 	}
-	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 40), "during the NCCL test"); c.Status != result.Warn || !strings.Contains(c.Message, "Replay") {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), counters(t, 0, 40), "during the NCCL test", Target{}); c.Status != result.Warn || !strings.Contains(c.Message, "Replay") {
 		t.Errorf("replay burst: %s: %s", c.Status, c.Message)
 	}
-	if c := nvlinkDuring(pass, counters(t, 0, 0), facts.Unread[[]nvlink.Counters]("host.nvlink_errors: timed out", ""), "during the NCCL test"); c.Status != result.Fail {
+	if c := nvlinkDuring(pass, counters(t, 0, 0), facts.Unread[[]nvlink.Counters]("host.nvlink_errors: timed out", ""), "during the NCCL test", Target{}); c.Status != result.Fail {
 		t.Errorf("unreadable after: %s", c.Status)
 	}
 	skip := result.Check{ID: result.NVLink, Status: result.Skip}
-	if c := nvlinkDuring(skip, facts.Unread[[]nvlink.Counters]("none", ""), facts.Unread[[]nvlink.Counters]("none", ""), "during the NCCL test"); c.Status != result.Skip {
+	if c := nvlinkDuring(skip, facts.Unread[[]nvlink.Counters]("none", ""), facts.Unread[[]nvlink.Counters]("none", ""), "during the NCCL test", Target{}); c.Status != result.Skip {
 		t.Errorf("no NVLink host: %s", c.Status)
 	}
 }

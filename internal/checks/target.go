@@ -39,6 +39,9 @@ func (e Expectations) Validate() []error {
 			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
 		}
 	}
+	if e.PCIeWidth != 0 && !pcieWidths[e.PCIeWidth] {
+		errs = append(errs, fmt.Errorf("expect.pcie_width = %d: use a PCIe link width (1, 2, 4, 8, 12, 16 or 32 lanes), or leave it unset to take the profile's or the GPU's maximum", e.PCIeWidth))
+	}
 	if e.BusBWFloorGBps < 0 {
 		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
 	}
@@ -52,6 +55,9 @@ func (e Expectations) Validate() []error {
 	}
 	return errs
 }
+
+// pcieWidths are the link widths the PCIe specification defines.
+var pcieWidths = map[int]bool{1: true, 2: true, 4: true, 8: true, 12: true, 16: true, 32: true}
 
 type pin struct{ setting, value string }
 

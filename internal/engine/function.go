@@ -119,7 +119,10 @@ func (b *Bake) dcgmTest(ctx context.Context) error {
 		d.NotRun = "the GPU checks failed"
 		return nil
 	}
-	script, err := probe.DCGMScript(level)
+	// DCGM's pcie test wants x16 unless told the slot's width: a GPU the instance type puts in
+	// a narrower slot by design (the single-GPU G6 sizes) would fail it.
+	width, _ := b.target.SlotPCIeWidth()
+	script, err := probe.DCGMScriptWith(level, probe.DCGMOptions{MinPCIeWidth: width})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,10 @@ type Health struct {
 	// GPUs are nvidia-smi's health fields per GPU (ECC, row remapping, PCIe link, clock event
 	// reasons, persistence mode).
 	GPUs Fact[[]gpuhealth.GPU]
+	// Query is the same fields as `nvidia-smi -q` prints them, with each GPU's product name
+	// and architecture ("Ampere", "Hopper"...), which the CSV query cannot ask for: which
+	// health fields a GPU has depends on its generation.
+	Query Fact[[]gpuhealth.GPU]
 	// NVLink is each GPU's link state (nvidia-smi nvlink -s); NVLinkErrors its error counters
 	// (nvidia-smi nvlink -e); Fabric each GPU's NVSwitch fabric registration (nvidia-smi -q).
 	NVLink       Fact[[]nvlink.Status]

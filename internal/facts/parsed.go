@@ -22,14 +22,19 @@ type (
 	NvidiaGPU      = nvsmi.GPU
 	GPUHealth      = gpuhealth.GPU
 	HealthFlag     = gpuhealth.Flag
+	HealthCount    = gpuhealth.Count
+	HealthKind     = gpuhealth.Kind
 	NVLinkStatus   = nvlink.Status
 	NVLinkCounters = nvlink.Counters
 	NVLinkFabric   = nvlink.Fabric
+	FabricKind     = nvlink.FabricKind
+	NVLinkCounter  = nvlink.CounterRef
 	RDMALink       = rdmastat.Link
 	EFAInstalled   = efapkgs.Installed
 	ModuleSet      = lsmod.Set
 	DCGMReport     = dcgmdiag.Report
 	DCGMOutcome    = dcgmdiag.Outcome
+	DCGMExit       = dcgmdiag.Exit
 	NCCLResult     = nccltests.Result
 	NCCLProvider   = nccltests.Provider
 	NCCLTransport  = nccltests.Transport
@@ -49,6 +54,39 @@ const (
 	DCGMNotRun  = dcgmdiag.NotRun
 	DCGMUnknown = dcgmdiag.Unknown
 )
+
+// What a health field printed: a value, or which kind of "no value" (see gpuhealth.Kind).
+const (
+	KindNotQueried    = gpuhealth.KindNotQueried
+	KindValue         = gpuhealth.KindValue
+	KindNotApplicable = gpuhealth.KindNotApplicable
+	KindNotSupported  = gpuhealth.KindNotSupported
+)
+
+// What a GPU's Fabric section says of its NVSwitch fabric registration (see nvlink.FabricKind).
+const (
+	FabricRegistered    = nvlink.FabricRegistered
+	FabricNotApplicable = nvlink.FabricNotApplicable
+	FabricNotSupported  = nvlink.FabricNotSupported
+	FabricPending       = nvlink.FabricPending
+	FabricFailed        = nvlink.FabricFailed
+	FabricUnreadable    = nvlink.FabricUnreadable
+	FabricAbsent        = nvlink.FabricAbsent
+)
+
+// MissingGPUs returns the indexes 0..want-1 a health reading does not list (see
+// gpuhealth.Missing).
+func MissingGPUs(gpus []GPUHealth, want int) []int { return gpuhealth.Missing(gpus, want) }
+
+// NVLinkUnreadable lists the NVLink counters whose value the driver could not give (see
+// nvlink.Unreadable); NVLinkReadable counts those it gave as numbers.
+func NVLinkUnreadable(cs []NVLinkCounters) []NVLinkCounter { return nvlink.Unreadable(cs) }
+
+// NVLinkReadable counts the integer NVLink counters of all links (see nvlink.Readable).
+func NVLinkReadable(cs []NVLinkCounters) int { return nvlink.Readable(cs) }
+
+// DCGMExitStatus names dcgmi's exit status (see dcgmdiag.ExitStatus).
+func DCGMExitStatus(status int) DCGMExit { return dcgmdiag.ExitStatus(status) }
 
 // NVLinkDelta compares two readings of the NVLink error counters (see nvlink.Delta).
 func NVLinkDelta(before, after []NVLinkCounters) ([]NVLinkChange, error) {

@@ -84,7 +84,9 @@ type DCGM struct {
 	Level  int
 	Report DCGMReport
 	// ExitCode is dcgmi's exit status (the script's EXIT line); -1 when it did not say.
+	// Exit is what that status means (meaningful when ExitCode >= 0).
 	ExitCode int
+	Exit     DCGMExit
 	// StartedHostEngine is true when the run started nv-hostengine itself (and stopped it).
 	StartedHostEngine bool
 }

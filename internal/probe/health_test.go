@@ -65,3 +65,17 @@ func TestNVLinkFaults(t *testing.T) {
 		t.Errorf("expect.nvlinks = 12 on 18-link GPUs: %s: %s", c.Status, c.Message)
 	}
 }
+
+// The nvidia-smi -q section is read twice: for the fabric and for the health fields with each
+// GPU's architecture (which the CSV query cannot ask for).
+func TestHealthQueryFact(t *testing.T) {
+	h := ParseHost(healthySections(t))
+	if !h.Health.Query.OK() || len(h.Health.Query.Value) != 8 || h.Health.Query.Value[0].Name != "NVIDIA B200" {
+		t.Fatalf("health -q: %s %+v", h.Health.Query.Problem, h.Health.Query.Value)
+	}
+	s := healthySections(t)
+	set(s, sectionNvsmiQuery, "Attached GPUs : 8\nGPU 00000000:51:00.0\n    Product Architecture : Blackwell\n", 0)
+	if q := ParseHost(s).Health.Query; q.OK() || !strings.Contains(q.Problem, "GPU list incomplete") {
+		t.Errorf("1 of 8 GPU blocks read: %+v", q)
+	}
+}

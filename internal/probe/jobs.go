@@ -95,13 +95,45 @@ func ParseNCCLRun(output string, code int, timedOut bool, timeout time.Duration)
 	return r
 }
 
-// DCGMScript runs `dcgmi diag -r level -j`, starting DCGM's host engine when none answers and
-// stopping the one it started.
+// DCGMScript runs `dcgmi diag -r level -j` with DCGM's own thresholds, starting DCGM's host
+// engine when none answers and stopping the one it started.
 func DCGMScript(level settings.DCGMLevel) (Script, error) {
+	return DCGMScriptWith(level, DCGMOptions{})
+}
+
+// DCGMOptions are what DCGM's tests must be told of the host they run on.
+type DCGMOptions struct {
+	// MinPCIeWidth, when above 0, is the PCIe link width DCGM's pcie test requires of each GPU
+	// (its min_pci_width, 16 for most GPUs by default): the slot's width where the instance
+	// type wires the GPU to a slot narrower than the GPU's own x16. Without it DCGM fails the
+	// single-GPU G6 sizes' L4 at x8 with DCGM_FR_PCIE_WIDTH (error 46); AWS's own suites pass
+	// the same parameters (aws-parallelcluster-cookbook gpu_health_check.sh: "-p
+	// pcie.h2d_d2h_single_pinned.min_pci_width=8;pcie.h2d_d2h_single_unpinned.min_pci_width=8"
+	// for the L4; aws-k8s-tester dcgm-diag.yaml: min_pci_width 8.0 for both subtests).
+	MinPCIeWidth int
+}
+
+// parameters renders o as dcgmi diag's -p value ("test.subtest.parameter=value;..."); "" when
+// DCGM's defaults hold.
+func (o DCGMOptions) parameters() string {
+	if o.MinPCIeWidth <= 0 {
+		return ""
+	}
+	w := strconv.Itoa(o.MinPCIeWidth)
+	return "pcie.h2d_d2h_single_pinned.min_pci_width=" + w + ";pcie.h2d_d2h_single_unpinned.min_pci_width=" + w
+}
+
+// DCGMScriptWith runs `dcgmi diag -r level -j` told what o says of the host, starting DCGM's
+// host engine when none answers and stopping the one it started.
+func DCGMScriptWith(level settings.DCGMLevel, o DCGMOptions) (Script, error) {
 	if err := level.Validate("dcgm_level"); err != nil || level.Off() {
 		return Script{}, fmt.Errorf("dcgm: no run at level %d", level)
 	}
+	if o.MinPCIeWidth < 0 || o.MinPCIeWidth > 32 {
+		return Script{}, fmt.Errorf("dcgm: min_pci_width %d is not a PCIe link width", o.MinPCIeWidth)
+	}
 	text := render("dcgm.sh", []scriptVar{{name: "M", value: dcgmMarker}, {name: "level", value: strconv.Itoa(int(level))},
+		{name: "parameters", value: o.parameters()},
 		{name: "dcgmi_paths", value: paths(hosttools.Dcgmi)}, {name: "hostengine_paths", value: paths(hosttools.NvHostengine)}}, nil)
 	return Script{Name: "the DCGM diagnostics", File: "dcgm", Text: text, Timeout: level.Timeout()}, nil
 }
@@ -127,8 +159,10 @@ func ParseDCGMRun(output string, level settings.DCGMLevel) (f facts.Fact[facts.D
 			case "STARTED":
 				d.StartedHostEngine = true
 			case "EXIT":
-				if rc, err := strconv.Atoi(strings.TrimSpace(arg)); err == nil {
-					d.ExitCode = rc
+				// The shell's $?: 0-255 in decimal digits, nothing else.
+				if a := strings.TrimSpace(arg); exitStatus.MatchString(a) {
+					rc, _ := strconv.Atoi(a)
+					d.ExitCode, d.Exit = rc, dcgmdiag.ExitStatus(rc)
 				}
 			case "STDERR":
 				inErr = true
@@ -160,6 +194,9 @@ const (
 	efaPingSize       = 65536
 	efaBasePort       = 47800
 )
+
+// exitStatus is a shell exit status as $? prints it.
+var exitStatus = regexp.MustCompile(`^(?:0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5])$`)
 
 var efaDeviceName = regexp.MustCompile(`^(rdmap[0-9a-z]+|efa_[0-9]+)$`)
 

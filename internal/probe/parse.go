@@ -55,6 +55,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		KernelJournal:    parseWith(sections, sectionJournalKernel, parseKernelJournal),
 		Health: facts.Health{
 			GPUs:         parseWith(sections, sectionGPUHealth, gpuhealth.Parse),
+			Query:        parseWith(sections, sectionNvsmiQuery, parseHealthQuery),
 			NVLink:       parseWith(sections, sectionNVLinkStatus, nvlink.ParseStatus),
 			NVLinkErrors: parseWith(sections, sectionNVLinkErrors, nvlink.ParseErrors),
 			Fabric:       parseWith(sections, sectionNvsmiQuery, nvlink.ParseFabric),
@@ -72,6 +73,19 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		h.CUDADriver = nvsmi.CUDAVersion(s.Output)
 	}
 	return h
+}
+
+// parseHealthQuery reads the GPUs' health fields from `nvidia-smi -q`, which names each GPU's
+// architecture; a list nvidia-smi left incomplete is unreadable.
+func parseHealthQuery(out string) ([]gpuhealth.GPU, error) {
+	r, err := gpuhealth.ParseQuery(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Incomplete(); err != nil {
+		return nil, err
+	}
+	return r.GPUs, nil
 }
 
 // get returns a section and, when it cannot be trusted, why.

@@ -38,6 +38,10 @@ type Profile struct {
 	// narrower than the GPU's own maximum (nvidia-smi's pcie.link.width.max reports the GPU's
 	// x16 there); 0 means no such figure: expect the width the GPU reports as its maximum.
 	PCIeWidth int
+	// PCIeWidthUnsettled marks sizes whose slot width public sources disagree on (the
+	// multi-GPU G6 sizes): a link narrower than the GPU's maximum warns, naming
+	// expect.pcie_width, instead of failing.
+	PCIeWidthUnsettled bool
 	// NVMe means the type has local NVMe instance store, which the DLAMI mounts at
 	// /opt/dlami/nvme.
 	NVMe bool
@@ -143,7 +147,7 @@ func build() []Profile {
 		for name, v := range sizes {
 			p := Profile{
 				InstanceType: family + "." + name, Arch: arch, GPUModel: model, Generation: gen, GPUCount: v.gpus,
-				EFACount: 0, MaxEFA: v.maxEFA, NVSwitch: false, PCIeWidth: v.pcieWidth, NVMe: nvme,
+				EFACount: 0, MaxEFA: v.maxEFA, NVSwitch: false, PCIeWidth: v.pcieWidth, PCIeWidthUnsettled: note == noteG6Width, NVMe: nvme,
 				Note: strings.TrimPrefix(note+"; "+noteGEFA+"; "+noteBusBWNA, "; "), Source: srcKIT + "; " + srcArch,
 			}
 			if v.pcieWidth > 0 {

@@ -148,7 +148,7 @@ func runScenario(t *testing.T, runner, dir string) {
 		t.Fatalf("run-scenario %s: %v\n%s\n%s", dir, err, stderr.String(), tail(filepath.Join(out, "packer.log"), 60))
 	}
 
-	problems := compare(exp, out)
+	problems := append(compare(exp, out), reportSchemaProblems(out)...)
 	if len(problems) > 0 {
 		t.Errorf("scenario %s (output in %s):\n  - %s\n--- packer UI output (tail):\n%s\n--- packer.log (tail):\n%s",
 			filepath.Base(dir), out, strings.Join(problems, "\n  - "),

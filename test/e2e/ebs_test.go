@@ -216,7 +216,7 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 			"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "drift.pkr.hcl")
 		t.Logf("drift under amazon-ebs: %s", r.took.Round(time.Second))
 		// The same verdict as the null-builder scenario unhold-dist-upgrade.
-		for _, p := range compare(exp, r.out) {
+		for _, p := range append(compare(exp, r.out), reportSchemaProblems(r.out)...) {
 			t.Errorf("as scenario unhold-dist-upgrade expects: %s", p)
 		}
 		s := fake.state(t)
@@ -523,6 +523,9 @@ func readReport(t *testing.T, dir string) report {
 	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
 	if err != nil {
 		t.Fatalf("no report: %v", err)
+	}
+	if p := schemaProblem(b); p != "" {
+		t.Errorf("%s: %s", dir, p)
 	}
 	var r report
 	if err := json.Unmarshal(b, &r); err != nil {

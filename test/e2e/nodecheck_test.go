@@ -258,7 +258,11 @@ func (n *simNode) unitState(t *testing.T, u string) string {
 func (n *simNode) report(t *testing.T) report {
 	t.Helper()
 	var r report
-	if err := json.Unmarshal([]byte(n.file(t, "var/lib/dlami-node-check/dlami-report.json")), &r); err != nil {
+	b := []byte(n.file(t, "var/lib/dlami-node-check/dlami-report.json"))
+	if p := schemaProblem(b); p != "" {
+		t.Errorf("the node's %s", p)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
 	return r

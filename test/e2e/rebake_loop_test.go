@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -48,6 +49,7 @@ func rebakeLoopSteps() []loopStep {
 		{label: "packer build", verbatim: true},
 		{label: "actions/upload-artifact@v4", standIn: "the artifact's path must hold the reports the action would upload"},
 		{label: "Report to the job summary", verbatim: true},
+		{label: junitAction, standIn: "every JUnit report under with.report_paths (the bake's and the first boot's) parses, with at least one test case (require_tests)"},
 		{label: "Clean up what the job left behind", standIn: "the fake holds nothing of the job's run id to clean up (no instance running, no key pair or security group), and the job's instances carry it; TestRebakeCleanupStepTerminatesWhatTheJobLeft runs the script against a stand-in aws (the CI container has no AWS CLI)"},
 	}
 }
@@ -412,6 +414,8 @@ func (j *rebakeJob) standIn(s workflowStep, env map[string]string) error {
 		return nil // packerEnv carries the fake keys; AWS_REGION is set per step
 	case "Clean up what the job left behind":
 		return j.nothingLeftOfRun(env["PKR_VAR_run_id"])
+	case junitAction:
+		return junitReportsPublishable(with["report_paths"])
 	case "actions/upload-artifact@v4":
 		for _, f := range []string{"dlami-report.json", "dlami-report.junit.xml", "dlami-report.md"} {
 			if _, err := os.Stat(filepath.Join(with["path"], f)); err != nil {
@@ -612,4 +616,50 @@ func newerBuild(t *testing.T, build string) string {
 		t.Fatal(err)
 	}
 	return d.AddDate(0, 0, 7).Format("20060102")
+}
+
+// junitAction is the workflow's JUnit check-run action, pinned by commit (v6.4.2).
+const junitAction = "mikepenz/action-junit-report@d9f48fc87bc235f7e214acf696ca5abc0a986f16"
+
+// junitReportsPublishable checks what the JUnit action would publish: the files pattern (a
+// directory, then "**/" and a file name) matches, in the directory or any below it, at least two
+// reports (the bake's and the first boot's), and each is a JUnit document with test cases.
+func junitReportsPublishable(pattern string) error {
+	dir, name, ok := strings.Cut(pattern, "/**/")
+	if !ok || strings.ContainsAny(name, "*?[") {
+		return fmt.Errorf("report_paths %q: the stand-in knows DIR/**/NAME only", pattern)
+	}
+	var found []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == name {
+			found = append(found, p)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("report_paths %q: %w", pattern, err)
+	}
+	if len(found) < 2 {
+		return fmt.Errorf("report_paths %q matches %v: want the bake's and the first boot's report", pattern, found)
+	}
+	for _, f := range found {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var doc struct {
+			Suites []struct {
+				Cases []struct {
+					Name string `xml:"name,attr"`
+				} `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		if err := xml.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if len(doc.Suites) == 0 || len(doc.Suites[0].Cases) == 0 {
+			return fmt.Errorf("%s: no test case (require_tests would fail the check)", f)
+		}
+	}
+	return nil
 }

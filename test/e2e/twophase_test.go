@@ -56,6 +56,9 @@ func readPhaseReport(t *testing.T, dir string) phaseReport {
 	if err != nil {
 		t.Fatalf("no report: %v", err)
 	}
+	if p := schemaProblem(b); p != "" {
+		t.Errorf("%s: %s", dir, p)
+	}
 	var r phaseReport
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("dlami-report.json: %v", err)

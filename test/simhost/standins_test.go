@@ -172,6 +172,61 @@ func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
 	}
 }
 
+// layout succeeds for every layout: boot-hook calls it under set -e, so a layout whose last
+// test is false would stop the boot before sshd has host keys.
+func TestLayoutUnderSetE(t *testing.T) {
+	for _, product := range []string{"p6-b200.48xlarge", "p6-b300.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+		"g5.xlarge", "g6.xlarge", "g6e.xlarge", "c7i.large", "p7-future.48xlarge"} {
+		h := newHost(t, product, nil)
+		cmd := exec.Command("bash", "-ec", `. "$1"; layout; echo "$L_TYPE $L_PCIE_SLOT"`, "layout", filepath.Join(h.dir, "root/usr/lib/dlami-sim/sim.sh"))
+		cmd.Env = append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix)
+		out, err := cmd.CombinedOutput()
+		want := product + " 16"
+		if product == "g6.xlarge" {
+			want = product + " 8"
+		}
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%s: layout under set -e: %v %q, want %q", product, err, out, want)
+		}
+	}
+}
+
+// The single-GPU G6 sizes wire the L4 to an x8 slot: nvidia-smi reports x8 of the L4's x16,
+// idle and under load, in the CSV query and in -q, whose architecture reads Ada Lovelace.
+func TestGPUHealthG6SlotWidth(t *testing.T) {
+	h := newHost(t, "g6.xlarge", nil)
+	for _, load := range []bool{false, true} {
+		if load {
+			defer h.underLoad()()
+		}
+		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+		if err != nil || len(gpus) != 1 || gpus[0].PCIeWidthCurrent.N != 8 || gpus[0].PCIeWidthMax.N != 16 {
+			t.Fatalf("load %v: %+v %v", load, gpus, err)
+		}
+		q, err := gpuhealth.ParseQuery(h.run(nil, smi, "-q"))
+		if err != nil || len(q.GPUs) != 1 || q.GPUs[0].PCIeWidthCurrent.N != 8 || q.GPUs[0].Architecture != "Ada Lovelace" || q.Incomplete() != nil {
+			t.Fatalf("load %v: -q %+v %v", load, q, err)
+		}
+	}
+	// DCGM's pcie test fails the L4 at x8 unless told the slot's width, as AWS's suites tell it.
+	h.run(nil, hostengin)
+	out, _, code := h.runErr(nil, dcgmi, "diag", "-r", "2", "-j")
+	r, err := dcgmdiag.Parse(out)
+	if pcie, _ := r.Test("pcie"); err != nil || code != 226 || pcie.Summary != dcgmdiag.Fail || pcie.Results[0].Warnings[0].ErrorID != 46 {
+		t.Errorf("g6.xlarge r2 at DCGM's defaults: exit %d, %v, %+v", code, err, pcie)
+	}
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-p", "pcie.h2d_d2h_single_pinned.min_pci_width=8;pcie.h2d_d2h_single_unpinned.min_pci_width=8", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 0 || r.Worst() != dcgmdiag.Pass {
+		t.Errorf("g6.xlarge r2 told min_pci_width 8: exit %d, %v, %v", code, err, r.Worst())
+	}
+	// The other types keep x16.
+	p5 := newHost(t, "p5.48xlarge", nil)
+	q, err := gpuhealth.ParseQuery(p5.run(nil, smi, "-q"))
+	if err != nil || len(q.GPUs) != 8 || q.GPUs[0].PCIeWidthCurrent.N != 16 || q.GPUs[0].Architecture != "Hopper" {
+		t.Fatalf("p5 -q: %+v %v", q, err)
+	}
+}
+
 func TestGPUHealthQueryKnobs(t *testing.T) {
 	h := newHost(t, "p5.48xlarge", map[string]string{
 		"gpu-remap-pending":         "1",
@@ -375,6 +430,22 @@ func TestDCGM(t *testing.T) {
 			t.Errorf("memory GPU 3 warnings %+v", res.Warnings)
 		}
 	}
+	// DCGM's pcie test fails a GPU below min_pci_width (16 by default) with DCGM_FR_PCIE_WIDTH.
+	h.knob("dcgm-memory-fail", "")
+	h.knob("gpu-pcie-width-under-load", "5:8")
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 226 {
+		t.Fatalf("r2 with GPU 5 at x8: exit %d, %v", code, err)
+	}
+	if pcie, _ := r.Test("pcie"); pcie.Summary != dcgmdiag.Fail || pcie.Results[5].Outcome != dcgmdiag.Fail || pcie.Results[5].Warnings[0].ErrorID != 46 ||
+		!strings.Contains(pcie.Results[5].Warnings[0].Text, "PCI link width 8X") || pcie.Results[4].Outcome != dcgmdiag.Pass {
+		t.Errorf("pcie with GPU 5 at x8: %+v", pcie)
+	}
+	out, _, code = h.runErr(nil, dcgmi, "diag", "-r", "2", "-p", "pcie.h2d_d2h_single_pinned.min_pci_width=8;pcie.h2d_d2h_single_unpinned.min_pci_width=8", "-j")
+	if r, err = dcgmdiag.Parse(out); err != nil || code != 0 || r.Worst() != dcgmdiag.Pass {
+		t.Errorf("r2 told min_pci_width 8: exit %d, %v, %v", code, err, r.Worst())
+	}
+	h.knob("gpu-pcie-width-under-load", "")
 	h.knob("dcgm-runtime-error", "Error: Diagnostic could not be run while DCGM is paused.")
 	out, _, _ = h.runErr(nil, dcgmi, "diag", "-r", "1", "-j")
 	if _, err := dcgmdiag.Parse(out); !dcgmdiag.IsCouldNotRun(err) || !strings.Contains(err.Error(), "paused") {

@@ -7,6 +7,7 @@
 #   env                    ssh_host= ssh_port= ssh_private_key_file=
 #   addr                   the loopback address sshd listens on (boot's DLAMI_SIM_ADDR)
 #   port sshd.pid supervisor.pid sshd.log supervisor.log boot_id
+# shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sim_knob() { # sim_knob MERGED NAME DEFAULT
@@ -25,6 +26,7 @@ kill_chroot() { # kill_chroot MERGED: SIGKILL all processes inside, wait until g
 	for _ in 1 2 3 4 5 6 7 8 9 10; do
 		pids=$(chroot_pids "$1")
 		[ -z "$pids" ] && return 0
+		# shellcheck disable=SC2086 # $pids: one word per process, split on purpose
 		kill -9 $pids 2>/dev/null || true
 		sleep 0.1
 	done
@@ -60,7 +62,7 @@ apply_scenario() {
 # system_up STATE [PREPARE]: mount the pseudo filesystems, run the boot hook,
 # the optional prepare script, start sshd. Used at first boot and reboots.
 system_up() {
-	local st=$1 prepare=${2:-} m=$1/merged port ml nvme addr=127.0.0.1
+	local st=$1 prepare=${2:-} m=$1/merged port ml addr=127.0.0.1
 	mount -t proc proc "$m/proc"
 	mount -t tmpfs -o mode=755,size=64m,nosuid dev "$m/dev"
 	mknod -m 666 "$m/dev/null" c 1 3
@@ -149,11 +151,13 @@ system_up() {
 	[ -s "$m/etc/ld.so.preload" ] || rm -f "$m/etc/ld.so.preload"
 	# systemd's part of the boot that the simulation models (enabled oneshots, then slurmd and
 	# kubelet by their Requires=): in the host's UTS namespace and memlock, before sshd.
+	# shellcheck disable=SC2016 # $1 and $2 are the inner sh's arguments
 	prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/lib/dlami-sim/systemd-boot' \
 		sh "$(cat "$m/etc/hostname")" "$m" </dev/null >>"$st/units.log" 2>&1 || log "systemd-boot failed (see $st/units.log)"
 	# Own UTS namespace: the host's name is the instance's, not this machine's.
 	local rc
 	for _ in 1 2 3 4 5; do
+		# shellcheck disable=SC2016 # $1 to $4 are the inner sh's arguments
 		setsid prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/sbin/sshd -D -e -p "$3" -o ListenAddress="$4"' \
 			sh "$(cat "$m/etc/hostname")" "$m" "$port" "$addr" </dev/null >>"$st/sshd.log" 2>&1 &
 		echo $! >"$st/sshd.pid"

@@ -1,9 +1,11 @@
 #!/bin/sh
 # DCGM's diagnostics, `dcgmi diag -r LEVEL -j` (packer-plugin-dlami), starting DCGM's host
 # engine when none answers and stopping the one it started. The plugin sets, before this body:
-# M (the marker of the script's own lines), level, dcgmi_paths and hostengine_paths (the
-# tools' real paths). dcgmi's stderr is kept apart so the JSON document stays whole; the
-# script prints "$M EXIT <dcgmi's status>", then "$M STDERR" and dcgmi's stderr.
+# M (the marker of the script's own lines), level, parameters (dcgmi diag's -p value, "" for
+# DCGM's defaults), dcgmi_paths and hostengine_paths (the tools' real paths). dcgmi's stderr is
+# kept apart so the JSON document stays whole; the script prints "$M EXIT <dcgmi's status>"
+# (the judge reads it: 226 is a failed test even when the document lost it), then "$M STDERR"
+# and dcgmi's stderr.
 # shellcheck disable=SC2086 # the path lists are words by design (paths without spaces)
 dcgmi=$(find_tool dcgmi $dcgmi_paths)
 if [ -z "$dcgmi" ]; then
@@ -32,7 +34,11 @@ if ! "$dcgmi" discovery -l >/dev/null 2>&1; then
 	done
 fi
 err=$(mktemp) || exit 1
-"$dcgmi" diag -r "$level" -j 2>"$err"
+if [ -n "$parameters" ]; then
+	"$dcgmi" diag -r "$level" -p "$parameters" -j 2>"$err"
+else
+	"$dcgmi" diag -r "$level" -j 2>"$err"
+fi
 rc=$?
 echo
 echo "$M EXIT $rc"

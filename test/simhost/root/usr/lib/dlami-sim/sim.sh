@@ -45,6 +45,8 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #   L_BUSBW L_TOPO                1 GiB busbw (GB/s), aws-ofi-nccl topology file
 #   L_CPU                         1 on a CPU instance type (c/m/r families): no GPU, no EFA
 #   L_ARCH L_PCIE_GEN             nvidia-smi -q architecture, PCIe generation max (x16)
+#   L_PCIE_SLOT                   the GPUs' slot width (pcie.link.width.current; the max stays
+#                                 the GPU's x16): x8 on the single-GPU G6 sizes
 #   L_NVL L_NVL_GBPS L_NVL_FMT    NVLinks per GPU, nvlink -s speed, nvlink -e counter names
 #                                 (legacy: Replay/Recovery/CRC; blackwell: the R575+ set)
 #   L_FABRIC                      1: GPUs register with an NVSwitch fabric (-q Fabric State)
@@ -60,7 +62,7 @@ layout() {
 	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=2 L_NVME=8
 	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
 	# NVLink 5: 18 links at 53.125 GB/s (a B300's nvidia-smi nvlink --status, and a B200 test fixture).
-	L_ARCH=Blackwell L_PCIE_GEN=5 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45
+	L_ARCH=Blackwell L_PCIE_GEN=5 L_PCIE_SLOT=16 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45
 	case $L_TYPE in
 	p6-b200.48xlarge) ;;
 	p6-b300.48xlarge)
@@ -87,7 +89,10 @@ layout() {
 		esac
 		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
 		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0
-		[ "${L_TYPE%%.*}" = g5 ] || L_ARCH="Ada Lovelace" ;;
+		[ "${L_TYPE%%.*}" = g5 ] || L_ARCH="Ada Lovelace"
+		# The single-GPU G6 sizes wire the L4 (an x16 card) to an x8 slot: nvidia-smi reports
+		# x8 of x16 (internal/profile srcL4x8; the L4 capture in internal/parse/gpuhealth/testdata).
+		if [ "$L_TYPE" = g6.xlarge ]; then L_PCIE_SLOT=8; fi ;;
 	c[5-8]*.* | m[5-8]*.* | r[5-8]*.*)
 		# A CPU instance started from the same DLAMI (the build instance of a two-phase bake,
 		# issue 21): no NVIDIA GPU, no EFA, NVSwitch or ConnectX-7, no local NVMe (EBS only).

@@ -1,0 +1,28 @@
+// Command schemagen writes the JSON Schema of dlami-report.json (report.JSONSchema) to the file
+// -o names; `go generate ./internal/report/` (part of `make generate`) runs it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+)
+
+func main() {
+	out := flag.String("o", "", "the file to write the schema to")
+	flag.Parse()
+	if *out == "" || flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: schemagen -o FILE")
+		os.Exit(2)
+	}
+	schema, err := report.JSONSchema()
+	if err == nil {
+		err = report.WriteAtomic(*out, schema)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "schemagen:", err)
+		os.Exit(1)
+	}
+}
