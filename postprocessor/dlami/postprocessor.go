@@ -659,7 +659,11 @@ func (c *Config) connector(addr string) (connector, error) {
 	}
 	var auth []ssh.AuthMethod
 	if c.SSHBastionAgentAuth {
-		sock, err := net.Dial("unix", os.Getenv("SSH_AUTH_SOCK"))
+		path := os.Getenv("SSH_AUTH_SOCK")
+		if path == "" {
+			return connector{}, errors.New("ssh_bastion_agent_auth = true but SSH_AUTH_SOCK is not set: start an SSH agent, or set ssh_bastion_private_key_file")
+		}
+		sock, err := net.Dial("unix", path)
 		if err != nil {
 			return connector{}, fmt.Errorf("ssh_bastion_agent_auth: connecting to the SSH agent at SSH_AUTH_SOCK: %w", err)
 		}
