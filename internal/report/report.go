@@ -83,6 +83,16 @@ type Launch struct {
 	CapacityReservationID string `json:"capacity_reservation_id,omitempty"`
 	// Refused are the candidates tried before, in order, with EC2's answer.
 	Refused []LaunchRefusal `json:"refused"`
+	// EFA is how many EFA interfaces the launch attached, EFASetting the setting that chose
+	// it; NetworkInterfaces the launch's interfaces ("card/device type"), when it named them.
+	EFA               int      `json:"efa"`
+	EFASetting        string   `json:"efa_setting,omitempty"`
+	NetworkInterfaces []string `json:"network_interfaces,omitempty"`
+	// SecurityGroups are the instance's groups; PlacementGroup the group it launched into;
+	// ElasticIP the temporary Elastic IP it was reached by.
+	SecurityGroups []string `json:"security_groups,omitempty"`
+	PlacementGroup string   `json:"placement_group,omitempty"`
+	ElasticIP      string   `json:"elastic_ip,omitempty"`
 }
 
 // LaunchRefusal is one candidate EC2 had no capacity for.
