@@ -75,7 +75,8 @@ func (l Leak) Command(region string) string {
 		return strings.Join(cmds, "; ")
 	case KindElasticIP:
 		if ids == "" {
-			ids = fmt.Sprintf("$(aws ec2 describe-addresses --region %s --filters Name=tag:%s,Values=%s --query 'Addresses[0].AllocationId' --output text)", region, LaunchTag, l.LaunchID)
+			return fmt.Sprintf("for a in $(aws ec2 describe-addresses --region %s --filters Name=tag:%s,Values=%s --query 'Addresses[].AllocationId' --output text); do aws ec2 release-address --region %s --allocation-id \"$a\"; done",
+				region, LaunchTag, l.LaunchID, region)
 		}
 		return fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, ids)
 	case KindPlacementGroup:
@@ -184,12 +185,15 @@ func (in *Instance) resources() []resource {
 		out = append(out, resource{kind: KindKeyPair, weight: 2, remove: in.deleteKeyPair,
 			left: func(err error) Leak { return Leak{Kind: KindKeyPair, IDs: []string{in.keyName}, Err: err} }})
 	}
-	if in.elasticIP {
-		out = append(out, resource{kind: KindElasticIP, weight: 2, remove: in.releaseElasticIP,
+	for _, n := range in.Nodes() {
+		if !n.elasticIP {
+			continue
+		}
+		out = append(out, resource{kind: KindElasticIP, weight: 2, remove: n.releaseElasticIP,
 			left: func(err error) Leak {
-				l := Leak{Kind: KindElasticIP, LaunchID: in.launchID, Err: err}
-				if in.allocationID != "" {
-					l.IDs = []string{in.allocationID}
+				l := Leak{Kind: KindElasticIP, LaunchID: n.launchID, Err: err}
+				if n.allocationID != "" {
+					l.IDs = []string{n.allocationID}
 				}
 				return l
 			}})
@@ -386,7 +390,7 @@ func (in *Instance) deleteGroup(ctx context.Context, say func(string)) error {
 // RunInstances without an answer made, found by the launch tag.
 func (in *Instance) launched(ctx context.Context) ([]string, error) {
 	if in.ID != "" {
-		return []string{in.ID}, nil
+		return in.ids(), nil
 	}
 	// Every candidate's instance carries the one launch tag.
 	var ids []string

@@ -486,7 +486,7 @@ func TestLeakCommandsOfTheNetwork(t *testing.T) {
 			"aws ec2 delete-network-interface --region us-east-1 --network-interface-id eni-1; aws ec2 delete-network-interface --region us-east-1 --network-interface-id eni-2"},
 		{Leak{Kind: KindElasticIP, IDs: []string{"eipalloc-1"}}, "aws ec2 release-address --region us-east-1 --allocation-id eipalloc-1"},
 		{Leak{Kind: KindElasticIP, LaunchID: "dlami-verify-0a1b"},
-			"aws ec2 release-address --region us-east-1 --allocation-id $(aws ec2 describe-addresses --region us-east-1 --filters Name=tag:dlami:launch,Values=dlami-verify-0a1b --query 'Addresses[0].AllocationId' --output text)"},
+			"for a in $(aws ec2 describe-addresses --region us-east-1 --filters Name=tag:dlami:launch,Values=dlami-verify-0a1b --query 'Addresses[].AllocationId' --output text); do aws ec2 release-address --region us-east-1 --allocation-id \"$a\"; done"},
 		{Leak{Kind: KindPlacementGroup, IDs: []string{"dlami-verify-0a1b"}}, "aws ec2 delete-placement-group --region us-east-1 --group-name dlami-verify-0a1b"},
 	} {
 		if got := tc.leak.Command(region); got != tc.want {

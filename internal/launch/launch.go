@@ -68,6 +68,9 @@ type EC2API interface {
 type Spec struct {
 	ImageID      string
 	InstanceType string
+	// Count is how many instances one RunInstances launches (MinCount = MaxCount = Count: a
+	// partial fleet is a capacity refusal, not a smaller test); 0 means 1.
+	Count int
 	// SubnetID, when set, places the instance (and the temporary security group's VPC);
 	// otherwise the region's default VPC.
 	SubnetID string
@@ -227,6 +230,15 @@ type Instance struct {
 	SecurityGroups []string
 	// ElasticIP is the temporary Elastic IP associated with its primary interface, if any.
 	ElasticIP string
+	// DescribedEFA is how many EFA interfaces EC2 describes on the instance once it runs
+	// (InterfaceType efa or efa-only): what it got, whatever the launch asked for.
+	DescribedEFA int
+	// peers are the other instances of a launch of several (Spec.Count), in launch index
+	// order; each holds only its own id, addresses and Elastic IP. The launch's temporaries
+	// are the first instance's.
+	peers []*Instance
+	// node is the instance's place in its launch, from 1, on the Elastic IP's node tag.
+	node int
 	// keyName is set before CreateKeyPair is sent; groupName and vpc before
 	// CreateSecurityGroup, securityGroup once it answered (or the group was found by name);
 	// token before RunInstances.
@@ -256,6 +268,39 @@ type Instance struct {
 
 // PlacementGroup is the placement group the instance was launched into, if any.
 func (in *Instance) PlacementGroup() string { return in.placementGroupUsed }
+
+// efaInterfaces counts the EFA interfaces EC2 describes on an instance.
+func efaInterfaces(i types.Instance) int {
+	n := 0
+	for _, ni := range i.NetworkInterfaces {
+		if t := aws.ToString(ni.InterfaceType); t == InterfaceEFA || t == InterfaceEFAOnly {
+			n++
+		}
+	}
+	return n
+}
+
+// Nodes are the instances of the launch, in launch index order: in itself first, then the
+// others of a launch of several (Spec.Count). Each has its own id and addresses and shares the
+// launch's placement, layout, security groups and key.
+func (in *Instance) Nodes() []*Instance {
+	return append([]*Instance{in}, in.peers...)
+}
+
+// ids are the ids of every instance of the launch that has one.
+func (in *Instance) ids() []string {
+	var ids []string
+	for _, n := range in.Nodes() {
+		if n.ID != "" {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// NodeTag numbers each instance's Elastic IP in a launch of several: a lost AllocateAddress
+// answer is found again by it.
+const NodeTag = "dlami:node"
 
 // SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
 // instance to connect to.
@@ -417,21 +462,37 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		}
 		say(fmt.Sprintf("no capacity for %s (%s); trying %s", c, awsaccess.APICode(err), candidates[i+1]))
 	}
-	if len(out.Instances) != 1 {
-		return fail(fmt.Errorf("RunInstances returned %d instances", len(out.Instances)))
+	count := max(s.Count, 1)
+	launched := slices.Clone(out.Instances)
+	slices.SortFunc(launched, func(a, b types.Instance) int { return int(aws.ToInt32(a.AmiLaunchIndex) - aws.ToInt32(b.AmiLaunchIndex)) })
+	for i, li := range launched {
+		n := in
+		if i > 0 {
+			n = &Instance{api: api, patience: in.patience, launchID: in.launchID, tags: in.tags, Placement: in.Placement, Layout: in.Layout,
+				SecurityGroups: in.SecurityGroups, Signer: in.Signer, placementGroupUsed: in.placementGroupUsed}
+			in.peers = append(in.peers, n)
+		}
+		n.ID, n.node = aws.ToString(li.InstanceId), i+1
 	}
-	in.ID = aws.ToString(out.Instances[0].InstanceId)
+	if len(out.Instances) != count {
+		// MinCount = MaxCount: EC2 launches all or none. Anything else is not a fleet to test.
+		return fail(fmt.Errorf("RunInstances returned %d instances, asked for %d", len(out.Instances), count))
+	}
 	attached := ""
 	if in.Layout.EFA > 0 {
-		attached = fmt.Sprintf(", %d EFA interfaces: %s", in.Layout.EFA, in.Layout)
+		attached = fmt.Sprintf(", %d EFA interfaces each: %s", in.Layout.EFA, in.Layout)
 	}
-	say(fmt.Sprintf("launched %s (%s from %s%s); waiting until it runs", in.ID, in.Placement, s.ImageID, attached))
-	if err := in.waitRunning(ctx); err != nil {
-		return fail(err)
+	say(fmt.Sprintf("launched %s (%s from %s%s); waiting until it runs", strings.Join(in.ids(), ", "), in.Placement, s.ImageID, attached))
+	for _, n := range in.Nodes() {
+		if err := n.waitRunning(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	if s.wantsElasticIP(in.Layout) {
-		if err := in.attachElasticIP(ctx, say); err != nil {
-			return fail(err)
+		for _, n := range in.Nodes() {
+			if err := n.attachElasticIP(ctx, say); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	return in, nil
@@ -655,7 +716,7 @@ func (r finalOnCapacity) IsErrorRetryable(err error) bool {
 func runInput(s Spec, keyName string, groups []string, placementGroup string, layout Layout, tags map[string]string) *ec2.RunInstancesInput {
 	run := &ec2.RunInstancesInput{
 		ImageId: aws.String(s.ImageID), InstanceType: types.InstanceType(s.InstanceType),
-		MinCount: aws.Int32(1), MaxCount: aws.Int32(1), KeyName: aws.String(keyName),
+		MinCount: aws.Int32(int32(max(s.Count, 1))), MaxCount: aws.Int32(int32(max(s.Count, 1))), KeyName: aws.String(keyName),
 		TagSpecifications: tagSpec(types.ResourceTypeInstance, tags),
 	}
 	switch {
@@ -832,6 +893,7 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 				in.PublicIP, in.PrivateIP = aws.ToString(i.PublicIpAddress), aws.ToString(i.PrivateIpAddress)
 				in.PublicDNS, in.PrivateDNS = aws.ToString(i.PublicDnsName), aws.ToString(i.PrivateDnsName)
 				in.primaryENI = primaryInterface(i)
+				in.DescribedEFA = efaInterfaces(i)
 				return nil
 			case types.InstanceStateNameTerminated, types.InstanceStateNameShuttingDown, types.InstanceStateNameStopped:
 				reason := ""

@@ -37,6 +37,9 @@ const EFAAll = -1
 const (
 	InterfaceENA     = "interface"
 	InterfaceEFAOnly = "efa-only"
+	// InterfaceEFA is an EFA with ENA (an IP address); a layout does not ask for it, but EC2
+	// may describe one.
+	InterfaceEFA = "efa"
 )
 
 // Interface is one network interface of a launch.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -127,7 +129,7 @@ func (in *Instance) attachElasticIP(ctx context.Context, say func(string)) error
 		tried = true
 		return in.patience.call(ctx, func(ctx context.Context) error {
 			// Not the SDK's retries: they would resend it blind; this step's retry looks first.
-			out, err := in.api.AllocateAddress(ctx, &ec2.AllocateAddressInput{Domain: types.DomainTypeVpc, TagSpecifications: tagSpec(types.ResourceTypeElasticIp, in.tags)},
+			out, err := in.api.AllocateAddress(ctx, &ec2.AllocateAddressInput{Domain: types.DomainTypeVpc, TagSpecifications: tagSpec(types.ResourceTypeElasticIp, in.addressTags())},
 				func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} })
 			if err != nil {
 				return err
@@ -161,6 +163,7 @@ func (in *Instance) attachElasticIP(ctx context.Context, say func(string)) error
 func (in *Instance) lookupAddress(ctx context.Context) (types.Address, error) {
 	out, err := in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: []types.Filter{
 		{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
+		{Name: aws.String("tag:" + NodeTag), Values: []string{in.nodeTag()}},
 	}})
 	if err != nil || len(out.Addresses) == 0 {
 		return types.Address{}, err
@@ -283,4 +286,17 @@ func (in *Instance) deletePlacementGroup(ctx context.Context, say func(string)) 
 	}
 	say("deleted temporary placement group " + in.placementGroup)
 	return nil
+}
+
+// nodeTag is the instance's number in its launch, as its Elastic IP's NodeTag says it.
+func (in *Instance) nodeTag() string { return strconv.Itoa(max(in.node, 1)) }
+
+// addressTags are the launch's tags and the instance's node number.
+func (in *Instance) addressTags() map[string]string {
+	tags := maps.Clone(in.tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[NodeTag] = in.nodeTag()
+	return tags
 }
