@@ -464,7 +464,9 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	count := max(s.Count, 1)
 	launched := slices.Clone(out.Instances)
-	slices.SortFunc(launched, func(a, b types.Instance) int { return int(aws.ToInt32(a.AmiLaunchIndex) - aws.ToInt32(b.AmiLaunchIndex)) })
+	slices.SortFunc(launched, func(a, b types.Instance) int {
+		return int(aws.ToInt32(a.AmiLaunchIndex) - aws.ToInt32(b.AmiLaunchIndex))
+	})
 	for i, li := range launched {
 		n := in
 		if i > 0 {
