@@ -28,7 +28,7 @@ type Node struct {
 	// InstanceID, PrivateIP (where the other nodes reach it), InstanceType, SubnetID and
 	// PlacementGroup say which instance it is; EFA how many EFA interfaces EC2 describes on it.
 	InstanceID, PrivateIP, InstanceType, SubnetID, PlacementGroup string
-	EFA                                                          int
+	EFA                                                           int
 }
 
 // MultiNodeOptions configure the NCCL test across a verification's nodes. Common.Checks
