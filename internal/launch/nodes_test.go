@@ -96,3 +96,33 @@ func TestCleanupNamesEveryNodeLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The fake's efa-dropped fault launches one node of several without its EFA interfaces: the
+// launch reads what each node got from DescribeInstances, not what it asked for.
+func TestNodeDescribedWithoutEFA(t *testing.T) {
+	f := newFake(t)
+	f.srv.SetFault(awsfake.OpRunInstances, region, awsfake.Fault{EFADropped: 2})
+	s := efaSpec("p6-b200.48xlarge")
+	s.Count = 2
+	in, err := Launch(context.Background(), f.client(region), s, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := in.Nodes()
+	if nodes[0].DescribedEFA != 8 || nodes[1].DescribedEFA != 0 || in.Layout.EFA != 8 {
+		t.Errorf("described EFA %d and %d, layout %d", nodes[0].DescribedEFA, nodes[1].DescribedEFA, in.Layout.EFA)
+	}
+	for _, inst := range f.state(region).Instances {
+		want := 8
+		if inst.ID == nodes[1].ID {
+			want = 0
+		}
+		if len(inst.EFACards) != want {
+			t.Errorf("%s: host shows %d EFA cards, want %d", inst.ID, len(inst.EFACards), want)
+		}
+	}
+	if err := Cleanup(context.Background(), in, discard); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, f)
+}

@@ -36,6 +36,12 @@ type Fault struct {
 	// does. The SDK sees a connection error and retries the same request,
 	// which then meets what the first one did.
 	LoseAnswer int
+	// EFADropped, when N > 0, makes the next RunInstances launch its N-th instance (launch
+	// index N-1) without its EFA interfaces: only the ENA ones are attached and its host shows
+	// no EFA device, as if EC2 had not attached them. A fault of the simulation (EC2 attaches
+	// one launch's interfaces to each of its instances): it exercises the checks that judge
+	// each node of a launch of several by what it got.
+	EFADropped int
 	// Hang leaves the next N calls unanswered, without acting, until the
 	// client gives up (its context ends and it closes the connection) or
 	// the fake closes: a call that never answers.
@@ -94,6 +100,7 @@ const (
 	FaultStuckPending FaultAction = "stuck-pending" // stuck-pending:N, RunInstances only: instances never leave pending
 	FaultLoseAnswer   FaultAction = "lose-answer"   // lose-answer:N, act, then drop the connection without an answer
 	FaultHang         FaultAction = "hang"          // hang:N, never answer (nor act) until the client gives up
+	FaultEFADropped   FaultAction = "efa-dropped"   // efa-dropped:N, RunInstances only: the next launch's N-th instance gets no EFA interface
 
 	// faultNone is pickFault's answer when the request is served normally.
 	faultNone FaultAction = ""
@@ -101,13 +108,13 @@ const (
 
 // FaultActions lists every action a fault spec may name, with its argument.
 func FaultActions() []string {
-	return []string{"throttle:N", "500:N", "lose-answer:N", "hang:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N"}
+	return []string{"throttle:N", "500:N", "lose-answer:N", "hang:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N", "efa-dropped:N"}
 }
 
 // ParseFaultAction checks that kind names a fault action.
 func ParseFaultAction(kind string) (FaultAction, error) {
 	switch a := FaultAction(kind); a {
-	case FaultThrottle, FaultServerError, FaultLoseAnswer, FaultHang, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending:
+	case FaultThrottle, FaultServerError, FaultLoseAnswer, FaultHang, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending, FaultEFADropped:
 		return a, nil
 	}
 	return faultNone, fmt.Errorf("unknown kind %q (want %s)", kind, strings.Join(FaultActions(), ", "))
@@ -145,6 +152,11 @@ func (a FaultAction) apply(f *Fault, op, arg string, hasArg bool) error {
 		f.AccessDenied = true
 	case FaultMalformed:
 		f.Malformed = true
+	case FaultEFADropped:
+		if op != OpRunInstances {
+			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
+		}
+		f.EFADropped, err = count()
 	case FaultCapacity, FaultStuckPending:
 		if op != OpRunInstances {
 			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
@@ -209,6 +221,19 @@ func (s *Server) pickFault(op, region string) (action FaultAction, latency time.
 		return faultNone, latency
 	}
 	return faultNone, 0
+}
+
+// takeEFADrop returns the instance number an efa-dropped fault names for this launch (0 for
+// none) and clears it. It runs under s.mu.
+func (s *Server) takeEFADrop(region string) int {
+	for _, k := range []faultKey{{OpRunInstances, region}, {OpRunInstances, ""}} {
+		if f := s.faults[k]; f != nil && f.EFADropped > 0 {
+			n := f.EFADropped
+			f.EFADropped = 0
+			return n
+		}
+	}
+	return 0
 }
 
 // takeRunFault consumes one unit of a RunInstances-only fault counter

@@ -326,10 +326,15 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 		return insufficientCapacity(region, in.InstanceType)
 	}
 	stuck := s.takeRunFault(region, func(f *Fault) *int { return &f.StuckPending })
+	dropEFA := s.takeEFADrop(region)
 	now := s.now()
 	var launched []*instanceRec
 	for i, id := range ids {
-		r := s.newInstance(region, rd, img, in, id, addrs[i], groups, now)
+		one := in
+		if i == dropEFA-1 {
+			one.Interfaces = withoutEFA(in.Interfaces)
+		}
+		r := s.newInstance(region, rd, img, one, id, addrs[i], groups, now)
 		r.userData, r.authorizedKey, r.Stuck = in.UserData, authorizedKey, stuck
 		r.PlacementGroup = placementGroup
 		launched = append(launched, r)
@@ -340,6 +345,17 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 		s.startMachine(r)
 	}
 	return s.renderReservation(rd, launched)
+}
+
+// withoutEFA is a launch's interfaces without its EFA ones (the efa-dropped fault).
+func withoutEFA(specs []InterfaceSpec) []InterfaceSpec {
+	var out []InterfaceSpec
+	for _, sp := range specs {
+		if sp.InterfaceType != InterfaceEFA && sp.InterfaceType != InterfaceEFAOnly {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 // replayedLaunch returns the instances of an earlier launch with the same

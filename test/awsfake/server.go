@@ -309,7 +309,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	s.record(req.op, scope, resp.status)
-	if len(resp.body) > largeAnswer && !sleepCtx(r.Context(), largeAnswerDelay) {
+	delay := answerDelay
+	if len(resp.body) > largeAnswer {
+		delay = largeAnswerDelay
+	}
+	if !sleepCtx(r.Context(), delay) {
 		return
 	}
 	resp.write(w)
@@ -321,10 +325,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // final read of the body, treats that as a write error and closes the connection under the
 // response ("use of closed network connection", seen here on DescribeInstances of a 33-interface
 // p5.48xlarge). EC2 itself takes tens of milliseconds; a few milliseconds before a large answer
-// let the client finish writing first.
+// let the client finish writing first. A small answer meets the same race (net/http's final
+// read of the request body still to come when the headers arrive: seen on a t3.micro
+// RunInstances answer); it waits a little too.
 const (
 	largeAnswer      = 4 << 10
 	largeAnswerDelay = 5 * time.Millisecond
+	answerDelay      = 2 * time.Millisecond
 )
 
 func (s *Server) record(op string, scope CredentialScope, status int) {
