@@ -49,6 +49,7 @@ var partialContexts = map[string][]string{
 	"internal/checks/Expectations-not-required.mdx":          {"provisioner:expect", "post-processor:expect"},
 	"postprocessor/dlami/Config-not-required.mdx":            {"post-processor:"},
 	"postprocessor/dlami/MetadataOptions-not-required.mdx":   {"post-processor:metadata_options"},
+	"postprocessor/dlami/MultiNodeConfig-not-required.mdx":   {"post-processor:multi_node"},
 	"datasource/dlami/Config-not-required.mdx":               {"data:"},
 	"datasource/dlami/GoldenConfig-not-required.mdx":         {"data:golden"},
 	"internal/awsaccess/AccessConfig-not-required.mdx":       {"data:", "post-processor:"},

@@ -15,6 +15,9 @@ const (
 	// VerifiedInstanceType is the instance type the verification ran on: the first of the
 	// post-processor's instance_types that had capacity.
 	VerifiedInstanceType = "dlami:verified_instance_type"
+	// VerifiedNodes is how many instances the NCCL test across nodes ran on, when the
+	// verification ran one (nodes of 2 or more) and it passed.
+	VerifiedNodes = "dlami:verified_nodes"
 	// VerifiedIn is on a copy (ami_regions) that was not launched itself: the
 	// "<region>/<ami-id>" copies whose first boot was verified, comma-separated. The copy's
 	// Verified tag carries their result.

@@ -71,6 +71,9 @@ type Spec struct {
 	// Count is how many instances one RunInstances launches (MinCount = MaxCount = Count: a
 	// partial fleet is a capacity refusal, not a smaller test); 0 means 1.
 	Count int
+	// RequireEFA, when set, names the setting that needs EFA (`nodes = 2`): a candidate type
+	// that takes no EFA interface is refused before anything is made.
+	RequireEFA string
 	// SubnetID, when set, places the instance (and the temporary security group's VPC);
 	// otherwise the region's default VPC.
 	SubnetID string
@@ -230,6 +233,8 @@ type Instance struct {
 	SecurityGroups []string
 	// ElasticIP is the temporary Elastic IP associated with its primary interface, if any.
 	ElasticIP string
+	// SubnetID is the subnet EC2 describes the instance in.
+	SubnetID string
 	// DescribedEFA is how many EFA interfaces EC2 describes on the instance once it runs
 	// (InterfaceType efa or efa-only): what it got, whatever the launch asked for.
 	DescribedEFA int
@@ -526,6 +531,9 @@ func (in *Instance) planLayouts(ctx context.Context, s Spec, candidates []Placem
 		l, err := PlanLayout(infos[t], s.EFA, setting)
 		if err != nil {
 			return nil, err
+		}
+		if l.EFA == 0 && s.RequireEFA != "" {
+			return nil, fmt.Errorf("%s: %s takes no EFA interface, and the test across nodes runs over EFA; list instance types with EFA", s.RequireEFA, t)
 		}
 		out[t] = l
 	}
@@ -896,6 +904,7 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 				in.PublicDNS, in.PrivateDNS = aws.ToString(i.PublicDnsName), aws.ToString(i.PrivateDnsName)
 				in.primaryENI = primaryInterface(i)
 				in.DescribedEFA = efaInterfaces(i)
+				in.SubnetID = aws.ToString(i.SubnetId)
 				return nil
 			case types.InstanceStateNameTerminated, types.InstanceStateNameShuttingDown, types.InstanceStateNameStopped:
 				reason := ""

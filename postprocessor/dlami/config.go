@@ -87,6 +87,16 @@ type Config struct {
 	// EFA attached the temporary security group also allows all traffic to and from itself, and
 	// the verification runs `efa-traffic` and `gpudirect-rdma` (see `nccl`).
 	EFA string `mapstructure:"efa"`
+	// How many instances the verification launches, from one `RunInstances` (a partial fleet
+	// is a capacity refusal: the next instance type or subnet is tried), each with the EFA
+	// interfaces of `efa`, into one placement group (a temporary cluster group unless
+	// `placement_group` names one). Each node's first boot is verified on its own, all at
+	// once; with 2 or more, the NCCL all-reduce then runs across them (`multi_node`, check
+	// `nccl-multinode`) and the AMI is tagged `dlami:verified_nodes` with the count when it
+	// passed. Default 1.
+	Nodes int `mapstructure:"nodes"`
+	// The test across the nodes (with `nodes` of 2 or more).
+	MultiNode MultiNodeConfig `mapstructure:"multi_node"`
 	// An existing placement group to launch into. Set this or `temporary_placement_group`.
 	PlacementGroup string `mapstructure:"placement_group"`
 	// Launch into a cluster placement group made for the verification and deleted with it, as
@@ -225,6 +235,7 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	}
 	errs = append(errs, c.checkCandidates()...)
 	errs = append(errs, c.prepareLaunch()...)
+	errs = append(errs, c.prepareMultiNode()...)
 	switch c.CapacityReservationPreference {
 	case "", "open", "none", "capacity-reservations-only":
 	default:

@@ -51,6 +51,8 @@ type FlatConfig struct {
 	UserDataFile                  *string                         `mapstructure:"user_data_file" cty:"user_data_file" hcl:"user_data_file"`
 	AssociatePublicIPAddress      *bool                           `mapstructure:"associate_public_ip_address" cty:"associate_public_ip_address" hcl:"associate_public_ip_address"`
 	EFA                           *string                         `mapstructure:"efa" cty:"efa" hcl:"efa"`
+	Nodes                         *int                            `mapstructure:"nodes" cty:"nodes" hcl:"nodes"`
+	MultiNode                     *FlatMultiNodeConfig            `mapstructure:"multi_node" cty:"multi_node" hcl:"multi_node"`
 	PlacementGroup                *string                         `mapstructure:"placement_group" cty:"placement_group" hcl:"placement_group"`
 	TemporaryPlacementGroup       *bool                           `mapstructure:"temporary_placement_group" cty:"temporary_placement_group" hcl:"temporary_placement_group"`
 	TemporaryElasticIP            *bool                           `mapstructure:"temporary_elastic_ip" cty:"temporary_elastic_ip" hcl:"temporary_elastic_ip"`
@@ -130,6 +132,8 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"user_data_file":                        &hcldec.AttrSpec{Name: "user_data_file", Type: cty.String, Required: false},
 		"associate_public_ip_address":           &hcldec.AttrSpec{Name: "associate_public_ip_address", Type: cty.Bool, Required: false},
 		"efa":                                   &hcldec.AttrSpec{Name: "efa", Type: cty.String, Required: false},
+		"nodes":                                 &hcldec.AttrSpec{Name: "nodes", Type: cty.Number, Required: false},
+		"multi_node":                            &hcldec.BlockSpec{TypeName: "multi_node", Nested: hcldec.ObjectSpec((*FlatMultiNodeConfig)(nil).HCL2Spec())},
 		"placement_group":                       &hcldec.AttrSpec{Name: "placement_group", Type: cty.String, Required: false},
 		"temporary_placement_group":             &hcldec.AttrSpec{Name: "temporary_placement_group", Type: cty.Bool, Required: false},
 		"temporary_elastic_ip":                  &hcldec.AttrSpec{Name: "temporary_elastic_ip", Type: cty.Bool, Required: false},

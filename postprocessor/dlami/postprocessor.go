@@ -32,6 +32,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
@@ -209,7 +210,7 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 		ranOn, err := p.verify(ctx, ui, ec2For, run, t, typ)
 		switch {
 		case err == nil:
-			verified = append(verified, verdict{t, ranOn})
+			verified = append(verified, verdict{t, ranOn, c.Nodes})
 		case ctx.Err() != nil:
 			// Before Judged: a check cut short by the cancellation is no verdict.
 			cancelled = fmt.Errorf("cancelled while verifying %s in %s: %w", t.ami, t.region, err)
@@ -260,10 +261,12 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 	return a, true, false, fmt.Errorf("dlami: %s", strings.Join(problems, "; "))
 }
 
-// verdict is a copy whose first boot passed, and the instance type it ran on.
+// verdict is a copy whose first boot passed, the instance type it ran on and, when the test
+// across nodes ran and passed, how many nodes it ran on.
 type verdict struct {
 	target
 	instanceType string
+	nodes        int
 }
 
 // run is one PostProcess: its id (the Packer run UUID, which tags what it launches), what its
@@ -406,7 +409,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	maps.Copy(tags, c.RunTags)
 	cands := c.candidates(typ)
 	spec := launch.Spec{
-		ImageID: t.ami, InstanceType: cands[0].InstanceType, SubnetID: cands[0].SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
+		ImageID: t.ami, InstanceType: cands[0].InstanceType, Count: c.Nodes, SubnetID: cands[0].SubnetID, SecurityGroupIDs: c.SecurityGroupIDs,
 		Fallbacks: cands[1:], MarketType: c.MarketType,
 		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
 		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
@@ -414,6 +417,9 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		Poll: p.poll, CleanupTimeout: p.cleanupTimeout, CallTimeout: p.callTimeout,
 	}
 	c.launchSettings(&spec)
+	if c.Nodes > 1 {
+		spec.RequireEFA = fmt.Sprintf("nodes = %d", c.Nodes)
+	}
 	lctx, lcancel := context.WithTimeout(ctx, c.SSHTimeout)
 	in, err := launch.Launch(lctx, api, spec, say)
 	lcancel()
@@ -434,7 +440,11 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		say(fmt.Sprintf("verifying on %s (no capacity for %s)", in.Placement, strings.Join(refused, "; ")))
 	}
 	check := p.checkBoot
-	if check == nil {
+	switch {
+	case check != nil:
+	case len(in.Nodes()) > 1:
+		check = p.checkNodes
+	default:
 		check = p.check
 	}
 	err = check(ctx, ui, in, t, typ, say)
@@ -449,19 +459,26 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	if err != nil {
 		return "", err
 	}
-	say(fmt.Sprintf("%s booted healthy on %s", t.ami, typ))
+	if n := len(in.Nodes()); n > 1 {
+		say(fmt.Sprintf("%s booted healthy on %d × %s and passed the NCCL test across them", t.ami, n, typ))
+	} else {
+		say(fmt.Sprintf("%s booted healthy on %s", t.ami, typ))
+	}
 	return typ, nil
 }
 
 // verifiedTags are the tags of an AMI whose first boot verified on instance type typ ("" on a
-// copy that was not launched itself).
-func verifiedTags(typ string) map[string]string {
+// copy that was not launched itself), across nodes instances when more than one.
+func verifiedTags(typ string, nodes int) map[string]string {
 	tags := map[string]string{
 		amitags.Verified: "true", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339),
 		amitags.VerifiedBy: "packer-plugin-dlami " + version.PluginVersion.FormattedVersion(),
 	}
 	if typ != "" {
 		tags[amitags.VerifiedInstanceType] = typ
+	}
+	if nodes > 1 {
+		tags[amitags.VerifiedNodes] = strconv.Itoa(nodes)
 	}
 	return tags
 }
@@ -492,15 +509,19 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 		return err
 	}
 	for _, v := range verified {
-		if tag(v.region, v.ami, verifiedTags(v.instanceType)) == nil {
-			ui.Say(fmt.Sprintf("dlami: %s: tagged %s %s = true, %s = %s", v.region, v.ami, amitags.Verified, amitags.VerifiedInstanceType, v.instanceType))
+		if tag(v.region, v.ami, verifiedTags(v.instanceType, v.nodes)) == nil {
+			nodes := ""
+			if v.nodes > 1 {
+				nodes = fmt.Sprintf(", %s = %d", amitags.VerifiedNodes, v.nodes)
+			}
+			ui.Say(fmt.Sprintf("dlami: %s: tagged %s %s = true, %s = %s%s", v.region, v.ami, amitags.Verified, amitags.VerifiedInstanceType, v.instanceType, nodes))
 		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(all)) {
 		if launched[r] {
 			continue
 		}
-		tags := verifiedTags("")
+		tags := verifiedTags("", 0)
 		tags[amitags.VerifiedIn] = strings.Join(in, ",")
 		if tag(r, all[r], tags) == nil {
 			ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))
@@ -510,29 +531,38 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 
 // check connects to the launched instance and judges its first boot.
 func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error {
+	h, b, err := p.connect(ctx, in, say)
+	if err != nil {
+		return err
+	}
+	return engine.Verify(ctx, h, ui, p.config.verifyOptions(in, t, typ, b))
+}
+
+// connect opens SSH to a launched instance and reads the bill of materials the image carries.
+func (p *PostProcessor) connect(ctx context.Context, in *launch.Instance, say func(string)) (host.Host, bom.BOM, error) {
 	c := &p.config
 	addr, err := in.Address(c.sshInterface())
 	if err != nil {
-		return err
+		return nil, bom.BOM{}, err
 	}
 	connect, err := c.connector(addr)
 	if err != nil {
-		return err
+		return nil, bom.BOM{}, err
 	}
 	comm, err := dialSSH(ctx, connect, c.SSHUsername, in.Signer, c.SSHTimeout, say)
 	if err != nil {
-		return err
+		return nil, bom.BOM{}, err
 	}
 	h := remote.SSH{C: comm}
 	data, err := h.ReadFile(ctx, c.ManifestPath)
 	if err != nil {
-		return fmt.Errorf("reading the bill of materials %s from the instance (was the image baked by the dlami provisioner? manifest_path): %w", c.ManifestPath, err)
+		return nil, bom.BOM{}, fmt.Errorf("reading the bill of materials %s from the instance (was the image baked by the dlami provisioner? manifest_path): %w", c.ManifestPath, err)
 	}
 	b, err := bom.Decode(data)
 	if err != nil {
-		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
+		return nil, bom.BOM{}, fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
 	}
-	return engine.Verify(ctx, h, ui, c.verifyOptions(in, t, typ, b))
+	return h, b, nil
 }
 
 // verifyOptions is what the engine judges the first boot of in with.
@@ -542,10 +572,12 @@ func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
 			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
-			Checks: verifySettings(c, b, in.Layout.EFA),
+			Checks: verifySettings(c, b, in.DescribedEFA),
 			// What this launch attached: the judges demand exactly that many EFA devices, and
 			// name the groups EFA traffic depends on.
-			Launch: checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: c.efaSetting(), SecurityGroups: in.SecurityGroups},
+			// EC2's description of the instance, not the request: a node of a launch of several
+			// is judged by what it got.
+			Launch: checks.Launch{Known: true, EFA: in.DescribedEFA, Setting: c.efaSetting(), SecurityGroups: in.SecurityGroups},
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
@@ -553,8 +585,8 @@ func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.
 
 // launchReport is what the report says about the launch.
 func launchReport(in *launch.Instance, c *Config) *report.Launch {
-	l := &report.Launch{InstanceType: in.Placement.InstanceType, SubnetID: in.Placement.SubnetID, MarketType: c.MarketType, CapacityReservationID: c.CapacityReservationID,
-		EFA: in.Layout.EFA, EFASetting: c.efaSetting(), SecurityGroups: in.SecurityGroups, PlacementGroup: in.PlacementGroup(), ElasticIP: in.ElasticIP}
+	l := &report.Launch{InstanceType: in.Placement.InstanceType, SubnetID: cmp.Or(in.SubnetID, in.Placement.SubnetID), InstanceID: in.ID, MarketType: c.MarketType, CapacityReservationID: c.CapacityReservationID,
+		EFA: in.DescribedEFA, EFASetting: c.efaSetting(), SecurityGroups: in.SecurityGroups, PlacementGroup: in.PlacementGroup(), ElasticIP: in.ElasticIP}
 	if len(in.Layout.Interfaces) > 1 {
 		for _, i := range in.Layout.Interfaces {
 			l.NetworkInterfaces = append(l.NetworkInterfaces, fmt.Sprintf("%d/%d %s", i.Card, i.Device, i.Type))
