@@ -234,7 +234,7 @@ var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // FileName is the bundle's file name: when it was made (UTC, sortable), the node (instance id,
 // else host name), "simulated" for a drill, and the failed checks, e.g.
-// "20261205T101500Z-i-0abc-xid.tar.gz". Sorting the names sorts the bundles by age.
+// "20261205T101500.000Z-i-0abc-xid.tar.gz". Sorting the names sorts the bundles by age.
 func (m Manifest) FileName() string {
 	node := m.Identity.InstanceID
 	if node == "" {
@@ -244,7 +244,7 @@ func (m Manifest) FileName() string {
 	if m.Simulated != "" {
 		parts = append(parts, "simulated")
 	}
-	ids := nameUnsafe.ReplaceAllString(strings.Join(m.FailedChecks, "+"), "_")
+	ids := nameUnsafe.ReplaceAllString(strings.Join(m.FailedChecks, "_"), "_")
 	if len(ids) > 80 {
 		ids = ids[:80]
 	}

@@ -292,6 +292,7 @@ func options(t *testing.T, mode, action string) Options {
 		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
 		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
 		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
+		Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")}.Resolved(),
 	}
 }
 

@@ -18,7 +18,9 @@ type Evidence struct {
 	Skipped   []string `json:"skipped"`
 	// XidLines is how many kernel log records report an Xid or SXid (dmesg and the journal).
 	XidLines int `json:"xid_lines"`
-	// Uploaded is the object the bundle was uploaded to (s3://bucket/key); "" when not.
+	// UploadTo is where the bundle was to be uploaded (evidence s3_uri), Uploaded the object
+	// it was uploaded to (s3://bucket/key); "" when not.
+	UploadTo string `json:"upload_to,omitempty"`
 	Uploaded string `json:"uploaded,omitempty"`
 	// Removed are older bundles removed to keep the store within its bounds.
 	Removed []string `json:"removed,omitempty"`
