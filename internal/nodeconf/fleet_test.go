@@ -123,7 +123,7 @@ func TestNPDConditionPolarity(t *testing.T) {
 		PluginConfig     struct {
 			Timeout string `json:"timeout"`
 		} `json:"pluginConfig"`
-		Conditions []struct{ Type, Reason, Message string } `json:"conditions"`
+		Conditions []struct{ Type, Reason, Message string }      `json:"conditions"`
 		Rules      []struct{ Condition, Reason, Timeout string } `json:"rules"`
 	}
 	c := Config{Timeout: Duration(5 * time.Minute), NPDCondition: NPDConditionAcceleratedHardwareReady}
