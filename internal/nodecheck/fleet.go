@@ -133,7 +133,7 @@ func (r *run) evidenceBudget() time.Duration {
 // the record's problems and the run's notes.
 func (r *run) keepEvidence(parent context.Context, n report.Report, failed []string) *report.Evidence {
 	e := r.opt.Evidence
-	rec := &report.Evidence{Collected: []string{}, Missing: []string{}, Skipped: []string{}, Problems: []string{}}
+	rec := &report.Evidence{Collected: []string{}, Missing: []string{}, Skipped: []string{}, Problems: []string{}, UploadTo: e.S3URI}
 	budget := r.evidenceBudget()
 	if budget < time.Second {
 		rec.Problems = append(rec.Problems, fmt.Sprintf("no time left for evidence before the drain (slurmd kills its HealthCheckProgram 60s after its start; this run took %s): none kept", r.env.Now().Sub(r.start).Round(time.Second)))

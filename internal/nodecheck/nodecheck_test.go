@@ -51,6 +51,9 @@ type fakeNode struct {
 	// jobs are the scripts the run ran, by file name; dcgmOut is what the DCGM script prints.
 	jobs    []string
 	dcgmOut string
+	// tools answer other programs by absolute path (the evidence's nvidia-smi -q, bug
+	// report, dcgmi); a program not here exits 127.
+	tools map[string]func(argv []string) (string, int, error)
 }
 
 type section struct {
@@ -221,6 +224,9 @@ func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string
 	if argv[0] == nodeconf.DefaultScontrol {
 		out, code := n.scontrol(argv)
 		return out, code, nil
+	}
+	if h := n.tools[argv[0]]; h != nil {
+		return h(argv)
 	}
 	return "", 127, nil
 }
