@@ -272,7 +272,9 @@ func TestSlurmModeEvidenceIsQuick(t *testing.T) {
 	var seen []bool
 	n.withTools(t, o, &seen)
 	delete(n.tools, NvidiaSMI)
-	n.tools[NvidiaSMI] = func([]string) (string, int, error) { return "", -1, &fs.PathError{Op: "fork/exec", Path: NvidiaSMI, Err: fs.ErrNotExist} }
+	n.tools[NvidiaSMI] = func([]string) (string, int, error) {
+		return "", -1, &fs.PathError{Op: "fork/exec", Path: NvidiaSMI, Err: fs.ErrNotExist}
+	}
 	out := Run(context.Background(), f.env(n), o)
 	e := out.Report.Evidence
 	if e == nil || e.Path == "" {

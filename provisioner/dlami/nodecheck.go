@@ -160,9 +160,12 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 	if n.Textfile != "none" && (!path.IsAbs(n.Textfile) || !strings.HasSuffix(n.Textfile, ".prom") || path.Clean(n.Textfile) != n.Textfile) {
 		errs = append(errs, fmt.Errorf("node_check.textfile %q: an absolute path ending in .prom (node_exporter's textfile collector reads only *.prom), or \"none\"", n.Textfile))
 	}
+	fleet := nodeconf.Config{Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config()}
 	if e := n.Evidence; e != nil && (e.MaxSizeMB < 0 || e.MaxSizeMB > 1<<20) {
 		errs = append(errs, fmt.Errorf("node_check.evidence.max_size_mb %d: use 1 to 1048576 (0 takes the default, %d)", e.MaxSizeMB, nodeconf.DefaultEvidenceMaxBytes>>20))
-	} else if err := (nodeconf.Config{Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config()}).CheckFleet("node_check."); err != nil {
+		fleet.Evidence.MaxBytes = 0 // said once, in the setting's own unit
+	}
+	if err := fleet.CheckFleet("node_check."); err != nil {
 		errs = append(errs, err)
 	}
 	if !validate {
