@@ -2,8 +2,10 @@ package fleetengines
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,9 +45,12 @@ func TestSlurm(t *testing.T) {
 	t.Run("healthy at slurmd's start", func(t *testing.T) {
 		// slurmd ran the HealthCheckProgram before it registered, with SLURMD_NODENAME alone
 		// in its environment (no PATH): the check ran, passed and left the node alone.
-		rep := h.readFile(filepath.Join(nodeconf.DefaultOutDir, "dlami-report.json"))
-		if !strings.Contains(rep, `"stage": "node check (slurm)"`) || !strings.Contains(rep, `"result": "pass"`) {
-			t.Fatalf("slurmd's start-up run of the node check did not pass:\n%s\nslurmd.log:\n%s", tail(rep, 2000), tail(h.readFile("/var/log/slurm/slurmd.log"), 3000))
+		log := grepLines(h.readFile("/var/log/slurm/slurmd.log"), "health_check")
+		if !strings.Contains(log, "health_check success rc:0 output:dlami-node-check: PASS") {
+			t.Fatalf("slurmd did not run the node check, or it did not pass:\n%s", log)
+		}
+		if rep := h.report(); rep.Result != "pass" {
+			t.Errorf("the start-up run's report: result %q, failed %q", rep.Result, rep.FailedChecks)
 		}
 		if n := h.node(hostNode); n.drained() || n.reason != "" {
 			t.Errorf("a healthy node is %s with reason %q", n.state, n.reason)
@@ -58,13 +63,14 @@ func TestSlurm(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("exit %d, want 0 (the node is drained, as Slurm's contract asks)\n%s", r.code, r)
 		}
+		want := h.wantReason()
 		n := h.node(hostNode)
-		if !n.drained() || n.reason != "dlami: gpu" {
-			t.Fatalf("after a failing run: state %s, reason %q; want drained with \"dlami: gpu\"\n%s", n.state, n.reason, r)
+		if !n.drained() || n.reason != want {
+			t.Fatalf("after a failing run: state %s, reason %q; want drained with %q\n%s", n.state, n.reason, want, r)
 		}
-		// sinfo -R shows 20 characters of the reason by default: the ids must be among them.
-		if line := h.sinfoReason(hostNode); !strings.HasPrefix(line, "dlami: gpu ") {
-			t.Errorf("sinfo -R shows %q for the node", line)
+		// sinfo -R shows 20 characters of the reason by default: the ids come first.
+		if line := h.sinfoReason(hostNode); !strings.HasPrefix(line, want[:min(20, len(want))]) {
+			t.Errorf("sinfo -R shows %q for the node, want it to start with %q", line, want[:min(20, len(want))])
 		}
 		if !strings.Contains(r.stderr, "drained Slurm node "+hostNode+" (named by SLURMD_NODENAME") {
 			t.Errorf("the run does not say it drained the node:\n%s", r)
@@ -113,8 +119,8 @@ func TestSlurm(t *testing.T) {
 		if err != nil || r.code != 1 {
 			t.Errorf("exit %d (%v), want 1: the unit fails\n%s", r.code, err, r)
 		}
-		if n := h.node(hostNode); !n.drained() || n.reason != "dlami: gpu" {
-			t.Errorf("after the boot unit: state %s, reason %q; want drained with \"dlami: gpu\"\n%s", n.state, n.reason, r)
+		if n, want := h.node(hostNode), h.wantReason(); !n.drained() || n.reason != want {
+			t.Errorf("after the boot unit: state %s, reason %q; want drained with %q\n%s", n.state, n.reason, want, r)
 		}
 		h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=resume")
 	})
@@ -125,8 +131,8 @@ func TestSlurm(t *testing.T) {
 		h.knob("gpu-count", "7")
 		h.daemons(slurmScript, "stop-slurmd", h.merged)
 		h.daemons(slurmScript, "slurmd", h.merged, otherNode)
-		if n := h.node(otherNode); !n.drained() || n.reason != "dlami: gpu" {
-			t.Errorf("%s: state %s, reason %q; want drained with \"dlami: gpu\"\nslurmd.log:\n%s", otherNode, n.state, n.reason,
+		if n, want := h.node(otherNode), h.wantReason(); !n.drained() || n.reason != want {
+			t.Errorf("%s: state %s, reason %q; want drained with %q\nslurmd.log:\n%s", otherNode, n.state, n.reason, want,
 				tail(grepLines(h.readFile("/var/log/slurm/slurmd.log"), "health_check"), 2000))
 		}
 		if n := h.node(hostNode); n.drained() {
@@ -136,6 +142,32 @@ func TestSlurm(t *testing.T) {
 			t.Errorf("slurmd says the health check failed (it drained the node and should exit 0):\n%s", grepLines(log, "health_check"))
 		}
 	})
+}
+
+// nodeReport is what these tests read of the last run's dlami-report.json.
+type nodeReport struct {
+	Result       string   `json:"result"`
+	FailedChecks []string `json:"failed_checks"`
+}
+
+func (h *host) report() nodeReport {
+	h.t.Helper()
+	var rep nodeReport
+	if err := json.Unmarshal([]byte(h.readFile(filepath.Join(nodeconf.DefaultOutDir, "dlami-report.json"))), &rep); err != nil {
+		h.t.Fatalf("the node check's report: %v", err)
+	}
+	return rep
+}
+
+// wantReason is the drain reason the last run's report calls for: "dlami: " and its failed
+// check ids, gpu among them (the knob gpu-count=7 fails it).
+func (h *host) wantReason() string {
+	h.t.Helper()
+	rep := h.report()
+	if !slices.Contains(rep.FailedChecks, "gpu") {
+		h.t.Fatalf("the run did not fail gpu: failed %q", rep.FailedChecks)
+	}
+	return "dlami: " + strings.Join(rep.FailedChecks, ",")
 }
 
 // daemons runs the harness's slurm script inside the host's namespaces (not chrooted: it
