@@ -78,7 +78,7 @@ func TestPipeline(t *testing.T) {
 		if n := h.node(hostNode); !n.drained() || n.reason != "dlami: simulated gpu" {
 			t.Errorf("Slurm: state %s, reason %q; want drained with \"dlami: simulated gpu\"", n.state, n.reason)
 		}
-		rep := h.report(t)
+		rep := h.fullReport(t)
 		if rep.Simulated != "gpu" || rep.Evidence == nil || !strings.Contains(rep.Evidence.Uploaded, "-simulated-gpu") || rep.Replacement == nil || !rep.Replacement.Requested {
 			t.Fatalf("report: simulated %q, evidence %+v, replacement %+v", rep.Simulated, rep.Evidence, rep.Replacement)
 		}
@@ -123,7 +123,7 @@ func TestPipeline(t *testing.T) {
 		if !n.drained() || n.reason != "dlami: xid" {
 			t.Errorf("Slurm: state %s, reason %q; want drained with \"dlami: xid\"", n.state, n.reason)
 		}
-		rep := h.report(t)
+		rep := h.fullReport(t)
 		e := rep.Evidence
 		if e == nil || e.Path == "" || e.XidLines < 1 || e.Uploaded == "" || len(e.Problems) != 0 {
 			t.Fatalf("evidence: %+v\n%s", e, r)
@@ -182,7 +182,7 @@ func TestPipeline(t *testing.T) {
 		if n := h.node(hostNode); !n.drained() || !strings.HasPrefix(n.reason, "dlami: gpu,") || !strings.HasSuffix(n.reason, ",xid") {
 			t.Errorf("Slurm: state %s, reason %q; want drained with \"dlami: gpu,...,xid\"", n.state, n.reason)
 		}
-		rep := h.report(t)
+		rep := h.fullReport(t)
 		if e := rep.Evidence; e == nil || e.Path == "" || e.Uploaded != "" || !strings.Contains(strings.Join(e.Problems, "\n"), "AccessDenied") {
 			t.Errorf("evidence: %+v", e)
 		}
@@ -299,8 +299,8 @@ func (h *host) kernelLog(t *testing.T, lines ...string) {
 	h.must(append(args, lines...)...)
 }
 
-// report reads the node check's last report.
-func (h *host) report(t *testing.T) report.Report {
+// fullReport reads the node check's last report whole.
+func (h *host) fullReport(t *testing.T) report.Report {
 	t.Helper()
 	var r report.Report
 	if err := json.Unmarshal([]byte(h.readFile(filepath.Join(nodeconf.DefaultOutDir, report.JSONFile))), &r); err != nil {
