@@ -80,7 +80,7 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 	}
 	var p2 Provisioner
 	err = p2.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
-		"replace": "karpenter",
+		"replace":  "karpenter",
 		"evidence": map[string]interface{}{"s3_uri": "bucket/prefix", "dcgm_level": 9, "max_size_mb": -1},
 	}})
 	for _, want := range []string{`node_check.replace "karpenter": use none, asg`, "node_check.evidence.max_size_mb -1"} {
@@ -99,7 +99,7 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 	}
 	var q Provisioner
 	err = q.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
-		"replace": "asg",
+		"replace":  "asg",
 		"evidence": map[string]interface{}{"s3_uri": "s3://gpu-evidence/fleet", "dcgm_level": 3, "max_size_mb": 256, "max_bundles": 4, "bug_report_timeout": "5m"},
 	}})
 	if nodecheckbin.Available() != nil {
