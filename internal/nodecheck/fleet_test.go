@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/evidence"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeaws"
@@ -435,5 +436,35 @@ func TestReportModeKeepsNothing(t *testing.T) {
 	}
 	if f.aws.CallCount("", "") != 0 {
 		t.Errorf("AWS calls: %+v", f.aws.Calls())
+	}
+}
+
+// The evidence has its own bound, and the actions theirs after it: a bug report that takes
+// longer than the actions' whole budget still leaves the drain and the replacement request
+// their time.
+func TestSlowEvidenceLeavesTheActionsTheirTime(t *testing.T) {
+	defer func(b time.Duration) { actionBudget = b }(actionBudget)
+	actionBudget = 300 * time.Millisecond
+	f := newFleet(t)
+	n := newNode(t)
+	n.withXid()
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionDrain)
+	o.Replace = nodeconf.ReplaceASG
+	var seen []bool
+	n.withTools(t, o, &seen)
+	write := n.tools[NvidiaBugReport]
+	n.tools[NvidiaBugReport] = func(argv []string) (string, int, error) {
+		time.Sleep(2 * actionBudget)
+		return write(argv)
+	}
+	out := Run(context.Background(), f.env(n), o)
+	if len(seen) != 1 || !seen[0] {
+		t.Errorf("not drained after a slow bundle (drains %v): %q", seen, out.Notes)
+	}
+	if r := out.Report.Replacement; r == nil || !r.Requested {
+		t.Errorf("replacement after a slow bundle: %+v", r)
+	}
+	if e := out.Report.Evidence; e == nil || !slices.Contains(e.Collected, "nvidia-bug-report.log.gz") {
+		t.Errorf("evidence: %+v", e)
 	}
 }

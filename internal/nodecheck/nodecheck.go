@@ -246,16 +246,17 @@ func (quietUI) Error(string)   {}
 func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	out := Outcome{Report: n}
 	failed := result.FailedIDs(n.Checks)
-	// Actions get their own bound: the run's may be spent, and a node that timed out must
-	// still be drained.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
-	defer cancel()
 	drained := false
 	if len(failed) > 0 && r.isolates() && !r.opt.Evidence.Disabled {
-		// Evidence first: the node may be drained, replaced and gone next.
+		// Evidence first: the node may be drained, replaced and gone next. It has its own
+		// bound (the bug report may take minutes), so the actions' starts after it.
 		out.Report.Evidence = r.keepEvidence(parent, n, failed)
 		out.Notes = append(out.Notes, evidenceNotes(out.Report.Evidence)...)
 	}
+	// Actions get their own bound: the run's may be spent, and a node that timed out must
+	// still be drained.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(parent), actionBudget)
+	defer cancel()
 	switch {
 	case len(failed) > 0 && (r.opt.Mode == nodeconf.ModeSlurm || r.opt.Mode == nodeconf.ModeBoot && r.opt.Action == nodeconf.ActionDrain):
 		note, err := r.slurm(n.Simulated != "").Drain(actx, failed)
@@ -294,6 +295,10 @@ func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	}
 	return out
 }
+
+// actionBudget bounds the actions after the verdict and the evidence (drain, replacement
+// request); a variable so that a test can shorten it.
+var actionBudget = nodeconf.ActionBudget
 
 // line is the one-line verdict.
 func (r *run) line(n report.Report, failed []string) string {
