@@ -3,7 +3,11 @@
 # launches a p6-b200.48xlarge from it, the dlami provisioner layers Slurm behind the kernel-hold
 # guard, validates the host and runs the NCCL test, the AMI is tagged with the DLAMI it came
 # from, and the dlami post-processor boots the registered AMI on a fresh instance and tags it
-# dlami:verified when its first boot matches the bake. The only difference: the lines marked
+# dlami:verified when its first boot matches the bake. amazon-ebs launches one plain network
+# interface, so the bake has no EFA device (EC2 attaches EFA only at launch): its EFA device
+# checks warn "not judged here"; the post-processor's instance is launched with every EFA
+# interface of its type (efa = "all": 8 on p6-b200.48xlarge, reached through a temporary
+# Elastic IP) and proves the devices, their traffic and GPUDirect RDMA. The only difference: the lines marked
 # "simulation only" point every AWS call at the local fake endpoint (test/cmd/dlami-fake-aws
 # --simhost), whose EC2 instances are simulated DLAMI hosts (test/simhost) on this machine.
 #
@@ -164,6 +168,9 @@ build {
     report_dir          = "${var.report_dir}/first-boot"
     # The first that has capacity; the AMI is tagged dlami:verified_instance_type with it.
     instance_types = local.verify_types
+    # Every EFA interface of the type, in the EC2 User Guide's layout (the default): the EFA
+    # checks the bake could not judge are judged here.
+    efa = "all"
     # Two-phase: run the host suite and the NCCL test the bake deferred, with its expect block.
     complete_validation = var.two_phase
   }

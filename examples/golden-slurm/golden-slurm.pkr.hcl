@@ -197,6 +197,11 @@ build {
     report_dir     = "${var.report_dir}/first-boot"
     on_failure     = "deregister"
     settle_timeout = "20m"
+    # Every EFA interface of the type, in the EC2 User Guide's layout (the default): amazon-ebs
+    # attaches none, so the EFA devices, their traffic and GPUDirect RDMA are proven here. With
+    # several interfaces EC2 gives no public IP: a temporary Elastic IP reaches the instance
+    # unless ssh_interface = "private_ip" or ssh_bastion_host says otherwise.
+    efa = "all"
     # The fleet's IMDS rule, as the AMI's imds_support says (also the default).
     metadata_options {
       http_tokens = "required"

@@ -4,7 +4,9 @@
 # layers with a drift check after each, writes the bill of materials and defers the host suite
 # and the NCCL test (defer_validation). The dlami post-processor then launches the registered
 # AMI on the first p5 type that has capacity (or in your Capacity Block / ODCR), checks its
-# first boot, runs the host suite and the NCCL test there (complete_validation) and tags it
+# first boot, runs the host suite and the NCCL test there (complete_validation), with every EFA
+# interface of the type attached (the build instance has none: amazon-ebs cannot attach one),
+# and tags it
 # dlami:verified = true and dlami:verified_instance_type. GPU time is spent on that instance
 # only; a build that drifts fails on the CPU instance and launches no GPU instance.
 #
@@ -144,6 +146,12 @@ build {
     bom_file            = "${var.report_dir}/dlami-bom.json"
     report_dir          = "${var.report_dir}/verify"
     complete_validation = true
+    # Every EFA interface of the type (the default): 32 on p5.48xlarge and p5e.48xlarge in the
+    # User Guide's P5 layout, as expect.efa_count says; the temporary security group then allows
+    # all traffic to and from itself, and a temporary Elastic IP reaches the instance (EC2 gives
+    # an instance with several network interfaces no public IP). Inside a VPC without a public
+    # path, set ssh_interface = "private_ip" or ssh_bastion_host instead.
+    efa = "all"
     # A Capacity Block holds one instance type in one zone: then only the first type is tried,
     # in a subnet of the block's zone, inside the block's window (see the top of this file).
     instance_types          = var.capacity_block == null ? var.verify_instance_types : [var.verify_instance_types[0]]

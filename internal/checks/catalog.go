@@ -33,12 +33,15 @@ const (
 	PhaseFunction Phase = "function"
 	// PhaseNode: the image's own node check, run on a verification instance.
 	PhaseNode Phase = "node"
+	// PhaseMultiNode: the NCCL test across a verification's nodes, after each node passed
+	// its own first-boot verification.
+	PhaseMultiNode Phase = "multi-node"
 	// PhaseImage: the image's hygiene, the bake's last step.
 	PhaseImage Phase = "image"
 )
 
 // Phases are the phases in run order.
-var Phases = []Phase{PhaseGuard, PhaseFirstBoot, PhaseHost, PhaseLoad, PhaseFunction, PhaseNode, PhaseImage}
+var Phases = []Phase{PhaseGuard, PhaseFirstBoot, PhaseHost, PhaseLoad, PhaseFunction, PhaseNode, PhaseMultiNode, PhaseImage}
 
 // A Judge decides one check from what a run read of the host and what it is compared against.
 // It reads nothing itself: a fact that could not be read fails the check with the fact's

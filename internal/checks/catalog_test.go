@@ -21,7 +21,7 @@ func TestCatalog(t *testing.T) {
 		result.Xid, result.JobMemlock,
 		result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport, result.PCIeLink, result.GPUClocks,
 		result.DCGM, result.EFATraffic, result.GPUDirectRDMA,
-		result.NodeCheck, result.ImageHygiene,
+		result.NodeCheck, result.NCCLMultiNode, result.ImageHygiene,
 	}
 	var ids []string
 	for _, e := range Catalog() {

@@ -36,7 +36,11 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 	case len(devices) == 0 && t.Problem == "":
 		return check(id, result.Skip, BasisRule, "no EFA device", "no EFA device", "no EFA on this host: nothing to test", "")
 	case t.Problem != "":
-		return check(id, result.Fail, BasisRule, "an RDM ping-pong across every EFA device", "could not run", t.Problem, t.Evidence)
+		msg := t.Problem
+		if strings.Contains(msg, "did not finish within its bound") {
+			msg += tg.efaGroupsHint()
+		}
+		return check(id, result.Fail, BasisRule, "an RDM ping-pong across every EFA device", "could not run", msg, t.Evidence)
 	}
 	expected := fmt.Sprintf("an RDM ping-pong across each of %d EFA devices (FI_EFA_ENABLE_SHM_TRANSFER=0)", len(devices))
 	basis := BasisRule
@@ -93,7 +97,11 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 	grew := efaCounterGrowth(t.StatsBefore, t.StatsAfter)
 	ev := evidence(strings.Join(evs, "\n"), strings.Join(figures, "\n"))
 	if len(fails) > 0 {
-		return check(id, result.Fail, basis, expected, actual, "EFA traffic failed: "+strings.Join(append(fails, grew...), "; "), ev)
+		msg := "EFA traffic failed: " + strings.Join(append(fails, grew...), "; ")
+		if stalled := strings.Contains(msg, "hung and was stopped"); stalled {
+			msg += tg.efaGroupsHint()
+		}
+		return check(id, result.Fail, basis, expected, actual, msg, ev)
 	}
 	var warns []string
 	if len(grew) > 0 {
@@ -107,6 +115,18 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 		return check(id, result.Warn, basis, expected, actual, strings.Join(warns, "; "), ev)
 	}
 	return check(id, result.Pass, basis, expected, actual, "", ev)
+}
+
+// efaGroupsHint names, for EFA traffic that stalled on a launch the run made, the security
+// groups its arrival depends on: traffic that never arrives is what a group without the rules
+// to and from itself gives (EC2 User Guide, "Get started with EFA", step 1), and the tools say
+// nothing more than that they waited.
+func (t Target) efaGroupsHint() string {
+	if !t.Launch.Known || len(t.Launch.SecurityGroups) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (EFA traffic arrives only while the security group of the launch's EFA interfaces, %s, allows all inbound and all outbound traffic to and from itself: check that its self-referencing rules are still there)",
+		strings.Join(t.Launch.SecurityGroups, ", "))
 }
 
 // efaCounterGrowth lists the watched counters that grew; unreadable counters are named too.

@@ -76,6 +76,8 @@ type Settings struct {
 	Expect   Expectations
 	NCCL     settings.NCCL
 	Function settings.Function
+	// MultiNode is the NCCL test across a verification's nodes.
+	MultiNode settings.MultiNode
 	// Skip are the checks skip_checks names (reported skipped, never judged); Warn those
 	// warn_checks names (a failure is reported as a warning). SkipSetting and WarnSetting name
 	// the settings in messages.
@@ -119,6 +121,9 @@ type Launch struct {
 	// that chose it ("efa = \"all\"").
 	EFA     int
 	Setting string
+	// SecurityGroups are the groups of the launch's interfaces: EFA traffic arrives only while
+	// they allow all traffic to and from themselves.
+	SecurityGroups []string
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,

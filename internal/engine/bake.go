@@ -155,7 +155,13 @@ type Bake struct {
 	writeErr error
 	// stopLater are jobs a cancellation left running: finish stops them after the reports
 	// are on disk, because Packer may kill the plugin right after it cancels.
-	stopLater []host.Job
+	stopLater []runningJob
+}
+
+// runningJob is a job and the host it runs on.
+type runningJob struct {
+	h host.Host
+	j host.Job
 }
 
 // verdictError is a bake that ended because the host was judged and found wrong (drift, a
@@ -194,7 +200,7 @@ type plan struct {
 	// image is true when the run bakes the image it runs on: what it leaves on the host stays
 	// in the image.
 	image bool
-	steps    []func(context.Context) error
+	steps []func(context.Context) error
 	// verdict turns the error the steps ended with into the run's; nil keeps it.
 	verdict func(error) error
 }
@@ -482,8 +488,8 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 	if err != nil {
 		return err
 	}
-	for _, j := range b.stopLater {
-		b.kill(ctx, j)
+	for _, r := range b.stopLater {
+		b.killOn(ctx, r.h, r.j)
 	}
 	// The staging folder goes last: the jobs stopped above read their pid files from it.
 	var leftErr error

@@ -36,11 +36,17 @@ const jobOutputMax = 8 << 20
 // nccl-tests result rows to the UI as they come. When the run is cancelled the job is stopped
 // after the reports are written and ctx's error is returned.
 func (b *Bake) runJob(ctx context.Context, s probe.Script, rows bool) (jobRun, error) {
+	return b.runJobOn(ctx, b.host, b.workDir, s, rows)
+}
+
+// runJobOn is runJob on host h, with its script uploaded into dir (a node of a run across
+// nodes).
+func (b *Bake) runJobOn(ctx context.Context, h host.Host, dir string, s probe.Script, rows bool) (jobRun, error) {
 	b.checkpoint(s.Name)
 	jctx, cancel := context.WithTimeout(ctx, s.Timeout+2*time.Minute)
 	defer cancel()
-	scriptPath := b.workDir + "/" + s.File + ".sh"
-	if err := b.host.Upload(ctx, scriptPath, strings.NewReader(s.Text)); err != nil {
+	scriptPath := dir + "/" + s.File + ".sh"
+	if err := h.Upload(ctx, scriptPath, strings.NewReader(s.Text)); err != nil {
 		return jobRun{}, fmt.Errorf("uploading %s: %w", s.Name, err)
 	}
 	out := newTailWriter(jobOutputMax)
@@ -50,22 +56,22 @@ func (b *Bake) runJob(ctx context.Context, s probe.Script, rows bool) (jobRun, e
 		progress = newRowPrinter(b.ui)
 		w = io.MultiWriter(out, progress)
 	}
-	hj := host.Job{Name: s.Name, Script: scriptPath, AsRoot: s.AsRoot, PIDFile: path.Join(b.workDir, s.File+".pid"), Output: w}
+	hj := host.Job{Name: s.Name, Script: scriptPath, AsRoot: s.AsRoot, PIDFile: path.Join(dir, s.File+".pid"), Output: w}
 	start := b.now()
 	stop := b.waiting(s.Name, s.Timeout)
-	code, err := b.host.Run(jctx, hj)
+	code, err := h.Run(jctx, hj)
 	stop()
 	if progress != nil {
 		progress.Flush()
 	}
 	run := jobRun{output: out.String(), code: code, took: b.now().Sub(start)}
 	if ctx.Err() != nil {
-		b.stopLater = append(b.stopLater, hj)
+		b.stopLater = append(b.stopLater, runningJob{h, hj})
 		return run, ctx.Err()
 	}
 	run.timedOut = bundle.TimedOut(code) || jctx.Err() != nil
 	if jctx.Err() != nil {
-		b.kill(ctx, hj)
+		b.killOn(ctx, h, hj)
 	}
 	if err != nil && !run.timedOut {
 		return run, fmt.Errorf("%s: %w", s.Name, err)

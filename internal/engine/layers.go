@@ -52,7 +52,7 @@ func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 	uiw.Flush()
 	switch {
 	case ctx.Err() != nil:
-		b.stopLater = append(b.stopLater, job)
+		b.stopLater = append(b.stopLater, runningJob{b.host, job})
 		done(result.Error, "cancelled", "the bake was cancelled while the layer ran; its process group is stopped on the host")
 		return ctx.Err()
 	case errors.Is(err, host.ErrDisconnected):
@@ -138,12 +138,15 @@ func (b *Bake) afterReboot(ctx context.Context, layerName string) {
 	}
 }
 
-// kill stops a job's process group over a new session, bounded by KillTimeout, whatever the
-// state of the bake's context.
-func (b *Bake) kill(ctx context.Context, j host.Job) {
+// kill stops a job's process group on the host over a new session, bounded by KillTimeout,
+// whatever the state of the bake's context.
+func (b *Bake) kill(ctx context.Context, j host.Job) { b.killOn(ctx, b.host, j) }
+
+// killOn is kill on host h (a node of a run across nodes).
+func (b *Bake) killOn(ctx context.Context, h host.Host, j host.Job) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opt.KillTimeout)
 	defer cancel()
-	if err := b.host.Kill(kctx, j); err != nil {
+	if err := h.Kill(kctx, j); err != nil {
 		b.ui.Error(fmt.Sprintf("dlami: could not stop %s on the host: %v", j.Name, err))
 		return
 	}

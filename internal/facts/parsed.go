@@ -36,6 +36,7 @@ type (
 	DCGMOutcome    = dcgmdiag.Outcome
 	DCGMExit       = dcgmdiag.Exit
 	NCCLResult     = nccltests.Result
+	NCCLHost       = nccltests.HostNet
 	NCCLProvider   = nccltests.Provider
 	NCCLTransport  = nccltests.Transport
 	PingPongTable  = pingpong.Table

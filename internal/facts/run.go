@@ -28,6 +28,8 @@ type Run struct {
 	Hygiene Hygiene
 	// NodeCheck is the image's own node check, run on a verification instance.
 	NodeCheck NodeCheckRun
+	// MultiNode is the NCCL test across a verification's nodes.
+	MultiNode MultiNodeRun
 }
 
 // Load is what the host showed while it worked: the NCCL test's run, GPU health samples taken
@@ -60,11 +62,12 @@ type NCCLRun struct {
 	NotRun        string
 	NotApplicable string
 	Problem       string
-	// Binary and Ranks are what the script chose; ScriptErrors why it could not start the
+	// Binary and Ranks are what the script chose (Ranks per node), Nodes the node count of a
+	// test across nodes ("" on one node); ScriptErrors why it could not start the
 	// test (no binary, no mpirun, no GPU); MarkerLines the script's own lines, as evidence.
-	Binary, Ranks string
-	ScriptErrors  []string
-	MarkerLines   []string
+	Binary, Ranks, Nodes string
+	ScriptErrors         []string
+	MarkerLines          []string
 	// Result is nccl-tests' output, parsed.
 	Result NCCLResult
 	// ExitCode is the script's; TimedOut when its bound (Timeout) stopped it.

@@ -41,6 +41,11 @@ var (
 	FiPingpong = tool("fi_pingpong", "/opt/amazon/efa/bin/fi_pingpong", "/usr/bin/fi_pingpong")
 	// Mpirun is Open MPI's, from the EFA installer (host-layer.md's 1-node NCCL test).
 	Mpirun = tool("mpirun", "/opt/amazon/openmpi/bin/mpirun")
+	// SSH is OpenSSH's client, which Open MPI starts the other nodes' ranks with.
+	SSH = tool("ssh", "/usr/bin/ssh")
+	// Pkill and Pgrep stop and count a multi-node test's processes (procps).
+	Pkill = tool("pkill", "/usr/bin/pkill")
+	Pgrep = tool("pgrep", "/usr/bin/pgrep")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

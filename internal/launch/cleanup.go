@@ -22,6 +22,11 @@ const (
 	KindSecurityGroup = "security group"
 	KindImage         = "image"
 	KindSnapshot      = "snapshot"
+	// KindInterface is a network interface of a launch with EFA that outlived the instance;
+	// KindElasticIP the temporary Elastic IP; KindPlacementGroup the temporary placement group.
+	KindInterface      = "network interface"
+	KindElasticIP      = "Elastic IP"
+	KindPlacementGroup = "placement group"
 )
 
 // Leak is something a run made, or was to remove, that is still there: a temporary its cleanup
@@ -29,9 +34,9 @@ const (
 // the thing and the AWS CLI command that removes it.
 type Leak struct {
 	Kind string
-	// IDs are the ids (the name, for a key pair); empty when the id never came back (the
-	// answer was lost and the lookup failed): then Name and VPC (a security group) or LaunchID
-	// (an instance) find it.
+	// IDs are the ids (the name, for a key pair and a placement group); empty when the id
+	// never came back (the answer was lost and the lookup failed): then Name and VPC (a
+	// security group) or LaunchID (an instance, network interfaces, an Elastic IP) find it.
 	IDs      []string
 	Name     string
 	VPC      string
@@ -58,6 +63,24 @@ func (l Leak) Command(region string) string {
 				region, l.Name, l.VPC)
 		}
 		return fmt.Sprintf("aws ec2 delete-security-group --region %s --group-id %s", region, ids)
+	case KindInterface:
+		if len(l.IDs) == 0 {
+			return fmt.Sprintf("for eni in $(aws ec2 describe-network-interfaces --region %s --filters Name=tag:%s,Values=%s --query 'NetworkInterfaces[].NetworkInterfaceId' --output text); do aws ec2 delete-network-interface --region %s --network-interface-id \"$eni\"; done",
+				region, LaunchTag, l.LaunchID, region)
+		}
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 delete-network-interface --region %s --network-interface-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
+	case KindElasticIP:
+		if ids == "" {
+			return fmt.Sprintf("for a in $(aws ec2 describe-addresses --region %s --filters Name=tag:%s,Values=%s --query 'Addresses[].AllocationId' --output text); do aws ec2 release-address --region %s --allocation-id \"$a\"; done",
+				region, LaunchTag, l.LaunchID, region)
+		}
+		return fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, ids)
+	case KindPlacementGroup:
+		return fmt.Sprintf("aws ec2 delete-placement-group --region %s --group-name %s", region, ids)
 	case KindImage:
 		return fmt.Sprintf("aws ec2 deregister-image --region %s --image-id %s --delete-associated-snapshots", region, ids)
 	case KindSnapshot:
@@ -77,6 +100,10 @@ func (l Leak) What() string {
 		return l.Kind + " " + strings.Join(l.IDs, ", ")
 	case l.Kind == KindInstance:
 		return fmt.Sprintf("the instance of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
+	case l.Kind == KindInterface:
+		return fmt.Sprintf("the network interfaces of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
+	case l.Kind == KindElasticIP:
+		return fmt.Sprintf("the Elastic IP of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Name != "":
 		return fmt.Sprintf("%s %s in %s", l.Kind, l.Name, l.VPC)
 	}
@@ -139,16 +166,37 @@ type resource struct {
 	remove func(ctx context.Context, say func(string)) error
 	// left is what a failed removal leaves behind.
 	left func(err error) Leak
+	// unsure, when set and true after a failed removal, says the removal could not even tell
+	// whether anything is there (a denied lookup): what waits for the kind is still tried, and
+	// EC2 refuses it itself if something is.
+	unsure func() bool
 }
 
 // resources are what in's launch made, or may have made when an answer was lost: the key pair
-// (EC2 deletes one in use: it waits for nothing), the instance, and the security group (EC2
-// refuses to delete it while the instance's network interface is there).
+// (EC2 deletes one in use: it waits for nothing), the temporary Elastic IP (disassociated
+// first: it waits for nothing either, and stops costing before the instance is gone), the
+// instance, the network interfaces of an EFA layout that outlived it, the temporary placement
+// group (EC2 refuses to delete it while the
+// instance is in it), and the security group (EC2 refuses to delete it while a network
+// interface in it is there).
 func (in *Instance) resources() []resource {
 	var out []resource
 	if in.keyName != "" {
 		out = append(out, resource{kind: KindKeyPair, weight: 2, remove: in.deleteKeyPair,
 			left: func(err error) Leak { return Leak{Kind: KindKeyPair, IDs: []string{in.keyName}, Err: err} }})
+	}
+	for _, n := range in.Nodes() {
+		if !n.elasticIP {
+			continue
+		}
+		out = append(out, resource{kind: KindElasticIP, weight: 2, remove: n.releaseElasticIP,
+			left: func(err error) Leak {
+				l := Leak{Kind: KindElasticIP, LaunchID: n.launchID, Err: err}
+				if n.allocationID != "" {
+					l.IDs = []string{n.allocationID}
+				}
+				return l
+			}})
 	}
 	if in.ID != "" || in.token != "" {
 		var ids []string
@@ -164,8 +212,24 @@ func (in *Instance) resources() []resource {
 				return Leak{Kind: KindInstance, IDs: ids, LaunchID: in.launchID, Err: err}
 			}})
 	}
+	if in.interfaces {
+		var left []string
+		looked := false
+		out = append(out, resource{kind: KindInterface, after: []string{KindInstance}, weight: 2,
+			remove: func(ctx context.Context, say func(string)) error {
+				return in.deleteInterfaces(ctx, say, &left, &looked)
+			},
+			left:   func(err error) Leak { return Leak{Kind: KindInterface, IDs: left, LaunchID: in.launchID, Err: err} },
+			unsure: func() bool { return !looked }})
+	}
+	if in.placementGroup != "" {
+		out = append(out, resource{kind: KindPlacementGroup, after: []string{KindInstance}, weight: 2, remove: in.deletePlacementGroup,
+			left: func(err error) Leak {
+				return Leak{Kind: KindPlacementGroup, IDs: []string{in.placementGroup}, Err: err}
+			}})
+	}
 	if in.securityGroup != "" || in.groupName != "" {
-		out = append(out, resource{kind: KindSecurityGroup, after: []string{KindInstance}, weight: 3, remove: in.deleteGroup,
+		out = append(out, resource{kind: KindSecurityGroup, after: []string{KindInstance, KindInterface}, weight: 3, remove: in.deleteGroup,
 			left: func(err error) Leak {
 				l := Leak{Kind: KindSecurityGroup, Name: in.groupName, VPC: in.vpc, Err: err}
 				if in.securityGroup != "" {
@@ -216,8 +280,9 @@ func ordered(rs []resource) []resource {
 	return out
 }
 
-// Cleanup terminates the instance and deletes the temporary key pair and security group, and
-// what a launch whose answer was lost may have made. It runs detached from ctx's cancellation
+// Cleanup terminates the instance and deletes the temporary key pair, security group,
+// placement group and Elastic IP and any network interface the instance left, and what a
+// launch whose answer was lost may have made. It runs detached from ctx's cancellation
 // (a cancelled run must still clean up) for at most the launch's CleanupTimeout: what waits for
 // nothing (the key pair) goes first, and each resource gets its own share of that deadline.
 // Each call is bounded by CallTimeout, and throttled and failed calls are retried with backoff
@@ -252,7 +317,7 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		cancel()
 		if err != nil {
 			leaks = append(leaks, r.left(err))
-			if denied(err) {
+			if denied(err) && (r.unsure == nil || !r.unsure()) {
 				stuck[r.kind] = err
 			}
 		}
@@ -325,7 +390,7 @@ func (in *Instance) deleteGroup(ctx context.Context, say func(string)) error {
 // RunInstances without an answer made, found by the launch tag.
 func (in *Instance) launched(ctx context.Context) ([]string, error) {
 	if in.ID != "" {
-		return []string{in.ID}, nil
+		return in.ids(), nil
 	}
 	// Every candidate's instance carries the one launch tag.
 	var ids []string

@@ -1,7 +1,9 @@
 // Package launch starts a throwaway instance from an AMI to check its first boot, and always
 // takes it down again: a temporary key pair and security group, RunInstances with the launch
-// settings a user of the amazon plugin expects (and a client token, so that a retried launch
-// is the same launch), waiting until it runs, and a cleanup that terminates it and deletes the
+// settings a user of the amazon plugin expects and the EFA interfaces of the instance type in
+// the EC2 User Guide's layout (layout.go; and a client token, so that a retried launch is the
+// same launch), a placement group and an Elastic IP when asked (network.go), waiting until it
+// runs, and a cleanup that terminates it and deletes the
 // temporaries whatever happened: across throttling and errors until a deadline, after
 // cancellation, and after a call whose answer was lost, by finding what it made by its tags
 // and names. It also tags and deregisters AMIs. It talks to EC2 through the typed client
@@ -47,12 +49,28 @@ type EC2API interface {
 	DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 	DeregisterImage(ctx context.Context, in *ec2.DeregisterImageInput, optFns ...func(*ec2.Options)) (*ec2.DeregisterImageOutput, error)
 	DeleteSnapshot(ctx context.Context, in *ec2.DeleteSnapshotInput, optFns ...func(*ec2.Options)) (*ec2.DeleteSnapshotOutput, error)
+	// The network of a launch with EFA: the instance type's cards, the group's rules to and
+	// from itself, the interfaces left after termination, a placement group, an Elastic IP.
+	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	AuthorizeSecurityGroupEgress(ctx context.Context, in *ec2.AuthorizeSecurityGroupEgressInput, optFns ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupEgressOutput, error)
+	DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error)
+	DeleteNetworkInterface(ctx context.Context, in *ec2.DeleteNetworkInterfaceInput, optFns ...func(*ec2.Options)) (*ec2.DeleteNetworkInterfaceOutput, error)
+	CreatePlacementGroup(ctx context.Context, in *ec2.CreatePlacementGroupInput, optFns ...func(*ec2.Options)) (*ec2.CreatePlacementGroupOutput, error)
+	DeletePlacementGroup(ctx context.Context, in *ec2.DeletePlacementGroupInput, optFns ...func(*ec2.Options)) (*ec2.DeletePlacementGroupOutput, error)
+	AllocateAddress(ctx context.Context, in *ec2.AllocateAddressInput, optFns ...func(*ec2.Options)) (*ec2.AllocateAddressOutput, error)
+	AssociateAddress(ctx context.Context, in *ec2.AssociateAddressInput, optFns ...func(*ec2.Options)) (*ec2.AssociateAddressOutput, error)
+	DisassociateAddress(ctx context.Context, in *ec2.DisassociateAddressInput, optFns ...func(*ec2.Options)) (*ec2.DisassociateAddressOutput, error)
+	ReleaseAddress(ctx context.Context, in *ec2.ReleaseAddressInput, optFns ...func(*ec2.Options)) (*ec2.ReleaseAddressOutput, error)
+	DescribeAddresses(ctx context.Context, in *ec2.DescribeAddressesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeAddressesOutput, error)
 }
 
 // Spec is what to launch.
 type Spec struct {
 	ImageID      string
 	InstanceType string
+	// Count is how many instances one RunInstances launches (MinCount = MaxCount = Count: a
+	// partial fleet is a capacity refusal, not a smaller test); 0 means 1.
+	Count int
 	// SubnetID, when set, places the instance (and the temporary security group's VPC);
 	// otherwise the region's default VPC.
 	SubnetID string
@@ -67,6 +85,20 @@ type Spec struct {
 	CapacityReservationPreference string
 	CapacityReservationID         string
 	CapacityReservationGroupARN   string
+	// EFA is how many EFA interfaces the launch attaches, in the User Guide's layout
+	// (PlanLayout): EFAAll for every one the instance type takes, 0 for none (one default
+	// interface, as amazon-ebs launches), or a count. EFASetting names the setting that chose
+	// it in errors and in what the judges are told (`efa = "all"`).
+	EFA        int
+	EFASetting string
+	// PlacementGroup launches into an existing placement group; TemporaryPlacementGroup makes
+	// a cluster placement group for the launch, removed with the instance.
+	PlacementGroup          string
+	TemporaryPlacementGroup bool
+	// ElasticIP says when a temporary Elastic IP is associated with the primary interface once
+	// the instance runs (and released by the cleanup): EC2 gives no public IP at launch to an
+	// instance with several network interfaces.
+	ElasticIP ElasticIPPolicy
 	// MarketType "capacity-block" launches into the Capacity Block for ML that
 	// CapacityReservationID (or CapacityReservationGroupARN) names: EC2 launches into one only
 	// with InstanceMarketOptions.MarketType = capacity-block. Empty is on-demand.
@@ -119,6 +151,20 @@ func (s Spec) sshCIDRs() []string {
 	}
 	return []string{cmp.Or(s.SSHCIDR, "0.0.0.0/0")}
 }
+
+// ElasticIPPolicy says when a launch gets a temporary Elastic IP.
+type ElasticIPPolicy int
+
+const (
+	// NoElasticIP never allocates one.
+	NoElasticIP ElasticIPPolicy = iota
+	// ElasticIPWhenSeveralInterfaces allocates one when the launch has several network
+	// interfaces (EC2 then gives the instance no public IP), or when AssociatePublicIPAddress
+	// asks for a public IP it cannot have at launch.
+	ElasticIPWhenSeveralInterfaces
+	// AlwaysElasticIP allocates one whatever the layout.
+	AlwaysElasticIP
+)
 
 // Placement is one candidate of a launch: an instance type in a subnet ("" is the region's
 // default VPC).
@@ -178,6 +224,21 @@ type Instance struct {
 	// Placement is the candidate EC2 launched; Refused the ones before it that had no capacity.
 	Placement Placement
 	Refused   []Refusal
+	// Layout is the launched candidate's network interfaces: how many EFA it attached.
+	Layout Layout
+	// SecurityGroups are the groups of its interfaces (the temporary one, or the user's).
+	SecurityGroups []string
+	// ElasticIP is the temporary Elastic IP associated with its primary interface, if any.
+	ElasticIP string
+	// DescribedEFA is how many EFA interfaces EC2 describes on the instance once it runs
+	// (InterfaceType efa or efa-only): what it got, whatever the launch asked for.
+	DescribedEFA int
+	// peers are the other instances of a launch of several (Spec.Count), in launch index
+	// order; each holds only its own id, addresses and Elastic IP. The launch's temporaries
+	// are the first instance's.
+	peers []*Instance
+	// node is the instance's place in its launch, from 1, on the Elastic IP's node tag.
+	node int
 	// keyName is set before CreateKeyPair is sent; groupName and vpc before
 	// CreateSecurityGroup, securityGroup once it answered (or the group was found by name);
 	// token before RunInstances.
@@ -189,7 +250,57 @@ type Instance struct {
 	// launchID is the launch tag's value, set with the first token (the first candidate's
 	// client token is launchID, each later one's launchID-N).
 	launchID string
+	// interfaces is set before a RunInstances that names network interfaces (an EFA layout):
+	// the cleanup then looks for interfaces of the launch that outlived the instance.
+	interfaces bool
+	// placementGroup is the temporary placement group's name, set before it is created;
+	// placementGroupUsed the group the instance was launched into.
+	placementGroup, placementGroupUsed string
+	// elasticIP is set before the Elastic IP is allocated; allocationID once it answered (or
+	// the address was found by the launch tag).
+	elasticIP    bool
+	allocationID string
+	// primaryENI is the primary network interface, from DescribeInstances.
+	primaryENI string
+	// tags are the launch's, for what it makes after RunInstances.
+	tags map[string]string
 }
+
+// PlacementGroup is the placement group the instance was launched into, if any.
+func (in *Instance) PlacementGroup() string { return in.placementGroupUsed }
+
+// efaInterfaces counts the EFA interfaces EC2 describes on an instance.
+func efaInterfaces(i types.Instance) int {
+	n := 0
+	for _, ni := range i.NetworkInterfaces {
+		if t := aws.ToString(ni.InterfaceType); t == InterfaceEFA || t == InterfaceEFAOnly {
+			n++
+		}
+	}
+	return n
+}
+
+// Nodes are the instances of the launch, in launch index order: in itself first, then the
+// others of a launch of several (Spec.Count). Each has its own id and addresses and shares the
+// launch's placement, layout, security groups and key.
+func (in *Instance) Nodes() []*Instance {
+	return append([]*Instance{in}, in.peers...)
+}
+
+// ids are the ids of every instance of the launch that has one.
+func (in *Instance) ids() []string {
+	var ids []string
+	for _, n := range in.Nodes() {
+		if n.ID != "" {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// NodeTag numbers each instance's Elastic IP in a launch of several: a lost AllocateAddress
+// answer is found again by it.
+const NodeTag = "dlami:node"
 
 // SSHInterfaces are the values of ssh_interface, as amazon-ebs's: which address of the
 // instance to connect to.
@@ -220,12 +331,15 @@ func (in *Instance) Address(iface string) (string, error) {
 	return v, nil
 }
 
-// Launch creates the temporaries, runs the instance and waits until it is running. Each step
-// is retried while EC2 throttles, fails with a 5xx, drops the connection or does not answer,
-// and is safe to try again after an answer was lost: a key pair that exists already is
-// replaced (its private key went with the lost answer), a security group that exists already
-// is looked up by its name and used, a rule that exists already is success, and RunInstances
-// carries a client token. On error Launch has already cleaned up what it created, or what it
+// Launch creates the temporaries, runs the instance and waits until it is running. Before
+// anything is made it reads the instance types' network cards (DescribeInstanceTypes) when
+// the launch attaches EFA, and refuses the user's security groups that would not carry EFA
+// traffic. Each step is retried while EC2 throttles, fails with a 5xx, drops the connection or
+// does not answer, and is safe to try again after an answer was lost: a key pair that exists
+// already is replaced (its private key went with the lost answer), a security group that
+// exists already is looked up by its name and used, a rule or a placement group that exists
+// already is success, RunInstances (every interface in one request) carries a client token,
+// and an Elastic IP is looked up by the launch tag before a second is allocated. On error Launch has already cleaned up what it created, or what it
 // may have created when an answer was lost; what the cleanup could not remove is named by a
 // LeakError in the error. The returned Instance must be passed to Cleanup.
 func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instance, error) {
@@ -237,11 +351,26 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	tags[RunTag] = cmp.Or(s.RunID, "dlami-"+suffix)
 	tags[LaunchTag] = "dlami-verify-" + suffix
+	in.tags = tags
 	fail := func(err error) (*Instance, error) {
 		if cerr := Cleanup(ctx, in, say); cerr != nil {
 			err = fmt.Errorf("%w; cleaning up: %w", err, cerr)
 		}
 		return nil, err
+	}
+	candidates := append([]Placement{{s.InstanceType, s.SubnetID}}, s.Fallbacks...)
+
+	// Before anything is made: the network interfaces each candidate gets, and whether the
+	// user's security groups carry EFA traffic.
+	layouts, err := in.planLayouts(ctx, s, candidates)
+	if err != nil {
+		return nil, err
+	}
+	efa := slices.ContainsFunc(slices.Collect(maps.Values(layouts)), func(l Layout) bool { return l.EFA > 0 })
+	if efa && len(s.SecurityGroupIDs) > 0 {
+		if err := in.checkSelfTraffic(ctx, s.SecurityGroupIDs); err != nil {
+			return nil, err
+		}
 	}
 
 	// As amazon-ebs does: EC2 makes the key pair and hands back the private key once. The
@@ -252,7 +381,6 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	say("created temporary key pair " + in.keyName)
 
-	candidates := append([]Placement{{s.InstanceType, s.SubnetID}}, s.Fallbacks...)
 	groups := s.SecurityGroupIDs
 	if len(groups) == 0 {
 		var vpc string
@@ -269,21 +397,37 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 			return fail(fmt.Errorf("creating the temporary security group %s: %w", in.groupName, err))
 		}
 		say("created temporary security group " + in.securityGroup)
-		if err := in.openSSH(ctx, s.sshCIDRs()); err != nil {
-			return fail(fmt.Errorf("opening port 22 in %s: %w", in.securityGroup, err))
+		if err := in.openGroup(ctx, s.sshCIDRs(), efa); err != nil {
+			return fail(fmt.Errorf("opening %s: %w", in.securityGroup, err))
 		}
 		groups = []string{in.securityGroup}
+	}
+	in.SecurityGroups = groups
+
+	placementGroup := s.PlacementGroup
+	if s.TemporaryPlacementGroup {
+		// Its name is kept before the call: a lost answer may still have made it.
+		in.placementGroup = "dlami-verify-" + suffix
+		if err := in.createPlacementGroup(ctx, tags); err != nil {
+			return fail(fmt.Errorf("creating the temporary placement group %s: %w", in.placementGroup, err))
+		}
+		say("created temporary cluster placement group " + in.placementGroup)
+		placementGroup = in.placementGroup
 	}
 
 	// The client token makes a retry of a launch whose answer was lost (the SDK's or this
 	// step's) the same launch, not a second instance; the launch tag finds it when no answer
-	// came at all.
+	// came at all. One RunInstances attaches every interface of the layout.
 	in.launchID = tags[LaunchTag]
 	var out *ec2.RunInstancesOutput
 	for i, c := range candidates {
 		one := s
 		one.InstanceType, one.SubnetID = c.InstanceType, c.SubnetID
-		run := runInput(one, in.keyName, groups, tags)
+		layout := layouts[c.InstanceType]
+		run := runInput(one, in.keyName, groups, placementGroup, layout, tags)
+		if len(run.NetworkInterfaces) > 1 {
+			in.interfaces = true
+		}
 		in.token = in.launchID
 		if i > 0 {
 			in.token = fmt.Sprintf("%s-%d", in.launchID, i+1)
@@ -306,11 +450,11 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 			return err
 		})
 		if err == nil {
-			in.Placement = c
+			in.Placement, in.Layout, in.placementGroupUsed = c, layout, placementGroup
 			break
 		}
 		if !IsCapacity(err) {
-			return fail(fmt.Errorf("launching %s from %s: %w%s", c, s.ImageID, err, capacityHint(err)))
+			return fail(fmt.Errorf("launching %s from %s: %w%s%s", c, s.ImageID, err, capacityHint(err), layoutHint(layout)))
 		}
 		in.Refused = append(in.Refused, Refusal{Placement: c, Code: awsaccess.APICode(err), Message: awsaccess.APIMessage(err)})
 		if last {
@@ -318,15 +462,93 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 		}
 		say(fmt.Sprintf("no capacity for %s (%s); trying %s", c, awsaccess.APICode(err), candidates[i+1]))
 	}
-	if len(out.Instances) != 1 {
-		return fail(fmt.Errorf("RunInstances returned %d instances", len(out.Instances)))
+	count := max(s.Count, 1)
+	launched := slices.Clone(out.Instances)
+	slices.SortFunc(launched, func(a, b types.Instance) int {
+		return int(aws.ToInt32(a.AmiLaunchIndex) - aws.ToInt32(b.AmiLaunchIndex))
+	})
+	for i, li := range launched {
+		n := in
+		if i > 0 {
+			n = &Instance{api: api, patience: in.patience, launchID: in.launchID, tags: in.tags, Placement: in.Placement, Layout: in.Layout,
+				SecurityGroups: in.SecurityGroups, Signer: in.Signer, placementGroupUsed: in.placementGroupUsed}
+			in.peers = append(in.peers, n)
+		}
+		n.ID, n.node = aws.ToString(li.InstanceId), i+1
 	}
-	in.ID = aws.ToString(out.Instances[0].InstanceId)
-	say(fmt.Sprintf("launched %s (%s from %s); waiting until it runs", in.ID, in.Placement, s.ImageID))
-	if err := in.waitRunning(ctx); err != nil {
-		return fail(err)
+	if len(out.Instances) != count {
+		// MinCount = MaxCount: EC2 launches all or none. Anything else is not a fleet to test.
+		return fail(fmt.Errorf("RunInstances returned %d instances, asked for %d", len(out.Instances), count))
+	}
+	attached := ""
+	if in.Layout.EFA > 0 {
+		attached = fmt.Sprintf(", %d EFA interfaces each: %s", in.Layout.EFA, in.Layout)
+	}
+	say(fmt.Sprintf("launched %s (%s from %s%s); waiting until it runs", strings.Join(in.ids(), ", "), in.Placement, s.ImageID, attached))
+	for _, n := range in.Nodes() {
+		if err := n.waitRunning(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if s.wantsElasticIP(in.Layout) {
+		for _, n := range in.Nodes() {
+			if err := n.attachElasticIP(ctx, say); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	return in, nil
+}
+
+// planLayouts is the network interfaces of each candidate's instance type, read from
+// DescribeInstanceTypes once for all of them; none are asked for without EFA.
+func (in *Instance) planLayouts(ctx context.Context, s Spec, candidates []Placement) (map[string]Layout, error) {
+	out := map[string]Layout{}
+	var typs []string
+	for _, c := range candidates {
+		out[c.InstanceType] = Layout{InstanceType: c.InstanceType, Interfaces: []Interface{{Type: InterfaceENA}}}
+		typs = append(typs, c.InstanceType)
+	}
+	if s.EFA == 0 {
+		return out, nil
+	}
+	setting := cmp.Or(s.EFASetting, "efa")
+	var infos map[string]types.InstanceTypeInfo
+	err := in.step(ctx, func(ctx context.Context) error {
+		var err error
+		infos, err = describeTypes(ctx, in.api, typs)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the network cards and EFA limits of %s: %w (set efa = \"none\" to launch without EFA)", setting, strings.Join(slices.Compact(slices.Clone(typs)), ", "), err)
+	}
+	for _, t := range typs {
+		l, err := PlanLayout(infos[t], s.EFA, setting)
+		if err != nil {
+			return nil, err
+		}
+		out[t] = l
+	}
+	return out, nil
+}
+
+// wantsElasticIP reports whether the launch gets a temporary Elastic IP.
+func (s Spec) wantsElasticIP(l Layout) bool {
+	switch s.ElasticIP {
+	case AlwaysElasticIP:
+		return true
+	case ElasticIPWhenSeveralInterfaces:
+		return len(l.Interfaces) > 1
+	}
+	return false
+}
+
+// layoutHint says, after EC2 refused a launch with several interfaces, which layout it was.
+func layoutHint(l Layout) string {
+	if len(l.Interfaces) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (network interfaces, card/device type: %s; set efa to a count, or \"none\", to attach fewer)", l)
 }
 
 // step runs one step of a launch: f, one call bounded by the call timeout, retried while its
@@ -419,18 +641,32 @@ func (in *Instance) createGroup(ctx context.Context, tags map[string]string) err
 	})
 }
 
-// openSSH admits cidrs on port 22 of the temporary group, in one rule. A rule an earlier try
-// added (its answer lost) is InvalidPermission.Duplicate: success.
-func (in *Instance) openSSH(ctx context.Context, cidrs []string) error {
+// openGroup admits cidrs on port 22 of the temporary group, in one rule, and, for a launch with
+// EFA, all traffic from and to the group itself, which EFA's OS-bypass traffic needs (EC2 User
+// Guide, "Get started with EFA", step 1): one ingress call for both inbound rules, one egress
+// call. A rule an earlier try added (its answer lost) is InvalidPermission.Duplicate: success.
+func (in *Instance) openGroup(ctx context.Context, cidrs []string, efa bool) error {
 	var ranges []types.IpRange
 	for _, c := range cidrs {
 		ranges = append(ranges, types.IpRange{CidrIp: aws.String(c)})
 	}
+	ingress := []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), IpRanges: ranges}}
+	self := types.IpPermission{IpProtocol: aws.String("-1"), UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: aws.String(in.securityGroup)}}}
+	if efa {
+		ingress = append(ingress, self)
+	}
+	err := in.step(ctx, func(ctx context.Context) error {
+		_, err := in.api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(in.securityGroup), IpPermissions: ingress})
+		if awsaccess.APICode(err) == "InvalidPermission.Duplicate" {
+			return nil
+		}
+		return err
+	})
+	if err != nil || !efa {
+		return err
+	}
 	return in.step(ctx, func(ctx context.Context) error {
-		_, err := in.api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
-			GroupId:       aws.String(in.securityGroup),
-			IpPermissions: []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(22), ToPort: aws.Int32(22), IpRanges: ranges}},
-		})
+		_, err := in.api.AuthorizeSecurityGroupEgress(ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: aws.String(in.securityGroup), IpPermissions: []types.IpPermission{self}})
 		if awsaccess.APICode(err) == "InvalidPermission.Duplicate" {
 			return nil
 		}
@@ -477,22 +713,44 @@ func (r finalOnCapacity) IsErrorRetryable(err error) bool {
 	return !IsCapacity(err) && r.RetryerV2.IsErrorRetryable(err)
 }
 
-// runInput is the RunInstances request of s.
-func runInput(s Spec, keyName string, groups []string, tags map[string]string) *ec2.RunInstancesInput {
+// runInput is the RunInstances request of s: every interface of layout in one request, in
+// placementGroup when it is set.
+func runInput(s Spec, keyName string, groups []string, placementGroup string, layout Layout, tags map[string]string) *ec2.RunInstancesInput {
 	run := &ec2.RunInstancesInput{
 		ImageId: aws.String(s.ImageID), InstanceType: types.InstanceType(s.InstanceType),
-		MinCount: aws.Int32(1), MaxCount: aws.Int32(1), KeyName: aws.String(keyName),
+		MinCount: aws.Int32(int32(max(s.Count, 1))), MaxCount: aws.Int32(int32(max(s.Count, 1))), KeyName: aws.String(keyName),
 		TagSpecifications: tagSpec(types.ResourceTypeInstance, tags),
 	}
-	if s.SubnetID != "" || s.AssociatePublicIPAddress != nil {
+	switch {
+	case len(layout.Interfaces) > 1:
+		// EC2 refuses AssociatePublicIpAddress with several interfaces ("cannot be specified
+		// when launching with multiple network interfaces") and gives such an instance no
+		// public IP: it is not sent (an Elastic IP, a bastion or the private address reach the
+		// instance). The interfaces carry the launch tag, so that any of them left after the
+		// instance is found.
+		for _, i := range layout.Interfaces {
+			ni := types.InstanceNetworkInterfaceSpecification{
+				NetworkCardIndex: aws.Int32(int32(i.Card)), DeviceIndex: aws.Int32(int32(i.Device)), InterfaceType: aws.String(i.Type),
+				Groups: groups, DeleteOnTermination: aws.Bool(true),
+			}
+			if s.SubnetID != "" {
+				ni.SubnetId = aws.String(s.SubnetID)
+			}
+			run.NetworkInterfaces = append(run.NetworkInterfaces, ni)
+		}
+		run.TagSpecifications = append(run.TagSpecifications, tagSpec(types.ResourceTypeNetworkInterface, tags)...)
+	case s.SubnetID != "" || s.AssociatePublicIPAddress != nil:
 		ni := types.InstanceNetworkInterfaceSpecification{DeviceIndex: aws.Int32(0), Groups: groups, DeleteOnTermination: aws.Bool(true)}
 		if s.SubnetID != "" {
 			ni.SubnetId = aws.String(s.SubnetID)
 		}
 		ni.AssociatePublicIpAddress = s.AssociatePublicIPAddress
 		run.NetworkInterfaces = []types.InstanceNetworkInterfaceSpecification{ni}
-	} else {
+	default:
 		run.SecurityGroupIds = groups
+	}
+	if placementGroup != "" {
+		run.Placement = &types.Placement{GroupName: aws.String(placementGroup)}
 	}
 	if s.IAMInstanceProfile != "" {
 		run.IamInstanceProfile = &types.IamInstanceProfileSpecification{Name: aws.String(s.IAMInstanceProfile)}
@@ -636,6 +894,8 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 			case types.InstanceStateNameRunning:
 				in.PublicIP, in.PrivateIP = aws.ToString(i.PublicIpAddress), aws.ToString(i.PrivateIpAddress)
 				in.PublicDNS, in.PrivateDNS = aws.ToString(i.PublicDnsName), aws.ToString(i.PrivateDnsName)
+				in.primaryENI = primaryInterface(i)
+				in.DescribedEFA = efaInterfaces(i)
 				return nil
 			case types.InstanceStateNameTerminated, types.InstanceStateNameShuttingDown, types.InstanceStateNameStopped:
 				reason := ""

@@ -151,6 +151,17 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 			t.Errorf("security group left: %+v", g)
 		}
 	}
+	for _, ni := range rs.NetworkInterfaces {
+		t.Errorf("network interface left: %+v", ni)
+	}
+	for _, a := range rs.ElasticIPs {
+		t.Errorf("Elastic IP left: %+v", a)
+	}
+	for _, pg := range rs.PlacementGroups {
+		if pg.Tags[LaunchTag] != "" {
+			t.Errorf("temporary placement group left: %+v", pg)
+		}
+	}
 }
 
 // An instance that never leaves pending is given up at the deadline, and terminated.

@@ -39,10 +39,26 @@ func NCCLScript(name, file string, n settings.NCCL, ranks int) (Script, error) {
 	if err != nil {
 		return Script{}, err
 	}
+	return ncclScript(name, file, n, ranks, nil), nil
+}
+
+// across is where a test across nodes runs: the nodes' private addresses (the first node, where
+// the script runs, first) and the login user's folder holding the test's key and known_hosts.
+type across struct {
+	hosts  []string
+	keyDir string
+}
+
+// ncclScript renders nccl.sh for n (resolved), on one node when a is nil.
+func ncclScript(name, file string, n settings.NCCL, ranks int, a *across) Script {
 	vars := []scriptVar{{name: "M", value: ncclMarker}, {name: "want", value: n.CUDAVersion}, {name: "ranks", value: ""}, {name: "timeout_s", value: seconds(n.Timeout)},
-		{name: "mpirun_paths", value: paths(hosttools.Mpirun)}, {name: "nvsmi_paths", value: paths(hosttools.NvidiaSMI)}}
+		{name: "mpirun_paths", value: paths(hosttools.Mpirun)}, {name: "nvsmi_paths", value: paths(hosttools.NvidiaSMI)},
+		{name: "hosts", value: ""}, {name: "keydir", value: ""}, {name: "ssh_paths", value: paths(hosttools.SSH)}}
 	if ranks > 0 {
 		vars[2].value = strconv.Itoa(ranks)
+	}
+	if a != nil {
+		vars[6].value, vars[7].value = strings.Join(a.hosts, " "), a.keyDir
 	}
 	names := slices.Sorted(maps.Keys(n.Env))
 	vars = append(vars, scriptVar{name: "env_count", value: strconv.Itoa(len(names))})
@@ -52,7 +68,7 @@ func NCCLScript(name, file string, n settings.NCCL, ranks int) (Script, error) {
 		vars = append(vars, scriptVar{fmt.Sprintf("env_key_%d", i+1), k, true}, scriptVar{fmt.Sprintf("env_value_%d", i+1), n.Env[k], true})
 	}
 	text := render("nccl.sh", vars, append([]string{ncclBinaryPlaceholder}, n.Args...))
-	return Script{Name: name, File: file, Text: text, Timeout: n.Timeout}, nil
+	return Script{Name: name, File: file, Text: text, Timeout: n.Timeout}
 }
 
 // ParseNCCLRun reads the NCCL test script's output into facts: its own marker lines and what
@@ -83,6 +99,8 @@ func ParseNCCLRun(output string, code int, timedOut bool, timeout time.Duration)
 			r.Binary = textcut.Head(val, 300)
 		case "RANKS":
 			r.Ranks = textcut.Head(val, 20)
+		case "NODES":
+			r.Nodes = textcut.Head(val, 20)
 		case "ERROR":
 			r.ScriptErrors = append(r.ScriptErrors, textcut.Head(val, 500))
 		default:

@@ -27,8 +27,16 @@ func TestScriptsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	multi, err := MultiNodeScript(settings.MultiNode{Nodes: 2, Env: map[string]string{"NCCL_ALGO": "Ring"}}, 8, []string{"10.0.1.5", "10.0.1.6"}, "/home/ubuntu/dlami-multinode.x1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addKey, err := MultiNodeKeyScript(true, "ssh-ed25519 AAAAC3Nza dlami-multinode-x1", "dlami-multinode-x1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rendered := map[string]string{
-		"nccl": nccl.Text, "dcgm": dcgm.Text, "efa-traffic": efa.Text,
+		"nccl": nccl.Text, "nccl-multinode": multi.Text, "multinode-key": addKey.Text, "multinode-stop": MultiNodeStopScript().Text, "dcgm": dcgm.Text, "efa-traffic": efa.Text,
 		"hygiene":           HygieneScript("ubuntu", "ssh-ed25519 AAAAC3Nza k").Text,
 		"node-check-enable": NodeCheckEnableScript("dlami-node-check.service", "/usr/local/sbin/dlami-node-check").Text,
 		"hygiene-probe":     render("hygiene-probe.sh", hygieneVars("ubuntu", ""), nil),
@@ -42,7 +50,7 @@ func TestScriptsParse(t *testing.T) {
 		}
 		files = append(files, p)
 	}
-	if len(rendered) != len(ScriptNames())-1 {
+	if len(rendered)-1 != len(ScriptNames())-1 { // nccl.sh is rendered twice (one node, several)
 		t.Errorf("%d scripts rendered, %d embedded besides lib.sh: render every one here", len(rendered), len(ScriptNames())-1)
 	}
 	for name, text := range rendered {

@@ -48,6 +48,11 @@ type Profile struct {
 	// BusBWFloorGBps is the lowest acceptable busbw (GB/s) of the 1-node all-reduce at 1 GiB;
 	// 0 means "report, do not judge".
 	BusBWFloorGBps float64
+	// TwoNodeBusBWFloorGBps is the lowest acceptable busbw (GB/s) of a 2-node all-reduce over
+	// EFA at TwoNodeFloorBytes, from a published 2-node run of the type; 0 means no such run is
+	// known: the multi-node check warns unless multi_node.busbw_floor_gbps is set.
+	TwoNodeBusBWFloorGBps float64
+	TwoNodeFloorBytes     int64
 	// Note is shown with the profile: limits of what it knows.
 	Note string
 	// Untested marks a profile built from public figures that no bake of this project has
@@ -88,7 +93,11 @@ const (
 	// family, aws-k8s-tester names only the single-GPU sizes; not settled, so not set.
 	noteG6Width = "PCIe slot width not settled for the multi-GPU sizes (aws-parallelcluster-cookbook PR #2803 says x8 for G6, aws-k8s-tester names only single-GPU sizes): set expect.pcie_width to judge it"
 	noteGEFA    = "EFA optional on G types: the count is taken from the PCI inventory"
-	noteBusBWNA = "busbw not judged: no NVLink/NVSwitch; no trusted 1-node PCIe all-reduce reference"
+	// The published 2-node all-reduce runs the multi-node floors come from (at 2 GiB, out of
+	// place), copied in internal/parse/nccltests/testdata with their sources.
+	srcTwoNodeP5   = "2-node floor 350 = ~80% of 437.8 and 443.7 GB/s at 2 GiB (awsome-distributed-training nccl-tests README: EKS and Slurm runs on 2 × p5.48xlarge)"
+	srcTwoNodeP4de = "2-node floor 60 = ~77% of 78.3 GB/s at 2 GiB (awsome-distributed-training nccl-tests README: Slurm run on 2 × p4de.24xlarge)"
+	noteBusBWNA    = "busbw not judged: no NVLink/NVSwitch; no trusted 1-node PCIe all-reduce reference"
 )
 
 // Why these floors (1 node, 8 GPUs, all-reduce at 1 GiB, NVLink only):
@@ -110,12 +119,14 @@ func build() []Profile {
 		{InstanceType: "p4d.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-40GB", Generation: Ampere, GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVLinks: 12, NVMe: true, BusBWFloorGBps: 180,
 			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~78% of 230.8 GB/s (NVIDIA/nccl#527)"},
 		{InstanceType: "p4de.24xlarge", Arch: "x86_64", GPUModel: "A100-SXM4-80GB", Generation: Ampere, GPUCount: 8, EFACount: 4, MaxEFA: 4, NVSwitch: true, NVLinks: 12, NVMe: true, BusBWFloorGBps: 180,
-			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p4d (same HGX A100 NVLink 3 board)"},
+			TwoNodeBusBWFloorGBps: 60, TwoNodeFloorBytes: 2 << 30,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p4d (same HGX A100 NVLink 3 board); " + srcTwoNodeP4de},
 		// p5.4xlarge: one H100, no NVSwitch; one EFA interface at most, optional.
 		{InstanceType: "p5.4xlarge", Arch: "x86_64", GPUModel: "H100", Generation: Hopper, GPUCount: 1, EFACount: 0, MaxEFA: 1, NVSwitch: false, NVMe: true,
 			Note: "EFA optional (at most 1): the count is taken from the PCI inventory; single GPU: busbw not judged", Source: srcKIT},
 		{InstanceType: "p5.48xlarge", Arch: "x86_64", GPUModel: "H100", Generation: Hopper, GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 350,
-			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~79% of 441.8 GB/s (awsome aws-batch nccl-tests README)"},
+			TwoNodeBusBWFloorGBps: 350, TwoNodeFloorBytes: 2 << 30,
+			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; " + srcPCluster + "; busbw floor ~79% of 441.8 GB/s (awsome aws-batch nccl-tests README); " + srcTwoNodeP5},
 		{InstanceType: "p5e.48xlarge", Arch: "x86_64", GPUModel: "H200", Generation: Hopper, GPUCount: 8, EFACount: 32, MaxEFA: 32, NVSwitch: true, NVLinks: 18, NVMe: true, BusBWFloorGBps: 350,
 			Source: srcNVLink + "; " + srcKIT + "; " + srcAwsome + "; busbw floor as p5 (~81% of Azure NHC H200 431 GB/s at 16 GiB), unmeasured here"},
 		// p5en EFA devices can come up late after boot (anchors.md B.7): a first count may be low.

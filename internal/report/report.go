@@ -91,6 +91,36 @@ type Launch struct {
 	CapacityReservationID string `json:"capacity_reservation_id,omitempty"`
 	// Refused are the candidates tried before, in order, with EC2's answer.
 	Refused []LaunchRefusal `json:"refused"`
+	// EFA is how many EFA interfaces the launch attached, EFASetting the setting that chose
+	// it; NetworkInterfaces the launch's interfaces ("card/device type"), when it named them.
+	EFA               int      `json:"efa"`
+	EFASetting        string   `json:"efa_setting,omitempty"`
+	NetworkInterfaces []string `json:"network_interfaces,omitempty"`
+	// SecurityGroups are the instance's groups; PlacementGroup the group it launched into;
+	// ElasticIP the temporary Elastic IP it was reached by.
+	SecurityGroups []string `json:"security_groups,omitempty"`
+	PlacementGroup string   `json:"placement_group,omitempty"`
+	ElasticIP      string   `json:"elastic_ip,omitempty"`
+	// InstanceID is the instance this report judged; Nodes, in a multi-node test's report,
+	// every node of the launch in the order of the test's host file.
+	InstanceID string       `json:"instance_id,omitempty"`
+	Nodes      []LaunchNode `json:"nodes,omitempty"`
+}
+
+// LaunchNode is one node of a launch of several.
+type LaunchNode struct {
+	InstanceID string `json:"instance_id"`
+	// PrivateIP is the address the nodes reached each other at.
+	PrivateIP      string `json:"private_ip"`
+	InstanceType   string `json:"instance_type"`
+	SubnetID       string `json:"subnet_id,omitempty"`
+	PlacementGroup string `json:"placement_group,omitempty"`
+	// EFA is how many EFA interfaces EC2 describes on it.
+	EFA int `json:"efa"`
+	// HostName is what it called itself, the name its NCCL lines carry.
+	HostName string `json:"host_name,omitempty"`
+	// TestSeconds is how long it spent in the multi-node test (its share of the GPU time).
+	TestSeconds float64 `json:"test_seconds"`
 }
 
 // LaunchRefusal is one candidate EC2 had no capacity for.

@@ -55,6 +55,8 @@ const (
 	DCGM          = "dcgm"
 	EFATraffic    = "efa-traffic"
 	GPUDirectRDMA = "gpudirect-rdma"
+	// The NCCL test across a verification's nodes (post-processor, nodes >= 2).
+	NCCLMultiNode = "nccl-multinode"
 	// The first boot of an instance launched from the baked AMI (post-processor).
 	FirstBootKernel   = "first-boot-kernel"
 	FirstBootPackages = "first-boot-packages"

@@ -73,8 +73,31 @@ type Config struct {
 	// A file whose content is the verification instance's user data (read when the template is
 	// validated; relative to the directory Packer runs in).
 	UserDataFile string `mapstructure:"user_data_file"`
-	// Whether the instance gets a public IP address; default the subnet's setting.
+	// Whether the instance gets a public IP address at launch; default the subnet's setting.
+	// EC2 gives none to an instance launched with several network interfaces (an EFA launch):
+	// see `temporary_elastic_ip`.
 	AssociatePublicIPAddress *bool `mapstructure:"associate_public_ip_address"`
+	// The EFA interfaces the verification instance is launched with, in the EC2 User Guide's
+	// layout for the type (primary ENA interface on network card 0, device 0; `efa-only` on
+	// card 0, device 1 where card 0 takes EFA, and on device 0 of every further card; on p5 the
+	// guide's 32-EFA layout): `"all"` (default: every EFA the instance type takes, read from
+	// `DescribeInstanceTypes`; none on a type without EFA), `"none"`, or a count such as `"2"`.
+	// EC2 attaches EFA only at launch, so this is where the EFA devices, their traffic and
+	// GPUDirect RDMA are proven; the first-boot judges demand exactly the count attached. With
+	// EFA attached the temporary security group also allows all traffic to and from itself, and
+	// the verification runs `efa-traffic` and `gpudirect-rdma` (see `nccl`).
+	EFA string `mapstructure:"efa"`
+	// An existing placement group to launch into. Set this or `temporary_placement_group`.
+	PlacementGroup string `mapstructure:"placement_group"`
+	// Launch into a cluster placement group made for the verification and deleted with it, as
+	// EFA fleets are launched. Default false.
+	TemporaryPlacementGroup bool `mapstructure:"temporary_placement_group"`
+	// Associate a temporary Elastic IP with the instance's primary interface once it runs, and
+	// release it afterwards: the public address of an instance launched with several network
+	// interfaces, to which EC2 gives none at launch. Default: when the launch has several
+	// interfaces, unless `ssh_bastion_host` is set, `ssh_interface` is `private_ip` or
+	// `private_dns`, or `associate_public_ip_address = false`.
+	TemporaryElasticIP *bool `mapstructure:"temporary_elastic_ip"`
 	// Instance profile name for the instance.
 	IAMInstanceProfile string `mapstructure:"iam_instance_profile"`
 	// `open`, `none` or `capacity-reservations-only`, as amazon-ebs. EC2 takes a preference
@@ -92,8 +115,22 @@ type Config struct {
 	// SSH user. Default `ubuntu`.
 	SSHUsername string `mapstructure:"ssh_username"`
 	// Address to connect to: `public_ip`, `private_ip`, `public_dns` or `private_dns`.
-	// Default: the public IP, else the private one.
+	// Default: `private_ip` with `ssh_bastion_host`, else the public IP (an Elastic IP's, see
+	// `temporary_elastic_ip`), else the private one. `session_manager` is not offered.
 	SSHInterface string `mapstructure:"ssh_interface"`
+	// A bastion host to reach the instance through, as amazon-ebs's setting of the same name:
+	// for an instance in a private subnet, with `ssh_interface = "private_ip"` (the default
+	// with a bastion).
+	SSHBastionHost string `mapstructure:"ssh_bastion_host"`
+	// The bastion's SSH port. Default 22.
+	SSHBastionPort int `mapstructure:"ssh_bastion_port"`
+	// The user on the bastion. Required with `ssh_bastion_host`.
+	SSHBastionUsername string `mapstructure:"ssh_bastion_username"`
+	// The private key for the bastion (a path; `~` is expanded). Set this or
+	// `ssh_bastion_agent_auth`.
+	SSHBastionPrivateKeyFile string `mapstructure:"ssh_bastion_private_key_file"`
+	// Authenticate to the bastion with the local SSH agent (`SSH_AUTH_SOCK`). Default false.
+	SSHBastionAgentAuth bool `mapstructure:"ssh_bastion_agent_auth"`
 	// How long to wait for the instance to run and answer SSH. Default 30m: a p5 or p6
 	// instance initialises many EFA devices and NVMe drives on its first boot and can take
 	// more than 10 minutes to answer SSH.
@@ -102,8 +139,12 @@ type Config struct {
 	SettleTimeout time.Duration `mapstructure:"settle_timeout"`
 	// Timeout of each check command. Default 60s.
 	CheckTimeout time.Duration `mapstructure:"check_timeout"`
-	// Run the 1-node NCCL test on the instance too (it costs GPU minutes). Default false.
-	NCCL bool `mapstructure:"nccl"`
+	// Run the 1-node NCCL test on the instance, with DCGM's diagnostics and the bake's function
+	// tests (it costs GPU minutes). Default: on when the launch attached EFA (`efa`), where the
+	// test behind `gpudirect-rdma` (the all-reduce forced over the EFA devices) runs with it,
+	// without DCGM; off otherwise. `nccl = false` turns it off with EFA too (`efa-traffic`
+	// still runs; `gpudirect-rdma` does not).
+	NCCL *bool `mapstructure:"nccl"`
 	// Complete a two-phase bake: the provisioner ran with `defer_validation = true` on a build
 	// instance without GPUs, and this verification runs the full host suite and the NCCL test
 	// on the GPU instance, judged with the bake's `expect` block (from the bill of materials)
@@ -133,6 +174,8 @@ type Config struct {
 	ctx interpolate.Context
 	// userData is user_data or user_data_file's content, read by prepareLaunch.
 	userData []byte
+	// efa is the efa setting resolved: launch.EFAAll, 0 or a count.
+	efa int
 }
 
 // What to do with a failed AMI.
@@ -182,9 +225,6 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	}
 	errs = append(errs, c.checkCandidates()...)
 	errs = append(errs, c.prepareLaunch()...)
-	if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
-		errs = append(errs, err)
-	}
 	switch c.CapacityReservationPreference {
 	case "", "open", "none", "capacity-reservations-only":
 	default:

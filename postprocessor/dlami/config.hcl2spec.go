@@ -50,6 +50,10 @@ type FlatConfig struct {
 	UserData                      *string                         `mapstructure:"user_data" cty:"user_data" hcl:"user_data"`
 	UserDataFile                  *string                         `mapstructure:"user_data_file" cty:"user_data_file" hcl:"user_data_file"`
 	AssociatePublicIPAddress      *bool                           `mapstructure:"associate_public_ip_address" cty:"associate_public_ip_address" hcl:"associate_public_ip_address"`
+	EFA                           *string                         `mapstructure:"efa" cty:"efa" hcl:"efa"`
+	PlacementGroup                *string                         `mapstructure:"placement_group" cty:"placement_group" hcl:"placement_group"`
+	TemporaryPlacementGroup       *bool                           `mapstructure:"temporary_placement_group" cty:"temporary_placement_group" hcl:"temporary_placement_group"`
+	TemporaryElasticIP            *bool                           `mapstructure:"temporary_elastic_ip" cty:"temporary_elastic_ip" hcl:"temporary_elastic_ip"`
 	IAMInstanceProfile            *string                         `mapstructure:"iam_instance_profile" cty:"iam_instance_profile" hcl:"iam_instance_profile"`
 	CapacityReservationPreference *string                         `mapstructure:"capacity_reservation_preference" cty:"capacity_reservation_preference" hcl:"capacity_reservation_preference"`
 	CapacityReservationID         *string                         `mapstructure:"capacity_reservation_id" cty:"capacity_reservation_id" hcl:"capacity_reservation_id"`
@@ -57,6 +61,11 @@ type FlatConfig struct {
 	MarketType                    *string                         `mapstructure:"market_type" cty:"market_type" hcl:"market_type"`
 	SSHUsername                   *string                         `mapstructure:"ssh_username" cty:"ssh_username" hcl:"ssh_username"`
 	SSHInterface                  *string                         `mapstructure:"ssh_interface" cty:"ssh_interface" hcl:"ssh_interface"`
+	SSHBastionHost                *string                         `mapstructure:"ssh_bastion_host" cty:"ssh_bastion_host" hcl:"ssh_bastion_host"`
+	SSHBastionPort                *int                            `mapstructure:"ssh_bastion_port" cty:"ssh_bastion_port" hcl:"ssh_bastion_port"`
+	SSHBastionUsername            *string                         `mapstructure:"ssh_bastion_username" cty:"ssh_bastion_username" hcl:"ssh_bastion_username"`
+	SSHBastionPrivateKeyFile      *string                         `mapstructure:"ssh_bastion_private_key_file" cty:"ssh_bastion_private_key_file" hcl:"ssh_bastion_private_key_file"`
+	SSHBastionAgentAuth           *bool                           `mapstructure:"ssh_bastion_agent_auth" cty:"ssh_bastion_agent_auth" hcl:"ssh_bastion_agent_auth"`
 	SSHTimeout                    *string                         `mapstructure:"ssh_timeout" cty:"ssh_timeout" hcl:"ssh_timeout"`
 	SettleTimeout                 *string                         `mapstructure:"settle_timeout" cty:"settle_timeout" hcl:"settle_timeout"`
 	CheckTimeout                  *string                         `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
@@ -120,6 +129,10 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"user_data":                             &hcldec.AttrSpec{Name: "user_data", Type: cty.String, Required: false},
 		"user_data_file":                        &hcldec.AttrSpec{Name: "user_data_file", Type: cty.String, Required: false},
 		"associate_public_ip_address":           &hcldec.AttrSpec{Name: "associate_public_ip_address", Type: cty.Bool, Required: false},
+		"efa":                                   &hcldec.AttrSpec{Name: "efa", Type: cty.String, Required: false},
+		"placement_group":                       &hcldec.AttrSpec{Name: "placement_group", Type: cty.String, Required: false},
+		"temporary_placement_group":             &hcldec.AttrSpec{Name: "temporary_placement_group", Type: cty.Bool, Required: false},
+		"temporary_elastic_ip":                  &hcldec.AttrSpec{Name: "temporary_elastic_ip", Type: cty.Bool, Required: false},
 		"iam_instance_profile":                  &hcldec.AttrSpec{Name: "iam_instance_profile", Type: cty.String, Required: false},
 		"capacity_reservation_preference":       &hcldec.AttrSpec{Name: "capacity_reservation_preference", Type: cty.String, Required: false},
 		"capacity_reservation_id":               &hcldec.AttrSpec{Name: "capacity_reservation_id", Type: cty.String, Required: false},
@@ -127,6 +140,11 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"market_type":                           &hcldec.AttrSpec{Name: "market_type", Type: cty.String, Required: false},
 		"ssh_username":                          &hcldec.AttrSpec{Name: "ssh_username", Type: cty.String, Required: false},
 		"ssh_interface":                         &hcldec.AttrSpec{Name: "ssh_interface", Type: cty.String, Required: false},
+		"ssh_bastion_host":                      &hcldec.AttrSpec{Name: "ssh_bastion_host", Type: cty.String, Required: false},
+		"ssh_bastion_port":                      &hcldec.AttrSpec{Name: "ssh_bastion_port", Type: cty.Number, Required: false},
+		"ssh_bastion_username":                  &hcldec.AttrSpec{Name: "ssh_bastion_username", Type: cty.String, Required: false},
+		"ssh_bastion_private_key_file":          &hcldec.AttrSpec{Name: "ssh_bastion_private_key_file", Type: cty.String, Required: false},
+		"ssh_bastion_agent_auth":                &hcldec.AttrSpec{Name: "ssh_bastion_agent_auth", Type: cty.Bool, Required: false},
 		"ssh_timeout":                           &hcldec.AttrSpec{Name: "ssh_timeout", Type: cty.String, Required: false},
 		"settle_timeout":                        &hcldec.AttrSpec{Name: "settle_timeout", Type: cty.String, Required: false},
 		"check_timeout":                         &hcldec.AttrSpec{Name: "check_timeout", Type: cty.String, Required: false},

@@ -13,6 +13,9 @@ import (
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
@@ -87,6 +90,22 @@ var matrixOps = []string{
 	awsfake.OpDescribeSecurityGroups, awsfake.OpAuthorizeSecurityGroupIngress, awsfake.OpRunInstances, awsfake.OpDescribeInstances,
 	awsfake.OpTerminateInstances, awsfake.OpDeleteSecurityGroup, awsfake.OpDeleteKeyPair,
 	awsfake.OpCreateTags, awsfake.OpDescribeImages, awsfake.OpDeregisterImage, awsfake.OpDeleteSnapshot,
+	// The network of a launch with EFA (p5.48xlarge, efa = "all": 33 interfaces), a temporary
+	// placement group and the temporary Elastic IP that reaches it.
+	awsfake.OpDescribeInstanceTypes, awsfake.OpAuthorizeSecurityGroupEgress, awsfake.OpCreatePlacementGroup, awsfake.OpDeletePlacementGroup,
+	awsfake.OpAllocateAddress, awsfake.OpAssociateAddress, awsfake.OpDescribeAddresses, awsfake.OpDisassociateAddress, awsfake.OpReleaseAddress,
+	awsfake.OpDescribeNetworkInterfaces, awsfake.OpDeleteNetworkInterface,
+}
+
+// keptInterfaces is an EC2 client whose launches keep their network interfaces after the
+// instance (DeleteOnTermination false), so that the cleanup has interfaces to delete.
+type keptInterfaces struct{ launch.EC2API }
+
+func (k keptInterfaces) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, o ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	for i := range in.NetworkInterfaces {
+		in.NetworkInterfaces[i].DeleteOnTermination = aws.Bool(false)
+	}
+	return k.EC2API.RunInstances(ctx, in, o...)
 }
 
 // syncBuffer is a bytes.Buffer safe for the UI's writers.
@@ -160,7 +179,7 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 	f.own(t, "us-east-1", east, eastSnap)
 	f.own(t, "us-west-2", west, westSnap)
 	raw := map[string]interface{}{"region": "us-east-1", "instance_type": "p5.48xlarge", "report_dir": t.TempDir(),
-		"on_failure": v.onFailure, "ssh_timeout": "30s"}
+		"on_failure": v.onFailure, "ssh_timeout": "30s", "temporary_placement_group": true}
 	if op == awsfake.OpDescribeSubnets {
 		raw["subnet_id"] = srv.State("us-east-1", false).Regions["us-east-1"].Subnet.ID
 	}
@@ -169,6 +188,16 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 		t.Fatal(err)
 	}
 	p.ec2For = sdkClients(hs.URL)
+	if op == awsfake.OpDeleteNetworkInterface {
+		clients := p.ec2For
+		p.ec2For = func(ctx context.Context, region string) (launch.EC2API, error) {
+			api, err := clients(ctx, region)
+			if err != nil {
+				return nil, err
+			}
+			return keptInterfaces{api}, nil
+		}
+	}
 	p.poll, p.callTimeout, p.cleanupTimeout = matrixPoll, matrixCall, matrixCleanup
 	judged := false
 	p.checkBoot = func(context.Context, packersdk.Ui, *launch.Instance, target, string, func(string)) error {
@@ -211,6 +240,18 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 			if g.Name != "default" {
 				left = append(left, fmt.Sprintf("aws ec2 delete-security-group --region %s --group-id %s", region, g.ID))
 			}
+		}
+		for _, ni := range rs.NetworkInterfaces {
+			// An interface still attached goes with its instance (named STILL RUNNING above).
+			if ni.Status == "available" {
+				left = append(left, fmt.Sprintf("aws ec2 delete-network-interface --region %s --network-interface-id %s", region, ni.ID))
+			}
+		}
+		for _, a := range rs.ElasticIPs {
+			left = append(left, fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, a.AllocationID))
+		}
+		for _, pg := range rs.PlacementGroups {
+			left = append(left, fmt.Sprintf("aws ec2 delete-placement-group --region %s --group-name %s", region, pg.Name))
 		}
 	}
 	for _, cmd := range left {

@@ -4,11 +4,17 @@
 package dlami
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
+
+	sdkssh "github.com/hashicorp/packer-plugin-sdk/communicator/ssh"
+	"github.com/hashicorp/packer-plugin-sdk/pathing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 )
@@ -119,7 +125,113 @@ func (c *Config) prepareLaunch() []error {
 	if len(c.SecurityGroupIDs) > 0 && (c.SSHCIDR != "" || len(c.SSHCIDRs) > 0) {
 		errs = append(errs, errors.New("security_group_ids with temporary_security_group_source_cidr(s): the source CIDRs are for the temporary security group, which is not made when security_group_ids is set; remove one"))
 	}
+	errs = append(errs, c.prepareNetwork()...)
 	return errs
+}
+
+// efaSettings are the values of efa besides a count.
+const (
+	efaAll  = "all"
+	efaNone = "none"
+)
+
+// prepareNetwork validates the settings of the network the instance is launched into and
+// reached through: efa, the placement group, the Elastic IP and the bastion.
+func (c *Config) prepareNetwork() []error {
+	var errs []error
+	c.EFA = strings.TrimSpace(c.EFA)
+	switch c.EFA {
+	case "", efaAll:
+		c.EFA, c.efa = efaAll, launch.EFAAll
+	case efaNone:
+		c.efa = 0
+	default:
+		n, err := strconv.Atoi(c.EFA)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf(`efa = %q: use "all" (every EFA interface of the instance type, the default), "none", or a count such as "8"`, c.EFA))
+		}
+		c.efa = n
+	}
+	if c.PlacementGroup != "" && c.TemporaryPlacementGroup {
+		errs = append(errs, errors.New("placement_group and temporary_placement_group = true: set one (placement_group names an existing group; temporary_placement_group makes a cluster group for the verification)"))
+	}
+	if c.SSHInterface == "session_manager" {
+		errs = append(errs, errors.New(`ssh_interface = "session_manager": the dlami post-processor does not offer Session Manager; reach an instance in a private subnet with ssh_interface = "private_ip" (Packer inside the VPC) or ssh_bastion_host, or from outside the VPC through a temporary Elastic IP (temporary_elastic_ip)`))
+	} else if err := launch.CheckSSHInterface(c.SSHInterface); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SSHBastionHost == "" {
+		for _, s := range []struct {
+			name string
+			set  bool
+		}{{"ssh_bastion_port", c.SSHBastionPort != 0}, {"ssh_bastion_username", c.SSHBastionUsername != ""},
+			{"ssh_bastion_private_key_file", c.SSHBastionPrivateKeyFile != ""}, {"ssh_bastion_agent_auth", c.SSHBastionAgentAuth}} {
+			if s.set {
+				errs = append(errs, fmt.Errorf("%s without ssh_bastion_host: set the bastion's address, or remove %s", s.name, s.name))
+			}
+		}
+		return errs
+	}
+	c.SSHBastionPort = cmp.Or(c.SSHBastionPort, 22)
+	if c.SSHBastionPort < 1 || c.SSHBastionPort > 65535 {
+		errs = append(errs, fmt.Errorf("ssh_bastion_port = %d: use a TCP port, 1 to 65535", c.SSHBastionPort))
+	}
+	if c.SSHBastionUsername == "" {
+		errs = append(errs, errors.New("ssh_bastion_host needs ssh_bastion_username: the user to log in to the bastion as"))
+	}
+	switch {
+	case c.SSHBastionPrivateKeyFile != "" && c.SSHBastionAgentAuth:
+		errs = append(errs, errors.New("ssh_bastion_private_key_file and ssh_bastion_agent_auth = true: set one"))
+	case c.SSHBastionPrivateKeyFile != "":
+		path, err := pathing.ExpandUser(c.SSHBastionPrivateKeyFile)
+		if err == nil {
+			_, err = sdkssh.FileSigner(path)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ssh_bastion_private_key_file %s: %w", c.SSHBastionPrivateKeyFile, err))
+		}
+	case c.SSHBastionAgentAuth:
+		// The agent is asked when the bastion is dialled (connector): validation may run
+		// where the build does not.
+	default:
+		errs = append(errs, errors.New("ssh_bastion_host needs ssh_bastion_private_key_file or ssh_bastion_agent_auth = true"))
+	}
+	if c.SSHInterface == "public_ip" || c.SSHInterface == "public_dns" {
+		errs = append(errs, fmt.Errorf(`ssh_bastion_host with ssh_interface = %q: through a bastion the instance is reached by its private address; use "private_ip" or "private_dns", or leave ssh_interface unset`, c.SSHInterface))
+	}
+	return errs
+}
+
+// efaSetting names the efa setting as the judges and the report quote it.
+func (c *Config) efaSetting() string {
+	if c.efa > 0 {
+		return fmt.Sprintf("efa = %d", c.efa)
+	}
+	return fmt.Sprintf("efa = %q", c.EFA)
+}
+
+// sshInterface is the address to reach the instance by: ssh_interface, else the private IP
+// through a bastion, else the default (the public IP, else the private one).
+func (c *Config) sshInterface() string {
+	if c.SSHInterface == "" && c.SSHBastionHost != "" {
+		return "private_ip"
+	}
+	return c.SSHInterface
+}
+
+// elasticIP is when the launch gets a temporary Elastic IP: temporary_elastic_ip, else when
+// the launch has several interfaces and the instance is to be reached by a public address.
+func (c *Config) elasticIP() launch.ElasticIPPolicy {
+	switch {
+	case c.TemporaryElasticIP != nil && *c.TemporaryElasticIP:
+		return launch.AlwaysElasticIP
+	case c.TemporaryElasticIP != nil,
+		c.SSHBastionHost != "",
+		c.SSHInterface == "private_ip" || c.SSHInterface == "private_dns",
+		c.AssociatePublicIPAddress != nil && !*c.AssociatePublicIPAddress:
+		return launch.NoElasticIP
+	}
+	return launch.ElasticIPWhenSeveralInterfaces
 }
 
 // launchSettings are the launch.Spec fields prepareLaunch resolved.
@@ -128,4 +240,7 @@ func (c *Config) launchSettings(s *launch.Spec) {
 	s.Metadata = &launch.Metadata{HTTPEndpoint: m.HTTPEndpoint, HTTPTokens: m.HTTPTokens, HTTPPutResponseHopLimit: m.HTTPPutResponseHopLimit, InstanceMetadataTags: m.InstanceMetadataTags}
 	s.UserData = c.userData
 	s.SSHCIDRs = c.SSHCIDRs
+	s.EFA, s.EFASetting = c.efa, c.efaSetting()
+	s.PlacementGroup, s.TemporaryPlacementGroup = c.PlacementGroup, c.TemporaryPlacementGroup
+	s.ElasticIP = c.elasticIP()
 }

@@ -121,8 +121,11 @@ func TestVerificationLaunchCarriesTheLaunchSettings(t *testing.T) {
 			if launched.UserData != tc.userData {
 				t.Errorf("user data %q, want %q", launched.UserData, tc.userData)
 			}
-			if len(ingress) != 1 || ingress[0].FromPort != 22 || !slices.Equal(ingress[0].CIDRs, tc.ingressOf) {
-				t.Errorf("temporary group's ingress %+v, want port 22 from %v", ingress, tc.ingressOf)
+			// Port 22 from the sources only; and, the launch having EFA, all traffic from the
+			// group itself.
+			if len(ingress) != 2 || ingress[0].FromPort != 22 || !slices.Equal(ingress[0].CIDRs, tc.ingressOf) ||
+				ingress[1].Protocol != "-1" || len(ingress[1].CIDRs) != 0 || len(ingress[1].GroupIDs) != 1 {
+				t.Errorf("temporary group's ingress %+v, want port 22 from %v and all traffic from the group itself", ingress, tc.ingressOf)
 			}
 		})
 	}

@@ -20,10 +20,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
+	sdkssh "github.com/hashicorp/packer-plugin-sdk/communicator/ssh"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/pathing"
 	sshcomm "github.com/hashicorp/packer-plugin-sdk/sdk-internals/communicator/ssh"
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
@@ -420,6 +423,9 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		return "", err
 	}
 	typ = in.Placement.InstanceType
+	if in.Layout.EFA == 0 && c.efa != 0 {
+		say(fmt.Sprintf("%s takes no EFA interface (%s): the EFA checks judge none", typ, c.efaSetting()))
+	}
 	if len(in.Refused) > 0 {
 		var refused []string
 		for _, r := range in.Refused {
@@ -505,11 +511,15 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 // check connects to the launched instance and judges its first boot.
 func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error {
 	c := &p.config
-	addr, err := in.Address(c.SSHInterface)
+	addr, err := in.Address(c.sshInterface())
 	if err != nil {
 		return err
 	}
-	comm, err := dialSSH(ctx, addr, c.SSHUsername, in.Signer, c.SSHTimeout, say)
+	connect, err := c.connector(addr)
+	if err != nil {
+		return err
+	}
+	comm, err := dialSSH(ctx, connect, c.SSHUsername, in.Signer, c.SSHTimeout, say)
 	if err != nil {
 		return err
 	}
@@ -522,21 +532,34 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 	if err != nil {
 		return fmt.Errorf("%s on the instance: %w", c.ManifestPath, err)
 	}
-	o := engine.VerifyOptions{
+	return engine.Verify(ctx, h, ui, c.verifyOptions(in, t, typ, b))
+}
+
+// verifyOptions is what the engine judges the first boot of in with.
+func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.BOM) engine.VerifyOptions {
+	return engine.VerifyOptions{
 		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
 			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
-			Checks: verifySettings(c, b),
+			Checks: verifySettings(c, b, in.Layout.EFA),
+			// What this launch attached: the judges demand exactly that many EFA devices, and
+			// name the groups EFA traffic depends on.
+			Launch: checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: c.efaSetting(), SecurityGroups: in.SecurityGroups},
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
-	return engine.Verify(ctx, h, ui, o)
 }
 
 // launchReport is what the report says about the launch.
 func launchReport(in *launch.Instance, c *Config) *report.Launch {
-	l := &report.Launch{InstanceType: in.Placement.InstanceType, SubnetID: in.Placement.SubnetID, MarketType: c.MarketType, CapacityReservationID: c.CapacityReservationID}
+	l := &report.Launch{InstanceType: in.Placement.InstanceType, SubnetID: in.Placement.SubnetID, MarketType: c.MarketType, CapacityReservationID: c.CapacityReservationID,
+		EFA: in.Layout.EFA, EFASetting: c.efaSetting(), SecurityGroups: in.SecurityGroups, PlacementGroup: in.PlacementGroup(), ElasticIP: in.ElasticIP}
+	if len(in.Layout.Interfaces) > 1 {
+		for _, i := range in.Layout.Interfaces {
+			l.NetworkInterfaces = append(l.NetworkInterfaces, fmt.Sprintf("%d/%d %s", i.Card, i.Device, i.Type))
+		}
+	}
 	for _, r := range in.Refused {
 		l.Refused = append(l.Refused, report.LaunchRefusal{InstanceType: r.InstanceType, SubnetID: r.SubnetID, Code: r.Code, Message: r.Message})
 	}
@@ -627,21 +650,69 @@ func leftRegistered(err error) bool {
 	return false
 }
 
+// connector is how to open the TCP connection to addr's SSH port: directly, or through the
+// bastion (ssh_bastion_host), as Packer's own communicator does it.
+func (c *Config) connector(addr string) (connector, error) {
+	hostport := net.JoinHostPort(addr, "22")
+	if c.SSHBastionHost == "" {
+		return connector{hostport: hostport, dial: func() (net.Conn, error) { return net.DialTimeout("tcp", hostport, 10*time.Second) }}, nil
+	}
+	var auth []ssh.AuthMethod
+	if c.SSHBastionAgentAuth {
+		path := os.Getenv("SSH_AUTH_SOCK")
+		if path == "" {
+			return connector{}, errors.New("ssh_bastion_agent_auth = true but SSH_AUTH_SOCK is not set: start an SSH agent, or set ssh_bastion_private_key_file")
+		}
+		sock, err := net.Dial("unix", path)
+		if err != nil {
+			return connector{}, fmt.Errorf("ssh_bastion_agent_auth: connecting to the SSH agent at SSH_AUTH_SOCK: %w", err)
+		}
+		auth = append(auth, ssh.PublicKeysCallback(agent.NewClient(sock).Signers))
+	} else {
+		path, err := pathing.ExpandUser(c.SSHBastionPrivateKeyFile)
+		if err != nil {
+			return connector{}, fmt.Errorf("ssh_bastion_private_key_file %s: %w", c.SSHBastionPrivateKeyFile, err)
+		}
+		signer, err := sdkssh.FileSigner(path)
+		if err != nil {
+			return connector{}, fmt.Errorf("ssh_bastion_private_key_file %s: %w", c.SSHBastionPrivateKeyFile, err)
+		}
+		auth = append(auth, ssh.PublicKeys(signer))
+	}
+	bastion := net.JoinHostPort(c.SSHBastionHost, strconv.Itoa(c.SSHBastionPort))
+	conf := &ssh.ClientConfig{User: c.SSHBastionUsername, Auth: auth, Timeout: 10 * time.Second,
+		// As amazon-ebs's bastion: its host key is not known beforehand either.
+		HostKeyCallback: ssh.InsecureIgnoreHostKey()}
+	return connector{hostport: hostport, via: bastion, dial: sshcomm.BastionConnectFunc("tcp", bastion, conf, "tcp", hostport)}, nil
+}
+
+// connector opens the connection to the instance's SSH port.
+type connector struct {
+	hostport, via string
+	dial          func() (net.Conn, error)
+}
+
+func (c connector) String() string {
+	if c.via == "" {
+		return c.hostport
+	}
+	return c.hostport + " through the bastion " + c.via
+}
+
 // dialSSH connects to the instance through Packer's own SSH communicator, retrying until
 // timeout (sshd starts late in the boot).
-func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout time.Duration, say func(string)) (packersdk.Communicator, error) {
-	hostport := net.JoinHostPort(addr, "22")
+func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Signer, timeout time.Duration, say func(string)) (packersdk.Communicator, error) {
 	deadline := time.Now().Add(timeout)
-	say("waiting for SSH on " + hostport)
+	say("waiting for SSH on " + connect.String())
 	var last error
 	for {
-		comm, err := sshcomm.New(hostport, &sshcomm.Config{
+		comm, err := sshcomm.New(connect.hostport, &sshcomm.Config{
 			SSHConfig: &ssh.ClientConfig{
 				User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 				// A fresh throwaway instance: its host key is not known beforehand.
 				HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
 			},
-			Connection:       func() (net.Conn, error) { return net.DialTimeout("tcp", hostport, 10*time.Second) },
+			Connection:       connect.dial,
 			HandshakeTimeout: 10 * time.Second,
 			UseSftp:          true,
 		})
@@ -650,7 +721,7 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 		}
 		last = err
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("SSH to %s did not answer within ssh_timeout %s: %w", hostport, timeout, last)
+			return nil, fmt.Errorf("SSH to %s did not answer within ssh_timeout %s: %w", connect, timeout, last)
 		}
 		if err := pause.Sleep(ctx, 3*time.Second); err != nil {
 			return nil, err
@@ -658,20 +729,34 @@ func dialSSH(ctx context.Context, addr, user string, signer ssh.Signer, timeout 
 	}
 }
 
-// verifySettings is what the first boot is judged with. With nccl = true or
-// complete_validation = true it runs the NCCL test and the tests that prove the hardware
-// works, with the bake's settings from the bill of materials (DCGM's level, the EFA traffic
-// and GPUDirect RDMA floors: a bake that turned DCGM off is not judged with it here); without
-// either, none of them, so a verification stays a first-boot check that costs no GPU minutes.
-func verifySettings(c *Config, doc bom.BOM) checks.Settings {
+// verifySettings is what the first boot is judged with, efa the EFA interfaces the launch
+// attached. With nccl = true or complete_validation = true it runs the NCCL test and the tests
+// that prove the hardware works, with the bake's settings from the bill of materials (DCGM's
+// level, the EFA traffic and GPUDirect RDMA floors: a bake that turned DCGM off is not judged
+// with it here). With EFA attached and nccl unset, the tests that prove the EFA devices the
+// bake could not have: the EFA traffic test, and the NCCL test with the all-reduce forced over
+// EFA (gpudirect-rdma), which runs only with it; not DCGM. nccl = false keeps the EFA traffic
+// test only. Otherwise none of them, so a verification stays a first-boot check that costs no
+// GPU minutes.
+func verifySettings(c *Config, doc bom.BOM, efa int) checks.Settings {
 	s := checks.Settings{
-		Expect: c.Expect, NCCL: settings.NCCL{Skip: !c.NCCL},
+		Expect: c.Expect, NCCL: settings.NCCL{Skip: true},
 		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
 		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
-	if c.NCCL || c.CompleteValidation {
+	nccl := c.NCCL != nil && *c.NCCL
+	switch {
+	case nccl || c.CompleteValidation:
 		s = engine.BakeTests(s, doc)
-		s.NCCL.Skip = !c.NCCL && !c.CompleteValidation
+		s.NCCL.Skip = false
+	case efa > 0:
+		bake := engine.BakeTests(s, doc)
+		s.Skip, s.Warn = bake.Skip, bake.Warn
+		s.Function.EFATraffic = bake.Function.EFATraffic
+		if c.NCCL == nil {
+			s.NCCL, s.Function.GDR = bake.NCCL, bake.Function.GDR
+			s.NCCL.Skip = false
+		}
 	}
 	return s
 }

@@ -68,7 +68,7 @@ func TestConfigureErrorsNameTheSetting(t *testing.T) {
 	}
 	c := p.config
 	if c.OnFailure != OnFailureTag || c.SSHUsername != "ubuntu" || c.ReportDir != filepath.Join("dlami-verify", "golden") ||
-		c.BOMFile != filepath.Join("dlami-reports", "golden", BOMFileName) || c.NCCL || c.SSHTimeout != 30*time.Minute || c.CheckTimeout != time.Minute {
+		c.BOMFile != filepath.Join("dlami-reports", "golden", BOMFileName) || c.NCCL != nil || c.EFA != "all" || c.SSHTimeout != 30*time.Minute || c.CheckTimeout != time.Minute {
 		t.Errorf("defaults %+v", c)
 	}
 }

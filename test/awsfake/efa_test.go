@@ -390,6 +390,9 @@ func TestSecurityGroupRulesDriveEFATraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.waitCalls(t, "SetNetwork "+id+" efa-traffic=true")
+	if st := e.fake.State("us-east-1", true).Regions["us-east-1"].Instances[0]; !st.EFATraffic {
+		t.Error("state: EFA traffic still blocked after the self rules were added")
+	}
 	if _, err := c.AuthorizeSecurityGroupEgress(ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: sg.GroupId, IpPermissions: self}); errorCode(err) != "InvalidPermission.Duplicate" {
 		t.Errorf("the same self rule again: %v", err)
 	}

@@ -82,6 +82,7 @@ func (s *Server) securityGroupsChanged(rd *regionData) {
 			continue
 		}
 		r.network = n
+		r.EFATraffic = n.EFATraffic // what the state dump shows
 		if s.machines == nil || r.Stuck {
 			continue
 		}

@@ -312,8 +312,10 @@ func ownImages(s awsfake.StateDump, region string) []awsfake.Image {
 	return out
 }
 
-// assertCleanedUp checks what amazon-ebs must leave behind in a region after any build, pass
-// or fail: no instance that is not terminated, no temporary key pair or security group.
+// assertCleanedUp checks what amazon-ebs and the post-processor must leave behind in a region
+// after any build, pass or fail: no instance that is not terminated, no temporary key pair or
+// security group (groups a test made itself are named team-*), no network interface, no
+// Elastic IP, no placement group.
 func assertCleanedUp(t *testing.T, s awsfake.StateDump, region string) {
 	t.Helper()
 	rs := s.Regions[region]
@@ -326,9 +328,18 @@ func assertCleanedUp(t *testing.T, s awsfake.StateDump, region string) {
 		t.Errorf("%s: key pair %s (%s) left behind", region, kp.Name, kp.ID)
 	}
 	for _, g := range rs.SecurityGroups {
-		if g.Name != "default" {
+		if g.Name != "default" && !strings.HasPrefix(g.Name, "team-") {
 			t.Errorf("%s: security group %s (%s) left behind", region, g.Name, g.ID)
 		}
+	}
+	for _, ni := range rs.NetworkInterfaces {
+		t.Errorf("%s: network interface %s (%s, %s, of %s) left behind", region, ni.ID, ni.InterfaceType, ni.Status, ni.InstanceID)
+	}
+	for _, a := range rs.ElasticIPs {
+		t.Errorf("%s: Elastic IP %s (%s) left behind", region, a.PublicIP, a.AllocationID)
+	}
+	for _, pg := range rs.PlacementGroups {
+		t.Errorf("%s: placement group %s left behind", region, pg.Name)
 	}
 }
 

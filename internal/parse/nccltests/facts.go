@@ -76,6 +76,7 @@ var factRules = []rule{
 	{fact: "NVLS", how: matchPrefix, lit: []byte("Connected NVLS"), set: (*parser).nvlsUsed},
 	{fact: "RingsConnected", how: matchPrefix, lit: []byte("Connected all rings"), set: (*parser).ringsConnected},
 	{fact: "TreesConnected", how: matchPrefix, lit: []byte("Connected all trees"), set: (*parser).treesConnected},
+	{fact: "NRanks, Hosts' Ranks", how: matchContains, lit: []byte("Init COMPLETE"), set: (*parser).initComplete},
 }
 
 func markFailure(_ *parser, l *factLine, _ []byte) { l.failure = true }
@@ -98,11 +99,20 @@ func (p *parser) network(l *factLine, rest []byte) {
 	if !contains(tr.Networks, name) {
 		tr.Networks = addDistinct(tr.Networks, string(name))
 	}
-	if bytes.EqualFold(name, []byte("Socket")) {
+	socket := bytes.EqualFold(name, []byte("Socket"))
+	if socket {
 		tr.Socket = true
 		p.evidence(kindSocket, l)
 	}
 	p.evidence(kindNetwork, l)
+	if h := p.onHost(); h != nil {
+		if !contains(h.Networks, name) {
+			h.Networks = addDistinct(h.Networks, string(name))
+		}
+		if socket {
+			h.socket(l)
+		}
+	}
 }
 
 // provider reads "Selected Provider is efa" / "Selected provider is efa, fabric is efa-direct
@@ -129,6 +139,10 @@ func (p *parser) provider(l *factLine, rest []byte) {
 		}
 	}
 	p.evidence(kindProvider, l)
+	if h := p.onHost(); h != nil && nics >= 0 && (h.NICs == nil || *h.NICs < nics) {
+		n := nics
+		h.NICs = &n
+	}
 	for _, q := range tr.Providers {
 		if q.Name == string(name) && (q.NICs == nil && nics < 0 || q.NICs != nil && *q.NICs == nics) {
 			return
@@ -148,6 +162,7 @@ func (p *parser) provider(l *factLine, rest []byte) {
 func (p *parser) ofiInit(l *factLine, rest []byte) {
 	tr := &p.res.Transport
 	tr.OFIPlugin = true
+	p.hostOFI()
 	if f := bytes.Fields(rest); len(f) > 0 && tr.OFIVersion == "" {
 		tr.OFIVersion = textcut.Prefix(string(f[0]), 40)
 	}
@@ -156,6 +171,7 @@ func (p *parser) ofiInit(l *factLine, rest []byte) {
 
 func (p *parser) ofiLine(l *factLine, _ []byte) {
 	p.res.Transport.OFIPlugin = true
+	p.hostOFI()
 	p.evidence(kindOFI, l)
 }
 
@@ -172,6 +188,7 @@ func (p *parser) loadedPlugin(l *factLine, rest []byte) {
 	}
 	if bytes.Contains(name, []byte("Libfabric")) || bytes.Contains(name, []byte("OFI")) {
 		tr.OFIPlugin = true
+		p.hostOFI()
 	}
 	p.evidence(kindPlugin, l)
 }
@@ -192,6 +209,9 @@ func (p *parser) pluginMissing(l *factLine, _ []byte) {
 func (p *parser) socket(l *factLine, _ []byte) {
 	p.res.Transport.Socket = true
 	p.evidence(kindSocket, l)
+	if h := p.onHost(); h != nil {
+		h.socket(l)
+	}
 }
 
 func (p *parser) ncclNetIB(l *factLine, _ []byte) {
@@ -226,7 +246,132 @@ func (p *parser) dataPath(l *factLine, rest []byte) {
 		tr.DataTransports = addDistinct(tr.DataTransports, string(kind))
 	}
 	p.evidence(kindPath, l)
+	if h := p.onHost(); h != nil && bytes.HasPrefix(path, []byte("NET/")) {
+		h.NetPaths = true
+		if bytes.HasSuffix(path, []byte("/GDRDMA")) {
+			h.GDRDMA = true
+		} else if h.NoGDRDMALine == "" {
+			h.NoGDRDMALine = textcut.Prefix(string(l.text), MaxEvidenceLine)
+		}
+	}
 }
+
+// initComplete reads "... rank R nranks N ... Init COMPLETE": the communicator's size, and a
+// rank of the host that printed it.
+func (p *parser) initComplete(_ *factLine, _ []byte) {
+	msg := p.fl.msg
+	rank, okRank := numberAfter(msg, []byte(" rank "))
+	if n, ok := numberAfter(msg, []byte(" nranks ")); ok && n > p.res.NRanks {
+		p.res.NRanks = n
+	}
+	h := p.onHost()
+	if h == nil || !okRank {
+		return
+	}
+	for _, r := range h.Ranks {
+		if r == rank {
+			return
+		}
+	}
+	if len(h.Ranks) < MaxRanksPerHost {
+		h.Ranks = append(h.Ranks, rank)
+	}
+}
+
+// numberAfter returns the decimal number that follows the first key in msg.
+func numberAfter(msg, key []byte) (int, bool) {
+	i := bytes.Index(msg, key)
+	if i < 0 {
+		return 0, false
+	}
+	d := msg[i+len(key):]
+	j := 0
+	for j < len(d) && j < 9 && d[j] >= '0' && d[j] <= '9' {
+		j++
+	}
+	if j == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(d[:j]))
+	return n, err == nil
+}
+
+// onHost is the host of the line the rules look at, nil when the line names none.
+func (p *parser) onHost() *HostNet {
+	if p.host < 0 {
+		return nil
+	}
+	return &p.res.Hosts[p.host]
+}
+
+func (p *parser) hostOFI() {
+	if h := p.onHost(); h != nil {
+		h.OFIPlugin = true
+	}
+}
+
+func (h *HostNet) socket(l *factLine) {
+	h.Socket = true
+	if h.SocketLine == "" {
+		h.SocketLine = textcut.Prefix(string(l.text), MaxEvidenceLine)
+	}
+}
+
+// hostIndex returns the index in res.Hosts of the host named name, adding it when it is new;
+// -1 for no name or when MaxHosts are kept already.
+func (p *parser) hostIndex(name []byte) int {
+	if len(name) == 0 {
+		return -1
+	}
+	for i := range p.res.Hosts {
+		if p.res.Hosts[i].Name == string(name) {
+			return i
+		}
+	}
+	if len(p.res.Hosts) >= MaxHosts {
+		return -1
+	}
+	p.res.Hosts = append(p.res.Hosts, HostNet{Name: string(name)})
+	return len(p.res.Hosts) - 1
+}
+
+// hostOf returns the host of an NCCL line, "host" of "host:pid:tid [dev] NCCL INFO ...", or nil
+// when the line does not start that way.
+func hostOf(t []byte) []byte {
+	c := bytes.IndexByte(t, ':')
+	if c <= 0 || c > maxHostName {
+		return nil
+	}
+	name := t[:c]
+	for _, b := range name {
+		if b <= ' ' || b == '[' || b == ']' || b >= 0x7f {
+			return nil
+		}
+	}
+	// pid:tid follow, each all digits.
+	rest := t[c+1:]
+	for field := 0; field < 2; field++ {
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		if j == 0 || j == len(rest) {
+			return nil
+		}
+		sep := byte(':')
+		if field == 1 {
+			sep = ' '
+		}
+		if rest[j] != sep {
+			return nil
+		}
+		rest = rest[j+1:]
+	}
+	return name
+}
+
+// maxHostName bounds a host name (DNS names are at most 253 bytes).
+const maxHostName = 253
 
 func (p *parser) nvlsAvailable(l *factLine, _ []byte) {
 	p.res.Transport.NVLSAvailable = true

@@ -23,6 +23,7 @@ type facts struct {
 	DataPaths, DataTransports      []string
 	NVLSAvailable, NVLS            bool
 	RingsConnected, TreesConnected bool
+	NRanks                         int
 	Failure                        bool
 }
 
@@ -34,7 +35,7 @@ func factsOf(r Result) facts {
 		Networks: tr.Networks, Providers: providerString(tr.Providers), Socket: tr.Socket,
 		NCCLNetIB: tr.NCCLNetIB, ForwardCompat: tr.ForwardCompat, DataPaths: tr.DataPaths,
 		DataTransports: tr.DataTransports, NVLSAvailable: tr.NVLSAvailable, NVLS: tr.NVLS,
-		RingsConnected: tr.RingsConnected, TreesConnected: tr.TreesConnected, Failure: len(r.Errors) > 0,
+		RingsConnected: tr.RingsConnected, TreesConnected: tr.TreesConnected, NRanks: r.NRanks, Failure: len(r.Errors) > 0,
 	}
 }
 
@@ -101,6 +102,9 @@ var factCases = []struct {
 	{"Connected NVLS tree", facts{NVLS: true}},
 	{"Connected all rings, use ring PXN 0 GDR 1", facts{RingsConnected: true}},
 	{"Connected all trees", facts{TreesConnected: true}},
+	{"ncclCommInitRankConfig comm 0x55d0c0a1b2c0 rank 9 nranks 16 cudaDev 1 nvmlDev 1 busId 53000 commId 0x9f1c - Init COMPLETE",
+		facts{NRanks: 16}},
+	{"comm 0x7f2a7c000f60 rank 0 nranks 16 cudaDev 0 busId 101c0 - Init COMPLETE", facts{NRanks: 16}},
 	{"ip-10-0-1-23: Test NCCL failure common.cu:1279 'unhandled cuda error'", facts{Failure: true}},
 	{"ip-10-0-1-23: Test CUDA failure common.cu:905 'out of memory'", facts{Failure: true}},
 	{"all_reduce_perf: Test timeout (60s) common.cu:412", facts{Failure: true}},

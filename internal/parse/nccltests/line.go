@@ -15,6 +15,9 @@ type parser struct {
 	kinds   [kindCount]int
 	kept    []string // the NCCL message of each evidence line kept, for de-duplication
 	fl      factLine // the line the fact rules are looking at
+	// host is the index in res.Hosts of the host that printed the line the rules look at; -1
+	// when the line names none (or MaxHosts are kept already).
+	host int
 }
 
 // line reads one line (without its newline, at most MaxLineBytes): "#" lines, rows and elision

@@ -84,6 +84,10 @@ func (p *parser) facts(text []byte) {
 	p.fl = factLine{text: text}
 	l := &p.fl
 	l.tag, l.msg = splitTag(text)
+	p.host = -1
+	if l.tag != tagNone {
+		p.host = p.hostIndex(hostOf(text))
+	}
 	var after [maxRules]int32
 	for matched := factIndex.candidates(l.msg, l.tag, factRules, &after); matched != 0; matched &= matched - 1 {
 		i := bits.TrailingZeros64(matched)

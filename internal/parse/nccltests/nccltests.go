@@ -30,9 +30,13 @@ const (
 	MaxEvidenceLine = 400
 	// MaxDataPaths is how many distinct "via" paths Transport.DataPaths keeps.
 	MaxDataPaths = 16
-	maxPerKind   = 3
-	maxErrors    = 16
-	maxDistinct  = 8
+	// MaxHosts is how many hosts Result.Hosts keeps (a multi-node log names each host in its
+	// NCCL lines); MaxRanksPerHost how many ranks each keeps.
+	MaxHosts        = 64
+	MaxRanksPerHost = 64
+	maxPerKind      = 3
+	maxErrors       = 16
+	maxDistinct     = 8
 	// readChunk is what Parse reads at a time; lines may span chunks.
 	readChunk = 32 * 1024
 )
@@ -88,6 +92,13 @@ type Result struct {
 
 	// Transport holds the facts read from the NCCL lines.
 	Transport Transport
+	// Hosts are the hosts that printed NCCL lines ("host:pid:tid [dev] NCCL INFO ..."), in
+	// first-seen order, with what their own lines say about the network, at most MaxHosts: on a
+	// run across nodes a fallback or a missing plugin on one node shows here and names it.
+	Hosts []HostNet
+	// NRanks is the communicator's size from the "nranks N" of NCCL's init lines; 0 when not
+	// printed.
+	NRanks int
 	// Errors are failure lines (NCCL WARN, "Test NCCL failure", "Test CUDA failure", "Test
 	// timeout", MPI aborts), at most 16, each cut to MaxEvidenceLine bytes.
 	Errors []string
@@ -189,6 +200,31 @@ type Transport struct {
 	RingsConnected, TreesConnected bool
 	// DataLines are representative log lines for the data-path facts (a few per kind).
 	DataLines []string
+}
+
+// HostNet is what one host's NCCL lines say about its network.
+type HostNet struct {
+	// Name is the host name as NCCL prints it before ":pid:tid".
+	Name string
+	// Ranks are the distinct global ranks whose init completed on this host ("rank R nranks
+	// N ... Init COMPLETE"), in first-seen order, at most MaxRanksPerHost.
+	Ranks []int
+	// OFIPlugin is true when aws-ofi-nccl announced itself in this host's lines.
+	OFIPlugin bool
+	// Networks are the distinct "Using network NAME" names of this host.
+	Networks []string
+	// Socket is true when this host's lines show NET/Socket or "Using network Socket".
+	Socket bool
+	// SocketLine is the first such line, prefix removed; "" when none.
+	SocketLine string
+	// NICs is the largest "(found N nics)" of this host's provider lines; nil when none said.
+	NICs *int
+	// NetPaths is true when a connection of this host went over the network ("via NET/...").
+	NetPaths bool
+	// GDRDMA is true when such a connection went with GPUDirect RDMA ("via NET/.../GDRDMA");
+	// NoGDRDMALine is the first network connection without it, "" when none.
+	GDRDMA       bool
+	NoGDRDMALine string
 }
 
 // Provider is one "Selected Provider is P (found N nics)" fact.

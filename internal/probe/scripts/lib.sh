@@ -21,3 +21,42 @@ as_root() {
 		sudo -n "$@"
 	fi
 }
+# nccl_binary WANT MARKER: sets cuda and bin to the nccl-tests all_reduce_perf of CUDA WANT, or
+# of the newest CUDA that has one when WANT is empty; prints "MARKER ERROR ..." and returns 1
+# when there is none.
+nccl_binary() {
+	if [ -n "$1" ]; then
+		cuda=/usr/local/cuda-$1
+		bin=$cuda/efa/test-cuda-$1/all_reduce_perf
+		if [ ! -x "$bin" ]; then
+			echo "$2 ERROR no nccl-tests binary for CUDA $1: $bin is missing or not executable; installed: $(for f in /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf; do [ -e "$f" ] && printf '%s ' "$f"; done)"
+			return 1
+		fi
+		return 0
+	fi
+	# Newest CUDA first by numeric version (13.10 > 13.9), whatever the locale.
+	_best=$(for f in /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf; do
+		[ -x "$f" ] || continue
+		v=${f#/usr/local/cuda-}
+		v=${v%%/*}
+		case $v in '' | *[!0-9.]*) continue ;; esac
+		echo "$v $f"
+	done | sort -t. -k1,1n -k2,2n | tail -n 1)
+	if [ -z "$_best" ]; then
+		echo "$2 ERROR no nccl-tests binary: nothing matches /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf (is this the Deep Learning Base OSS DLAMI?)"
+		return 1
+	fi
+	cuda=/usr/local/cuda-${_best%% *}
+	bin=${_best#* }
+}
+# gpu_count NVSMI_PATHS...: prints how many GPUs nvidia-smi -L lists (0 when none or no tool).
+gpu_count() {
+	_nvsmi=$(find_tool nvidia-smi "$@")
+	"${_nvsmi:-nvidia-smi}" -L 2>/dev/null | grep -c '^GPU '
+}
+# no_login_env: Packer's commands get no login profile and sudo's secure_path varies: the
+# system directories are added to PATH for the coreutils and grep called by name.
+no_login_env() {
+	PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+	export PATH
+}

@@ -1,19 +1,21 @@
 #!/bin/sh
-# The 1-node NCCL all_reduce_perf test over the DLAMI's nccl-tests (packer-plugin-dlami). The
+# The NCCL all_reduce_perf test over the DLAMI's nccl-tests, on one node or across nodes
+# (packer-plugin-dlami). The
 # plugin sets, before this body: M (the marker of the script's own lines), want (a CUDA
 # version, or empty for the newest), ranks (or empty to count the GPUs), timeout_s, env_count
 # and, for each i from 1, env_key_i and env_value_i (exported: passed to every rank; apart from
 # the script's own variables, so that no setting can change them), mpirun_paths and
 # nvsmi_paths (the tools' real paths), and the positional parameters: all_reduce_perf's
 # arguments, where @@BINARY@@ stands for the binary this script chooses.
+# For a test across nodes the plugin also sets hosts (the nodes' private addresses, this node
+# first), keydir (a folder of the login user's holding the test's own SSH key id_ed25519 and
+# the nodes' host keys in known_hosts) and ssh_paths; ranks is then per node, and the script
+# prints "$M NODES <n>" too. With hosts empty it is the 1-node test.
 # It prints "$M BINARY <path>" and "$M RANKS <n>" first, then the test's output; its exit
 # status is mpirun's (124 or 137 when the timeout stopped it), or 127 with a "$M ERROR" line
 # when there is no binary, no mpirun or no GPU to run on.
 
-# Packer's commands get no login profile and sudo's secure_path varies: the system directories
-# are added to PATH for the coreutils and grep called by name.
-PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
+no_login_env
 no_test=127
 # Open MPI refuses to start as root unless told so with its documented switches: the node
 # check runs as root.
@@ -22,29 +24,7 @@ if [ "$(id -u)" = 0 ]; then
 	OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 fi
-if [ -n "$want" ]; then
-	cuda=/usr/local/cuda-$want
-	bin=$cuda/efa/test-cuda-$want/all_reduce_perf
-	if [ ! -x "$bin" ]; then
-		echo "$M ERROR no nccl-tests binary for CUDA $want: $bin is missing or not executable; installed: $(for f in /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf; do [ -e "$f" ] && printf '%s ' "$f"; done)"
-		exit $no_test
-	fi
-else
-	# Newest CUDA first by numeric version (13.10 > 13.9), whatever the locale.
-	best=$(for f in /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf; do
-		[ -x "$f" ] || continue
-		v=${f#/usr/local/cuda-}
-		v=${v%%/*}
-		case $v in '' | *[!0-9.]*) continue ;; esac
-		echo "$v $f"
-	done | sort -t. -k1,1n -k2,2n | tail -n 1)
-	if [ -z "$best" ]; then
-		echo "$M ERROR no nccl-tests binary: nothing matches /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf (is this the Deep Learning Base OSS DLAMI?)"
-		exit $no_test
-	fi
-	cuda=/usr/local/cuda-${best%% *}
-	bin=${best#* }
-fi
+nccl_binary "$want" "$M" || exit $no_test
 # shellcheck disable=SC2086 # the path lists are words by design (paths without spaces)
 mpirun=$(find_tool mpirun $mpirun_paths)
 if [ -z "$mpirun" ]; then
@@ -53,8 +33,7 @@ if [ -z "$mpirun" ]; then
 fi
 if [ -z "$ranks" ]; then
 	# shellcheck disable=SC2086
-	nvsmi=$(find_tool nvidia-smi $nvsmi_paths)
-	ranks=$("${nvsmi:-nvidia-smi}" -L 2>/dev/null | grep -c '^GPU ')
+	ranks=$(gpu_count $nvsmi_paths)
 	if [ "${ranks:-0}" -lt 1 ]; then
 		echo "$M ERROR nvidia-smi lists no GPU: cannot choose the number of ranks"
 		exit $no_test
@@ -80,8 +59,40 @@ while [ "$i" -lt "$n" ]; do
 done
 # ${LD_LIBRARY_PATH:+:...} rather than host-layer.md's plain :$LD_LIBRARY_PATH: an unset
 # variable would leave a trailing ':', which puts the working directory on the search path.
-timeout -k 10 "$timeout_s" "$mpirun" -n "$ranks" --bind-to none \
-	-x "LD_LIBRARY_PATH=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+libs=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -z "$hosts" ]; then
+	timeout -k 10 "$timeout_s" "$mpirun" -n "$ranks" --bind-to none \
+		-x "LD_LIBRARY_PATH=$libs" \
+		-x NCCL_DEBUG=INFO \
+		"$@" </dev/null 2>&1
+	exit $?
+fi
+# Across nodes: $ranks on each of $hosts (this node first), Open MPI starting the other
+# nodes' ranks over SSH with the test's own key and the nodes' host keys, nothing else (no
+# agent, no prompt, no unknown host accepted).
+# shellcheck disable=SC2086
+ssh=$(find_tool ssh $ssh_paths)
+if [ -z "$ssh" ]; then
+	echo "$M ERROR ssh not found at $ssh_paths: Open MPI cannot start the other nodes' ranks"
+	exit $no_test
+fi
+if ! chmod 600 "$keydir/id_ed25519"; then
+	echo "$M ERROR cannot protect the test's key $keydir/id_ed25519 (ssh refuses a key others can read)"
+	exit $no_test
+fi
+nodes=0
+: >"$keydir/hostfile"
+for a in $hosts; do
+	echo "$a slots=$ranks" >>"$keydir/hostfile"
+	nodes=$((nodes + 1))
+done
+echo "$M NODES $nodes"
+timeout -k 10 "$timeout_s" "$mpirun" --prefix "${mpirun%/bin/mpirun}" -n $((nodes * ranks)) -N "$ranks" \
+	--hostfile "$keydir/hostfile" --bind-to none --tag-output \
+	--mca plm_rsh_agent "$ssh" \
+	--mca plm_rsh_args "-i $keydir/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=$keydir/known_hosts -o StrictHostKeyChecking=yes -o ConnectTimeout=20" \
+	-x "LD_LIBRARY_PATH=$libs" \
 	-x NCCL_DEBUG=INFO \
+	-x FI_PROVIDER=efa \
 	"$@" </dev/null 2>&1
 exit $?
