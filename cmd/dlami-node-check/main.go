@@ -12,6 +12,14 @@
 //	                 [--timeout 5m] [--check-timeout 60s] [--nccl] [--dcgm-level N]
 //	                 [--efa-traffic] [--gpudirect-rdma] [--skip-checks IDS] [--warn-checks IDS]
 //	                 [--scontrol PATH] [--login-user USER]
+//	                 [--replace none|asg] [--npd-condition TYPE] [--evidence-dir DIR]
+//	                 [--evidence-s3-uri s3://BUCKET/PREFIX] [--simulate-failure CHECK]
+//
+// A failing node's evidence (the kernel log around each Xid, nvidia-smi -q, NVIDIA's bug
+// report, the instance's identity, the report) is kept before it is isolated, and uploaded
+// when evidence s3_uri is set; with replace asg its Auto Scaling group is asked to replace it.
+// --simulate-failure CHECK drills that whole pipeline: CHECK fails on purpose, every output
+// says simulated, and no hardware is touched (no load or function test runs).
 //
 // Exit status: 0 the node passed; 1 it failed (npd: the problem status); 2 bad usage (npd:
 // unknown). In slurm mode a failed node that was drained exits 0, as Slurm's contract asks of
@@ -33,6 +41,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/localhost"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeaws"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
@@ -50,6 +59,7 @@ func main() {
 func realEnv() nodecheck.Env {
 	return nodecheck.Env{
 		Host: localhost.Host{}, Command: localhost.Command, ReadFile: os.ReadFile, Hostname: os.Hostname, Getenv: os.Getenv, Now: time.Now,
+		Cloud: nodeaws.New(nodeaws.Options{}),
 	}
 }
 
@@ -73,6 +83,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	warnChecks := fl.String("warn-checks", "", "comma-separated check ids whose failure only warns, on top of the bake's (default: the config's)")
 	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodeconf.DefaultScontrol+")")
 	loginUser := fl.String("login-user", "", "the user whose new logins the memlock check judges (default: the config's, the bake's SSH user)")
+	replace := fl.String("replace", "", "who replaces a failing node: none or asg (default: the config's, else none)")
+	npdCondition := fl.String("npd-condition", "", "the node condition the npd mode answers: "+strings.Join(nodeconf.NPDConditions, " or ")+" (default: the config's)")
+	evidenceDir := fl.String("evidence-dir", "", "where a failing node's evidence bundles are kept (default: the config's, else "+nodeconf.DefaultEvidenceDir+")")
+	evidenceS3 := fl.String("evidence-s3-uri", "", "s3://BUCKET[/PREFIX] to upload each evidence bundle to (default: the config's)")
+	simulateFailure := fl.String("simulate-failure", "", "fail this check on purpose to drill the pipeline (evidence, drain, condition, metrics, replacement), marked simulated in every output")
 	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	usage := 2
@@ -108,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		SkipChecks: cfg.SkipChecks, WarnChecks: cfg.WarnChecks,
 		Scontrol: or(cfg.Scontrol, nodeconf.DefaultScontrol),
 		Version:  version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
+		Replace: nodeconf.ReplaceOf(cfg.Replace), NPDCondition: nodeconf.NPDConditionOf(cfg.NPDCondition), Evidence: cfg.Evidence.Resolved(),
 	}
 	apply := map[string]func(){
 		"action": func() { o.Action = *action }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
@@ -117,6 +133,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		"dcgm-level": func() { o.DCGMLevel = *dcgmLevel }, "efa-traffic": func() { o.EFATraffic = *efaTraffic },
 		"gpudirect-rdma": func() { o.GPUDirectRDMA = *gdr },
 		"skip-checks":    func() { o.SkipChecks = idList(*skipChecks) }, "warn-checks": func() { o.WarnChecks = idList(*warnChecks) },
+		"replace": func() { o.Replace = *replace }, "npd-condition": func() { o.NPDCondition = *npdCondition },
+		"evidence-dir": func() { o.Evidence.Dir = *evidenceDir }, "evidence-s3-uri": func() { o.Evidence.S3URI = *evidenceS3 },
+		"simulate-failure": func() { o.Simulate = *simulateFailure },
 	}
 	for name, f := range apply {
 		if set[name] {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
@@ -36,6 +37,9 @@ type NodeOptions struct {
 	TimeoutSetting string
 	// LoginUnjudged, when set, says why memlock has no login user to judge.
 	LoginUnjudged string
+	// Read, when set, receives what the run read of the node (the node check keeps the
+	// kernel log's Xid lines as evidence).
+	Read *facts.Run
 }
 
 // CheckNode judges the node h is. It never stops at a failure: every check runs, one that
@@ -61,6 +65,9 @@ func CheckNode(ctx context.Context, h host.Host, ui UI, o NodeOptions) (report.R
 	_ = b.withReports(ctx, b.plan.run)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if o.Read != nil {
+		*o.Read = b.run
+	}
 	n, err := report.Normalize(b.rep)
 	if err != nil {
 		n = b.rep

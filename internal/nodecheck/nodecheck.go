@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/evidence"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
@@ -47,6 +49,9 @@ type Env struct {
 	Getenv func(key string) string
 	// Now is the clock.
 	Now func() time.Time
+	// Cloud reaches AWS from the node (IMDSv2, S3, Auto Scaling); nil reaches nothing, and
+	// what needed it says so.
+	Cloud Cloud
 }
 
 // Options are one run's settings (flags over the config file the provisioner installed).
@@ -78,6 +83,15 @@ type Options struct {
 	// LoginUser is the user whose new logins the memlock check judges; "" leaves memlock
 	// unjudged (a warning): the command runs as root, whose limits are not a user's.
 	LoginUser string
+	// Replace and NPDCondition hand a failing node to the engine that replaces it (see
+	// nodeconf: replace "asg", condition AcceleratedHardwareReady); Evidence is what is kept of
+	// it first (resolved: no zero field).
+	Replace      string
+	NPDCondition string
+	Evidence     nodeconf.Evidence
+	// Simulate is a check id to fail on purpose (--simulate-failure): a drill of the whole
+	// pipeline, marked simulated in every output; the load and function tests do not run.
+	Simulate string
 }
 
 // Outcome is what one run found and did.
@@ -128,6 +142,21 @@ func (o Options) Validate() error {
 	}
 	errs = append(errs, checks.CheckSelection("--skip-checks", o.SkipChecks)...)
 	errs = append(errs, checks.CheckSelection("--warn-checks", o.WarnChecks)...)
+	if err := checkSimulate(o.Simulate); err != nil {
+		errs = append(errs, err)
+	}
+	if err := nodeconf.CheckReplace("--replace", nodeconf.ReplaceOf(o.Replace)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := nodeconf.CheckNPDCondition("--npd-condition", nodeconf.NPDConditionOf(o.NPDCondition)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := nodeconf.CheckOneOwner("--replace", o.Replace, "--npd-condition", o.NPDCondition); err != nil {
+		errs = append(errs, err)
+	}
+	// The evidence settings come from the config file's evidence block (--evidence-dir and
+	// --evidence-s3-uri override two of them).
+	errs = append(errs, o.Evidence.Validate("evidence.")...)
 	return errors.Join(errs...)
 }
 
@@ -135,6 +164,15 @@ func (o Options) Validate() error {
 type run struct {
 	env Env
 	opt Options
+	// start is when the run began; facts what the engine read of the node; bomDoc the bill of
+	// materials (nil when unreadable).
+	start  time.Time
+	facts  facts.Run
+	bomDoc *bom.BOM
+	// id is the instance's identity, read once (idDone) for the evidence and the replacement.
+	id     evidence.Identity
+	idErr  error
+	idDone bool
 }
 
 // Run judges the node and acts as the mode and action say. It never panics on what the node
@@ -143,14 +181,19 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	r := &run{env: env, opt: opt}
+	opt.Evidence = opt.Evidence.Resolved()
+	r := &run{env: env, opt: opt, start: env.Now()}
+	if opt.Simulate != "" {
+		// A drill touches no hardware: no NCCL, DCGM, EFA traffic or GPUDirect RDMA test.
+		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA = false, 0, false, false
+	}
 	o := engine.NodeOptions{
 		Common: engine.Common{
 			PluginVersion: opt.Version, ReportDir: opt.OutDir, CheckTimeout: opt.CheckTimeout, Now: env.Now, LoginUser: opt.LoginUser,
 			Checks: checks.Settings{Skip: opt.SkipChecks, Warn: opt.WarnChecks, SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)"},
 		},
 		NCCL: opt.NCCL, DCGMLevel: settings.DCGMLevel(opt.DCGMLevel), EFATraffic: opt.EFATraffic, GPUDirectRDMA: opt.GPUDirectRDMA,
-		Timeout: opt.Timeout, TimeoutSetting: "--timeout",
+		Timeout: opt.Timeout, TimeoutSetting: "--timeout", Read: &r.facts,
 	}
 	if opt.LoginUser == "" {
 		o.LoginUnjudged = "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + nodeconf.ConfigPath + ")"
@@ -159,12 +202,21 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 		o.BOMProblem = err.Error()
 	} else {
 		o.BOM = &doc
+		r.bomDoc = &doc
 	}
 	rep, werr := engine.CheckNode(ctx, env.Host, quietUI{}, o)
 	rep.Stage = "node check (" + opt.Mode + ")"
+	if opt.Simulate != "" {
+		rep = simulate(rep, opt.Simulate)
+	}
 	out := r.finish(ctx, rep)
 	if werr != nil {
 		out.Notes = append(out.Notes, "could not write the reports: "+werr.Error())
+	} else if opt.OutDir != "" && (rep.Simulated != "" || out.Report.Evidence != nil || out.Report.Replacement != nil) {
+		// The engine wrote the verdict; what was simulated, kept and asked is added to it.
+		if _, err := report.Write(opt.OutDir, out.Report); err != nil {
+			out.Notes = append(out.Notes, "could not write the reports: "+err.Error())
+		}
 	}
 	return out
 }
@@ -194,32 +246,46 @@ func (quietUI) Error(string)   {}
 func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	out := Outcome{Report: n}
 	failed := result.FailedIDs(n.Checks)
+	drained := false
+	if len(failed) > 0 && r.isolates() && !r.opt.Evidence.Disabled {
+		// Evidence first: the node may be drained, replaced and gone next. It has its own
+		// bound (the bug report may take minutes), so the actions' starts after it.
+		out.Report.Evidence = r.keepEvidence(parent, n, failed)
+		out.Notes = append(out.Notes, evidenceNotes(out.Report.Evidence)...)
+	}
 	// Actions get their own bound: the run's may be spent, and a node that timed out must
 	// still be drained.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(parent), 30*time.Second)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(parent), actionBudget)
 	defer cancel()
-	drained := false
 	switch {
 	case len(failed) > 0 && (r.opt.Mode == nodeconf.ModeSlurm || r.opt.Mode == nodeconf.ModeBoot && r.opt.Action == nodeconf.ActionDrain):
-		note, err := r.slurm().Drain(actx, failed)
+		note, err := r.slurm(n.Simulated != "").Drain(actx, failed)
 		out.Notes = append(out.Notes, note)
 		drained = err == nil
 	case len(failed) == 0 && r.opt.Mode == nodeconf.ModeSlurm:
-		if note := r.slurm().Resume(actx); note != "" {
+		if note := r.slurm(false).Resume(actx); note != "" {
 			out.Notes = append(out.Notes, note)
+		}
+	}
+	if len(failed) > 0 && r.isolates() {
+		if rep := r.replace(actx); rep != nil {
+			out.Report.Replacement = rep
+			out.Notes = append(out.Notes, replacementNote(rep))
 		}
 	}
 	out.Line = r.line(n, failed)
 	if r.opt.Textfile != "" {
-		if err := writeTextfile(r.opt.Textfile, n, r.opt.Version, r.env.Now()); err != nil {
+		if err := writeTextfile(r.opt.Textfile, out.Report, r.opt.Version, r.env.Now()); err != nil {
 			out.Notes = append(out.Notes, "could not write the node_exporter textfile: "+err.Error())
 		}
 	}
 	switch {
+	case len(failed) == 0 && r.opt.Mode == nodeconf.ModeNPD:
+		out.Exit = nodeconf.NPDExit(r.opt.NPDCondition, false)
 	case len(failed) == 0:
 		out.Exit = 0
 	case r.opt.Mode == nodeconf.ModeNPD:
-		out.Exit = nodeconf.NPDProblem
+		out.Exit = nodeconf.NPDExit(r.opt.NPDCondition, true)
 	case r.opt.Mode == nodeconf.ModeSlurm && drained:
 		// Slurm's contract: the program drains the node itself; a non-zero status at slurmd's
 		// start would also keep slurmd from registering, and a drained node must be seen.
@@ -230,6 +296,10 @@ func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	return out
 }
 
+// actionBudget bounds the actions after the verdict and the evidence (drain, replacement
+// request); a variable so that a test can shorten it.
+var actionBudget = nodeconf.ActionBudget
+
 // line is the one-line verdict.
 func (r *run) line(n report.Report, failed []string) string {
 	if r.opt.Mode == nodeconf.ModeNPD {
@@ -237,6 +307,9 @@ func (r *run) line(n report.Report, failed []string) string {
 			return npdLine(fmt.Sprintf("DLAMI node check passed (%d checks)", len(n.Checks)))
 		}
 		// The failed ids first: NPD keeps max_output_length bytes of the line.
+		if n.Simulated != "" {
+			return npdLine(simulatedMarker + ": " + strings.Join(failed, ",") + " failed the DLAMI node check (a drill)")
+		}
 		return npdLine(strings.Join(failed, ",") + " failed the DLAMI node check")
 	}
 	build := n.BuildName
@@ -253,7 +326,11 @@ func (r *run) line(n report.Report, failed []string) string {
 		return fmt.Sprintf("dlami-node-check: PASS (%d checks, %d warnings; image build %s)", len(n.Checks), warn, build)
 	}
 	first, _ := result.Find(n.Checks, failed[0])
-	return oneLine(fmt.Sprintf("dlami-node-check: FAIL %s (image build %s): %s: %s", strings.Join(failed, ", "), build, first.ID, textcut.Head(first.Message, 300)))
+	verdict := "FAIL"
+	if n.Simulated != "" {
+		verdict = simulatedMarker + " FAIL"
+	}
+	return oneLine(fmt.Sprintf("dlami-node-check: %s %s (image build %s): %s: %s", verdict, strings.Join(failed, ", "), build, first.ID, textcut.Head(first.Message, 300)))
 }
 
 // npdLine is s on one line within NPD's max_output_length (bytes), "..." marking a cut.
@@ -270,6 +347,6 @@ func oneLine(s string) string {
 }
 
 // slurm is this run's way to act in Slurm.
-func (r *run) slurm() Slurm {
-	return Slurm{Scontrol: r.opt.Scontrol, Command: r.env.Command, Hostname: r.env.Hostname, Getenv: r.env.Getenv}
+func (r *run) slurm(simulated bool) Slurm {
+	return Slurm{Scontrol: r.opt.Scontrol, Command: r.env.Command, Hostname: r.env.Hostname, Getenv: r.env.Getenv, Simulated: simulated}
 }

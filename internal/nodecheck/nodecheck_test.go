@@ -51,6 +51,9 @@ type fakeNode struct {
 	// jobs are the scripts the run ran, by file name; dcgmOut is what the DCGM script prints.
 	jobs    []string
 	dcgmOut string
+	// tools answer other programs by absolute path (the evidence's nvidia-smi -q, bug
+	// report, dcgmi); a program not here exits 127.
+	tools map[string]func(argv []string) (string, int, error)
 }
 
 type section struct {
@@ -222,6 +225,9 @@ func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string
 		out, code := n.scontrol(argv)
 		return out, code, nil
 	}
+	if h := n.tools[argv[0]]; h != nil {
+		return h(argv)
+	}
 	return "", 127, nil
 }
 
@@ -292,6 +298,7 @@ func options(t *testing.T, mode, action string) Options {
 		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
 		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
 		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
+		Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")}.Resolved(),
 	}
 }
 

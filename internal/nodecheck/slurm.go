@@ -39,12 +39,22 @@ type Slurm struct {
 	Hostname func() (string, error)
 	// Getenv reads this process's environment (SLURMD_NODENAME); nil reads nothing.
 	Getenv func(key string) string
+	// Simulated marks the drain of a --simulate-failure run: its reason says so
+	// (SimulatedDrainReason).
+	Simulated bool
 }
 
 // DrainReason is the reason a failing check drains the node with: DrainPrefix, then the
 // failed check ids.
 func DrainReason(failed []string) string {
 	return DrainPrefix + strings.Join(failed, ",")
+}
+
+// SimulatedDrainReason is the reason of a drain a --simulate-failure run sets: DrainPrefix (the
+// drain is this command's, resumed by its next passing run), "simulated", then the ids, e.g.
+// "dlami: simulated gpu" (the 20 characters `sinfo -R` shows).
+func SimulatedDrainReason(failed []string) string {
+	return DrainPrefix + "simulated " + strings.Join(failed, ",")
 }
 
 // slurmNodeNameRE is what this command passes to scontrol as a node name: a host name. A
@@ -106,6 +116,9 @@ func (s Slurm) Drain(ctx context.Context, failed []string) (string, error) {
 		return "could not drain the node in Slurm: " + err.Error() + " (nothing changed)", err
 	}
 	reason := DrainReason(failed)
+	if s.Simulated {
+		reason = SimulatedDrainReason(failed)
+	}
 	switch {
 	case cur.Drained() && !cur.DrainedByCheck():
 		return fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",

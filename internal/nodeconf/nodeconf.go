@@ -150,6 +150,12 @@ type Config struct {
 	Before []string `json:"before"`
 	// LoginUser is the user whose new logins the memlock check judges (the bake's SSH user).
 	LoginUser string `json:"login_user,omitempty"`
+	// Replace is who replaces a failing node (Replacers; "" is DefaultReplace), NPDCondition
+	// the condition the node-problem-detector plugin reports (NPDConditions; "" is
+	// NPDConditionFailed), Evidence what is kept before the node is isolated. See fleet.go.
+	Replace      string   `json:"replace,omitempty"`
+	NPDCondition string   `json:"npd_condition,omitempty"`
+	Evidence     Evidence `json:"evidence"`
 }
 
 // Duration is a duration written the way Go and HCL read it ("5m0s").
@@ -226,7 +232,8 @@ func Unit(c Config) string {
 	w("Type=oneshot")
 	w("RemainAfterExit=yes")
 	w("ExecStart=%s --mode %s --config %s", BinaryPath, ModeBoot, ConfigPath)
-	w("TimeoutStartSec=%d", int((timeout+unitSlack)/time.Second))
+	// The evidence bundle of a failing boot comes after the run's own bound.
+	w("TimeoutStartSec=%d", int((timeout+c.Evidence.Budget(ModeBoot)+unitSlack)/time.Second))
 	w("StandardOutput=journal")
 	w("StandardError=journal")
 	w("")
@@ -247,31 +254,63 @@ var slurmWrapper string
 // SlurmWrapper is the HealthCheckProgram the provisioner installs at SlurmWrapperPath.
 func SlurmWrapper() string { return slurmWrapper }
 
-// NPDConfig is node-problem-detector's custom plugin monitor configuration: a permanent
-// condition DLAMINodeCheckFailed set while the check exits 1.
+// NPDConfig is node-problem-detector's custom plugin monitor configuration, for the condition
+// c.NPDCondition names. DLAMINodeCheckFailed (the default) is True while the check exits 1.
+// AcceleratedHardwareReady is the condition Karpenter's and EKS's node repair act on when it is
+// False: node-problem-detector sets a custom plugin's condition True on exit 1 and False on
+// exit 0 (pkg/custompluginmonitor, toConditionStatus), so the npd mode answers it inverted
+// (NPDExit), and the problem metrics, which count True as a problem, are off for it.
 func NPDConfig(c Config) []byte {
 	timeout := c.Timeout.Duration()
+	// A failing run keeps its evidence before it answers: the rule waits for that too.
+	ruleTimeout := timeout + c.Evidence.Budget(ModeNPD) + ActionBudget
+	condition := map[string]string{
+		"type": NPDCondition, "reason": "DLAMINodeCheckPassed",
+		"message": "the node matches its image's bill of materials and passes the host suite",
+	}
+	rule := map[string]any{
+		"type": "permanent", "condition": NPDCondition, "reason": NPDCondition,
+		"path": BinaryPath, "args": []string{"--mode", ModeNPD, "--config", ConfigPath},
+		"timeout": ruleTimeout.String(),
+	}
+	metrics := true
+	if NPDConditionOf(c.NPDCondition) == NPDConditionAcceleratedHardwareReady {
+		// The default (False) is what node-problem-detector reports at its start and whenever
+		// the plugin exits 0: the node failed. The plugin's own line is the message of True
+		// (ready); node-problem-detector puts the default message on False.
+		condition = map[string]string{
+			"type": NPDConditionAcceleratedHardwareReady, "reason": NPDCondition,
+			"message": "the DLAMI node check failed on this node or has not judged it yet: journalctl -u " + UnitName + " and " + DefaultOutDir + "/dlami-report.json say why",
+		}
+		rule["condition"], rule["reason"] = NPDConditionAcceleratedHardwareReady, "DLAMINodeCheckPassed"
+		metrics = false
+	}
 	doc := map[string]any{
 		"plugin": "custom",
 		"pluginConfig": map[string]any{
 			"invoke_interval":   "10m",
-			"timeout":           (timeout + unitSlack).String(),
+			"timeout":           (ruleTimeout + unitSlack).String(),
 			"max_output_length": NPDMaxMessage,
 			"concurrency":       1,
 			"enable_message_change_based_condition_update": false,
 		},
 		"source":           "dlami-node-check",
-		"metricsReporting": true,
-		"conditions": []map[string]string{{
-			"type": NPDCondition, "reason": "DLAMINodeCheckPassed",
-			"message": "the node matches its image's bill of materials and passes the host suite",
-		}},
-		"rules": []map[string]any{{
-			"type": "permanent", "condition": NPDCondition, "reason": NPDCondition,
-			"path": BinaryPath, "args": []string{"--mode", ModeNPD, "--config", ConfigPath},
-			"timeout": timeout.String(),
-		}},
+		"metricsReporting": metrics,
+		"conditions":       []map[string]string{condition},
+		"rules":            []map[string]any{rule},
 	}
 	b, _ := json.MarshalIndent(doc, "", "  ") // maps of plain values: cannot fail
 	return append(b, '\n')
+}
+
+// NPDExit is the npd mode's exit status for a run whose node failed (or not), for the
+// condition the plugin reports: node-problem-detector's custom plugin protocol (0 OK, 1
+// NonOK) for DLAMINodeCheckFailed, the other way round for AcceleratedHardwareReady, whose
+// True means ready.
+func NPDExit(condition string, failed bool) int {
+	inverted := NPDConditionOf(condition) == NPDConditionAcceleratedHardwareReady
+	if failed != inverted {
+		return NPDProblem
+	}
+	return NPDOK
 }

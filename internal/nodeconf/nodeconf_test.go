@@ -12,7 +12,7 @@ func TestUnitAndNPDConfig(t *testing.T) {
 	u := Unit(c)
 	for _, want := range []string{
 		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
-		"Before=slurmd.service kubelet.service", "RequiredBy=slurmd.service kubelet.service", "TimeoutStartSec=330",
+		"Before=slurmd.service kubelet.service", "RequiredBy=slurmd.service kubelet.service", "TimeoutStartSec=530", // 300s run, 200s evidence (20s quick parts, 3m bug report), 30s slack
 		"ExecStart=/usr/local/sbin/dlami-node-check --mode boot --config /etc/dlami-node-check/config.json",
 	} {
 		if !strings.Contains(u, want+"\n") {

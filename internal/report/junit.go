@@ -87,6 +87,10 @@ func JUnit(r Report) ([]byte, error) {
 	if r.BuildName != "" {
 		name = "dlami: " + r.BuildName
 	}
+	if r.Simulated != "" {
+		// A CI test reporter shows the suite's name: a drill must not read as a fault.
+		name += " (SIMULATED failure of " + r.Simulated + ")"
+	}
 	s := junitSuite{Name: name, Tests: len(r.Checks)}
 	var total int64
 	for _, c := range r.Checks {

@@ -42,6 +42,9 @@ func Markdown(r Report) string {
 	default:
 		b.WriteString("## ❌ DLAMI bake failed\n\n")
 	}
+	if r.Simulated != "" {
+		fmt.Fprintf(&b, "**SIMULATED**: `%s` failed on purpose (`dlami-node-check --simulate-failure %s`), a drill of the pipeline, not a finding about the node.\n\n", cell(r.Simulated), cell(r.Simulated))
+	}
 	b.WriteString("| | |\n|---|---|\n")
 	row := func(k, v string) {
 		if v != "" {
@@ -57,6 +60,14 @@ func Markdown(r Report) string {
 	}
 	row("instance type", it)
 	row("plugin version", r.PluginVersion)
+	row("simulated", r.Simulated)
+	if e := r.Evidence; e != nil {
+		row("evidence", strings.TrimSpace(e.Path+" "+e.Uploaded))
+		row("evidence problems", strings.Join(e.Problems, "; "))
+	}
+	if rp := r.Replacement; rp != nil {
+		row("replacement ("+rp.Engine+")", strings.TrimSpace(rp.Message+" "+rp.Problem))
+	}
 	if !r.StartedAt.IsZero() {
 		row("started", r.StartedAt.UTC().Format(time.RFC3339))
 	}

@@ -71,6 +71,14 @@ type Report struct {
 	HeldByPlugin []string `json:"held_by_plugin,omitempty"`
 	// Error is the error the bake failed with, if any.
 	Error string `json:"error,omitempty"`
+	// Simulated is the check id a `dlami-node-check --simulate-failure` run failed on purpose
+	// to drill the pipeline (evidence, drain, condition, metrics, replacement); "" for a real
+	// verdict. A simulated report's failure is not a finding about the node.
+	Simulated string `json:"simulated,omitempty"`
+	// Evidence and Replacement are dlami-node-check's: what it kept of a failing node and
+	// what it asked of the engine that replaces it; nil when it did neither.
+	Evidence    *Evidence    `json:"evidence,omitempty"`
+	Replacement *Replacement `json:"replacement,omitempty"`
 }
 
 // Launch is the verification instance the post-processor launched: the instance type and

@@ -395,3 +395,31 @@ func TestWriteRedactsSecrets(t *testing.T) {
 		t.Errorf("%d files in the report folder, want the three reports", len(entries))
 	}
 }
+
+// A --simulate-failure report says so in each of its three files.
+func TestSimulatedInEveryFile(t *testing.T) {
+	r, err := Normalize(Report{BuildName: "golden", Simulated: "gpu", Checks: []result.Check{{ID: "gpu", Status: result.Fail, Message: "SIMULATED failure (dlami-node-check --simulate-failure gpu)"}},
+		Evidence: &Evidence{Path: "/var/lib/dlami-node-check/evidence/b.tar.gz", Problems: []string{"could not upload"}}, Replacement: &Replacement{Engine: "asg", Requested: true, Message: "marked Unhealthy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSON(r)
+	if err != nil || !strings.Contains(string(js), `"simulated": "gpu"`) {
+		t.Errorf("JSON: %v\n%s", err, js)
+	}
+	ju, err := JUnit(r)
+	if err != nil || !strings.Contains(string(ju), `name="dlami: golden (SIMULATED failure of gpu)"`) {
+		t.Errorf("JUnit: %v\n%s", err, ju)
+	}
+	md := Markdown(r)
+	for _, want := range []string{"**SIMULATED**: `gpu` failed on purpose", "| simulated | gpu |", "| evidence | /var/lib/dlami-node-check/evidence/b.tar.gz |", "| evidence problems | could not upload |", "| replacement (asg) | marked Unhealthy |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// A real report has none of it.
+	r.Simulated, r.Evidence, r.Replacement = "", nil, nil
+	if md := Markdown(r); strings.Contains(md, "**SIMULATED**") || strings.Contains(md, "| simulated") {
+		t.Errorf("a real report says simulated:\n%s", md)
+	}
+}

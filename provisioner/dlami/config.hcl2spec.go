@@ -276,17 +276,20 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 // FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatNodeCheckConfig struct {
-	Action        *string  `mapstructure:"action" cty:"action" hcl:"action"`
-	Before        []string `mapstructure:"before" cty:"before" hcl:"before"`
-	NCCL          *bool    `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel     *int     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic    *bool    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA *bool    `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	SkipChecks    []string `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks    []string `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	Timeout       *string  `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	Textfile      *string  `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
-	LoginUser     *string  `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
+	Action        *string                      `mapstructure:"action" cty:"action" hcl:"action"`
+	Before        []string                     `mapstructure:"before" cty:"before" hcl:"before"`
+	NCCL          *bool                        `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel     *int                         `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic    *bool                        `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA *bool                        `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	SkipChecks    []string                     `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks    []string                     `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	Timeout       *string                      `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+	Textfile      *string                      `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
+	LoginUser     *string                      `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
+	Replace       *string                      `mapstructure:"replace" cty:"replace" hcl:"replace"`
+	NPDCondition  *string                      `mapstructure:"npd_condition" cty:"npd_condition" hcl:"npd_condition"`
+	Evidence      *FlatNodeCheckEvidenceConfig `mapstructure:"evidence" cty:"evidence" hcl:"evidence"`
 }
 
 // FlatMapstructure returns a new FlatNodeCheckConfig.
@@ -312,6 +315,9 @@ func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
 		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 		"textfile":       &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
 		"login_user":     &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
+		"replace":        &hcldec.AttrSpec{Name: "replace", Type: cty.String, Required: false},
+		"npd_condition":  &hcldec.AttrSpec{Name: "npd_condition", Type: cty.String, Required: false},
+		"evidence":       &hcldec.BlockSpec{TypeName: "evidence", Nested: hcldec.ObjectSpec((*FlatNodeCheckEvidenceConfig)(nil).HCL2Spec())},
 	}
 	return s
 }

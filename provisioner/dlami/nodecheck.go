@@ -1,3 +1,4 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type NodeCheckEvidenceConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -55,6 +56,63 @@ type NodeCheckConfig struct {
 	// The user whose new logins the memlock check judges on the node (the check runs as root,
 	// and pam_limits gives root other limits). Defaults to the user Packer logged in as.
 	LoginUser string `mapstructure:"login_user"`
+	// Who replaces a failing node once the check has isolated it: `none` (the check isolates
+	// only; right for Slurm on AWS ParallelCluster, whose clustermgtd replaces a drained idle
+	// node whatever the drain's reason) or `asg` (the check finds its Auto Scaling group with
+	// `DescribeAutoScalingInstances` and marks itself `Unhealthy` with `SetInstanceHealth`,
+	// grace period not respected; the group terminates and replaces it; the instance role needs
+	// `autoscaling:DescribeAutoScalingInstances` and `autoscaling:SetInstanceHealth`). Not with
+	// `npd_condition = "AcceleratedHardwareReady"`: two engines would replace the node.
+	// Defaults to `none`.
+	Replace string `mapstructure:"replace"`
+	// The node condition the node-problem-detector custom plugin reports:
+	// `DLAMINodeCheckFailed` (True while the check fails: isolation only, no repair engine acts
+	// on a custom condition) or `AcceleratedHardwareReady` (False while the check fails: what
+	// Karpenter's node repair and EKS node auto repair replace a node on after 10 minutes; do
+	// not run EKS's node monitoring agent beside it, which owns that condition). Defaults to
+	// `DLAMINodeCheckFailed`.
+	NPDCondition string `mapstructure:"npd_condition"`
+	// What the check keeps of a failing node before it isolates it (the block's settings
+	// below); kept by default, with the defaults below.
+	Evidence *NodeCheckEvidenceConfig `mapstructure:"evidence"`
+}
+
+// NodeCheckEvidenceConfig is node_check's evidence block: the bundle a failing node leaves
+// behind (its report, the kernel log around each Xid and SXid from dmesg and the journal,
+// `nvidia-smi -q`, `nvidia-bug-report.sh`, the instance's identity from IMDSv2 and the image's
+// build), written before the node is drained or replaced.
+type NodeCheckEvidenceConfig struct {
+	// Keep no evidence. Defaults to false.
+	Disable bool `mapstructure:"disable"`
+	// Where the bundles are kept on the node. Defaults to /var/lib/dlami-node-check/evidence.
+	Dir string `mapstructure:"dir"`
+	// How many bundles are kept; the oldest is removed first. Defaults to 10.
+	MaxBundles int `mapstructure:"max_bundles"`
+	// How many MiB the bundles may take in all; the oldest are removed first (the newest is
+	// always kept). Defaults to 512.
+	MaxSizeMB int `mapstructure:"max_size_mb"`
+	// Upload each bundle to this S3 location too (`s3://bucket/prefix`; the key is
+	// `<prefix>/<instance id>/<bundle>`), with the instance role (`s3:PutObject` on it), into
+	// a bucket in the instance's region. A failed upload never keeps the node from being
+	// isolated: the report and the journal say why.
+	S3URI string `mapstructure:"s3_uri"`
+	// Run `dcgmi diag -r <level> -j` into the bundle (3: DCGM's long diagnostics, about 15
+	// minutes of full GPU load, which NVIDIA gives to an administrator as post-mortem); 0 runs
+	// none. Not in slurm mode nor for a simulated failure. Defaults to 0.
+	DCGMLevel int `mapstructure:"dcgm_level"`
+	// Bound of `nvidia-bug-report.sh` (NVIDIA: usually quick; may hang). Not run in slurm
+	// mode. Defaults to 3m.
+	BugReportTimeout time.Duration `mapstructure:"bug_report_timeout"`
+}
+
+// config is the evidence block as the command reads it; zero fields are the command's
+// defaults (nodeconf.Evidence.Resolved).
+func (e *NodeCheckEvidenceConfig) config() nodeconf.Evidence {
+	if e == nil {
+		return nodeconf.Evidence{}
+	}
+	return nodeconf.Evidence{Disabled: e.Disable, Dir: e.Dir, MaxBundles: e.MaxBundles, MaxBytes: int64(e.MaxSizeMB) << 20,
+		S3URI: e.S3URI, DCGMLevel: e.DCGMLevel, BugReportTimeout: nodeconf.Duration(e.BugReportTimeout)}
 }
 
 // loginUserRE is what useradd takes by default (NAME_REGEX of adduser): no shell syntax.
@@ -63,6 +121,7 @@ var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 // prepare fills in the defaults and reports every bad setting, naming it.
 func (n *NodeCheckConfig) prepare(validate bool) []error {
 	n.Action = strings.TrimSpace(n.Action)
+	n.Replace, n.NPDCondition = strings.TrimSpace(n.Replace), strings.TrimSpace(n.NPDCondition)
 	if n.Action == "" {
 		n.Action = nodeconf.DefaultAction
 	}
@@ -101,6 +160,14 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 	if n.Textfile != "none" && (!path.IsAbs(n.Textfile) || !strings.HasSuffix(n.Textfile, ".prom") || path.Clean(n.Textfile) != n.Textfile) {
 		errs = append(errs, fmt.Errorf("node_check.textfile %q: an absolute path ending in .prom (node_exporter's textfile collector reads only *.prom), or \"none\"", n.Textfile))
 	}
+	fleet := nodeconf.Config{Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config()}
+	if e := n.Evidence; e != nil && (e.MaxSizeMB < 0 || e.MaxSizeMB > 1<<20) {
+		errs = append(errs, fmt.Errorf("node_check.evidence.max_size_mb %d: use 1 to 1048576 (0 takes the default, %d)", e.MaxSizeMB, nodeconf.DefaultEvidenceMaxBytes>>20))
+		fleet.Evidence.MaxBytes = 0 // said once, in the setting's own unit
+	}
+	if err := fleet.CheckFleet("node_check."); err != nil {
+		errs = append(errs, err)
+	}
 	if !validate {
 		errs = append(errs, errors.New("node_check needs the bill of materials, which validate = false does not write: put node_check on the provisioner that validates"))
 	}
@@ -118,6 +185,7 @@ func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration
 		NCCL: n.NCCL, DCGMLevel: n.DCGMLevel, EFATraffic: n.EFATraffic, GPUDirectRDMA: n.GPUDirectRDMA,
 		SkipChecks: n.SkipChecks, WarnChecks: n.WarnChecks,
 		Scontrol: nodeconf.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
+		Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config(),
 	}
 	if c.Textfile == "none" {
 		c.Textfile = ""

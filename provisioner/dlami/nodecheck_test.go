@@ -66,3 +66,55 @@ func TestNodeCheckSettings(t *testing.T) {
 		t.Errorf("drain unit:\n%s", u)
 	}
 }
+
+// The fleet settings: refused with the setting's name, the one combination that would fight
+// refused naming both, and what is accepted reaches the command's config as written (the
+// command owns the defaults).
+func TestNodeCheckFleetSettings(t *testing.T) {
+	var p Provisioner
+	err := p.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
+		"replace": "asg", "npd_condition": "AcceleratedHardwareReady",
+	}})
+	if err == nil || !strings.Contains(err.Error(), `node_check.replace = "asg" together with node_check.npd_condition = "AcceleratedHardwareReady": two owners would replace the same node`) {
+		t.Errorf("two owners: %v", err)
+	}
+	var p2 Provisioner
+	err = p2.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
+		"replace":  "karpenter",
+		"evidence": map[string]interface{}{"s3_uri": "bucket/prefix", "dcgm_level": 9, "max_size_mb": -1},
+	}})
+	for _, want := range []string{`node_check.replace "karpenter": use none, asg`, "node_check.evidence.max_size_mb -1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Prepare: %v\nwant %q", err, want)
+		}
+	}
+	var p3 Provisioner
+	err = p3.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
+		"evidence": map[string]interface{}{"s3_uri": "bucket/prefix", "dcgm_level": 9},
+	}})
+	for _, want := range []string{`node_check.evidence.s3_uri: "bucket/prefix" does not start with s3://`, "node_check.evidence.dcgm_level = 9"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Prepare: %v\nwant %q", err, want)
+		}
+	}
+	var q Provisioner
+	err = q.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
+		"replace":  "asg",
+		"evidence": map[string]interface{}{"s3_uri": "s3://gpu-evidence/fleet", "dcgm_level": 3, "max_size_mb": 256, "max_bundles": 4, "bug_report_timeout": "5m"},
+	}})
+	if nodecheckbin.Available() != nil {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := q.opt.NodeCheck
+	want := nodeconf.Evidence{S3URI: "s3://gpu-evidence/fleet", DCGMLevel: 3, MaxBytes: 256 << 20, MaxBundles: 4, BugReportTimeout: nodeconf.Duration(5 * time.Minute)}
+	if c.Replace != "asg" || c.Evidence != want {
+		t.Errorf("config: replace %q, evidence %+v", c.Replace, c.Evidence)
+	}
+	// The unit waits for the bundle too: 5m run + 20s + 5m bug report + 1h DCGM + 30s.
+	if u := nodeconf.Unit(*c); !strings.Contains(u, "TimeoutStartSec=4250\n") {
+		t.Errorf("unit:\n%s", u)
+	}
+}

@@ -63,6 +63,9 @@ func (s *Server) queryRequest(body []byte, scope CredentialScope, scopeErr error
 		return request{proto: ec2Proto{}}, &wireError{ec2Error(http.StatusBadRequest, "MalformedQueryString", err.Error())}
 	}
 	action := form.Get("Action")
+	if req, ok, err := s.autoscalingRequest(action, form, scope, scopeErr); ok {
+		return req, err
+	}
 	switch action {
 	case OpAssumeRole, OpGetCallerIdentity:
 		req := request{op: action, proto: stsProto{}, resource: "*"}

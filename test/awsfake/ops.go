@@ -68,6 +68,8 @@ func ec2Ops() []string {
 func OpNames() []string {
 	out := []string{OpGetParameter, OpGetParametersByPath, OpAssumeRole, OpGetCallerIdentity}
 	out = append(out, ec2Ops()...)
+	out = append(out, s3Ops()...)
+	out = append(out, autoscalingOps()...)
 	return append(out, OpAny)
 }
 

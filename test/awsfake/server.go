@@ -76,6 +76,8 @@ type Server struct {
 	bgCancel        context.CancelFunc
 	bgWG            sync.WaitGroup
 	closed          bool
+	// fleet is S3's and Auto Scaling's state (s3.go, autoscaling.go).
+	fleet fleetState
 }
 
 // DefaultTransitionPolls is how many DescribeInstances/DescribeImages/
@@ -246,6 +248,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveControl(w, r)
 		return
 	}
+	if isS3(r) {
+		// REST-XML, any method, bodies up to an object's size: s3.go reads its own.
+		req, scope, err := s.s3Request(r)
+		if err != nil {
+			var we *wireError
+			if errors.As(err, &we) {
+				s.record(req.op, scope, we.status)
+				we.write(w)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.answer(w, r, req, scope)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(body) > maxBody {
 		http.Error(w, "request body unreadable or over 1 MiB", http.StatusRequestEntityTooLarge)
@@ -272,7 +290,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.answer(w, r, req, scope)
+}
 
+// answer answers a decoded request: the fault installed for it, or its handler's answer.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, req request, scope CredentialScope) {
 	s.mu.Lock()
 	action, latency := s.pickFault(req.op, scope.Region)
 	s.mu.Unlock()
@@ -365,6 +387,15 @@ func iamAction(op string) string {
 		return "sts:" + op
 	case op != OpAny && contains(ec2Ops(), op):
 		return "ec2:" + op
+	case op == OpHeadBucket:
+		// S3 authorizes HeadBucket with s3:ListBucket and HeadObject with s3:GetObject.
+		return "s3:ListBucket"
+	case op == OpHeadObject:
+		return "s3:GetObject"
+	case contains(s3Ops(), op):
+		return "s3:" + op
+	case contains(autoscalingOps(), op):
+		return "autoscaling:" + op
 	}
 	return ""
 }
@@ -404,15 +435,21 @@ type request struct {
 	handle   func() response
 }
 
-// response is a status, content type and body.
+// response is a status, content type, headers (S3's ETag, ...) and body.
 type response struct {
 	status      int
 	contentType string
 	body        string
+	header      http.Header
 }
 
 func (r response) write(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", r.contentType)
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	if r.contentType != "" {
+		w.Header().Set("Content-Type", r.contentType)
+	}
 	w.Header().Set("X-Amzn-Requestid", requestID())
 	w.WriteHeader(r.status)
 	_, _ = io.WriteString(w, r.body)
