@@ -61,6 +61,9 @@ func judgeNCCLMultiNode(f facts.Run, t Target) result.Check {
 		j.fails = append(j.fails, c.Message)
 		j.evidence = append(j.evidence, c.Evidence)
 		j.nodesAfter()
+		if run.TimedOut && j.allStopped() {
+			j.fails = append(j.fails, fmt.Sprintf("its processes were stopped on all %d nodes (none left)", len(mn.Nodes)))
+		}
 		return j.verdict(c.Actual, expected)
 	}
 	corr := ncclCorrectness(run, t.MultiNode.NCCLSettings())
@@ -182,6 +185,16 @@ func (j *multiNodeJudging) nodesAfter() {
 			j.fails = append(j.fails, fmt.Sprintf("%s: %d of the test's processes were still running after they were killed", who, n.Left))
 		}
 	}
+}
+
+// allStopped reports whether every node was looked at after the stop and showed nothing left.
+func (j *multiNodeJudging) allStopped() bool {
+	for _, n := range j.mn.Nodes {
+		if n.Left != 0 || n.StopProblem != "" {
+			return false
+		}
+	}
+	return len(j.mn.Nodes) > 0
 }
 
 // busBW judges the inter-node bus bandwidth at the largest size; it returns the figure for

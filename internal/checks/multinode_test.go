@@ -118,7 +118,7 @@ func TestJudgeNCCLMultiNode(t *testing.T) {
 		{name: "an Xid on node 2 during the run", log: twoNodeLog("437.79", nil), change: xidOn2, want: result.Fail,
 			says: []string{"node 2 (i-0bbb, 10.0.1.6): ", "Xid 79"}},
 		{name: "stalled: names the security group", log: twoNodeLog("437.79", nil)[:400], code: 124, timedOut: true, want: result.Fail,
-			says: []string{"stalled", "sg-0efa must allow all traffic to and from the group itself"}},
+			says: []string{"stalled", "sg-0efa must allow all traffic to and from the group itself", "stopped on all 2 nodes (none left)"}},
 		{name: "a rank left running on node 2", log: twoNodeLog("437.79", nil), change: func(mn *facts.MultiNodeRun) { mn.Nodes[1].Left = 3 },
 			want: result.Fail, says: []string{"node 2 (i-0bbb, 10.0.1.6): 3 of the test's processes were still running"}},
 		{name: "host name unreadable: fail closed", log: twoNodeLog("437.79", nil), change: func(mn *facts.MultiNodeRun) { mn.Nodes[0].HostName = "" },
