@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,12 +45,17 @@ func multiNodeLog(busbw string) string {
 // as "node:job".
 func twoFakeNodes(t *testing.T, test func(ctx context.Context, w io.Writer) (int, error)) ([]*fakeHost, *[]string) {
 	var calls []string
+	var callsMu sync.Mutex
 	var hosts []*fakeHost
 	for i := range 2 {
 		h := newFakeHost(t)
 		h.files["/proc/sys/kernel/hostname"] = []byte(fmt.Sprintf("ip-10-0-1-%d\n", 5+i))
 		h.files["/etc/ssh/ssh_host_ed25519_key.pub"] = []byte(testHostKey)
-		record := func(job string) { h.mu.Lock(); calls = append(calls, fmt.Sprintf("%d:%s", i+1, job)); h.mu.Unlock() }
+		record := func(job string) {
+			callsMu.Lock()
+			defer callsMu.Unlock()
+			calls = append(calls, fmt.Sprintf("%d:%s", i+1, job))
+		}
 		h.jobs = map[string]func(ctx context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error){
 			"multinode-key-add.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
 				record("key-add")
