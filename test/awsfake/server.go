@@ -252,13 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// REST-XML, any method, bodies up to an object's size: s3.go reads its own.
 		req, scope, err := s.s3Request(r)
 		if err != nil {
-			var we *wireError
-			if errors.As(err, &we) {
-				s.record(req.op, scope, we.status)
-				we.write(w)
-				return
-			}
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			s.refuse(w, req, scope, err)
 			return
 		}
 		s.answer(w, r, req, scope)
@@ -281,16 +275,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req, err = s.queryRequest(body, scope, err)
 	}
 	if err != nil {
-		var we *wireError
-		if errors.As(err, &we) {
-			s.record(req.op, scope, we.status)
-			we.write(w)
-			return
-		}
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.refuse(w, req, scope, err)
 		return
 	}
 	s.answer(w, r, req, scope)
+}
+
+// refuse answers a request that could not be read: with the service's own error when it is
+// one (recorded), else 400.
+func (s *Server) refuse(w http.ResponseWriter, req request, scope CredentialScope, err error) {
+	var we *wireError
+	if errors.As(err, &we) {
+		s.record(req.op, scope, we.status)
+		we.write(w)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusBadRequest)
 }
 
 // answer answers a decoded request: the fault installed for it, or its handler's answer.

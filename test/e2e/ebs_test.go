@@ -518,8 +518,13 @@ func snapshotOf(img awsfake.Image) string {
 	return ""
 }
 
-func readReport(t *testing.T, dir string) report {
+func readReport(t *testing.T, dir string) report { t.Helper(); return readReportAs[report](t, dir) }
+
+// readReportAs reads dir's dlami-report.json, validated against the report's JSON Schema, into
+// the view of it a test needs.
+func readReportAs[T any](t *testing.T, dir string) T {
 	t.Helper()
+	var r T
 	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
 	if err != nil {
 		t.Fatalf("no report: %v", err)
@@ -527,9 +532,8 @@ func readReport(t *testing.T, dir string) report {
 	if p := schemaProblem(b); p != "" {
 		t.Errorf("%s: %s", dir, p)
 	}
-	var r report
 	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("dlami-report.json: %v", err)
+		t.Fatalf("%s/dlami-report.json: %v", dir, err)
 	}
 	return r
 }

@@ -55,18 +55,7 @@ type multiNodeReport struct {
 
 func readMultiNodeReport(t *testing.T, dir string) multiNodeReport {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
-	if err != nil {
-		t.Fatalf("no report: %v", err)
-	}
-	if p := schemaProblem(b); p != "" {
-		t.Errorf("%s: %s", dir, p)
-	}
-	var r multiNodeReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return readReportAs[multiNodeReport](t, dir)
 }
 
 // scenarioInstances are the instances of one scenario, in launch order.

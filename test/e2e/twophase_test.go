@@ -52,18 +52,7 @@ type phaseReport struct {
 
 func readPhaseReport(t *testing.T, dir string) phaseReport {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "dlami-report.json"))
-	if err != nil {
-		t.Fatalf("no report: %v", err)
-	}
-	if p := schemaProblem(b); p != "" {
-		t.Errorf("%s: %s", dir, p)
-	}
-	var r phaseReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("dlami-report.json: %v", err)
-	}
-	return r
+	return readReportAs[phaseReport](t, dir)
 }
 
 // assertEFAVerified: the verification attached n EFA interfaces and ran the EFA checks on them:
