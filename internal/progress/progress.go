@@ -42,11 +42,19 @@ func orDefault(d, def time.Duration) time.Duration {
 // Line is what a wait says: "still waiting for SSH on 10.0.0.5:22: 2m0s of at most 30m0s"
 // (limit 0 leaves out "of at most").
 func Line(what string, waited, limit time.Duration) string {
-	msg := fmt.Sprintf("still waiting for %s: %s", what, waited.Round(time.Second))
+	msg := fmt.Sprintf("still waiting for %s: %s", what, readable(waited))
 	if limit > 0 {
-		msg += " of at most " + limit.String()
+		msg += " of at most " + readable(limit).String()
 	}
 	return msg
+}
+
+// readable rounds d to the second (to the millisecond below one).
+func readable(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // Waiting calls say with Line every p.Every until stop is called, describing the wait with

@@ -78,6 +78,7 @@ func TestLine(t *testing.T) {
 	}{
 		{90*time.Second + 400*time.Millisecond, 0, "still waiting for x: 1m30s"},
 		{59 * time.Second, 15 * time.Minute, "still waiting for x: 59s of at most 15m0s"},
+		{20*time.Millisecond + 300*time.Microsecond, 299999 * time.Microsecond, "still waiting for x: 20ms of at most 300ms"},
 	} {
 		if got := Line("x", tc.waited, tc.limit); got != tc.want {
 			t.Errorf("Line(%s, %s) = %q, want %q", tc.waited, tc.limit, got, tc.want)
