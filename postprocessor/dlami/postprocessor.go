@@ -702,7 +702,7 @@ func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For f
 			}
 			continue
 		}
-		stop := p.waiting(regionSay(ui, r), progress.Fixed("the deregistration of "+all[r]), p.patience().Timeout)
+		stop := p.waiting(regionSay(ui, r), progress.Fixed("the deregistration of "+all[r]), cmp.Or(p.cleanupTimeout, launch.CleanupTimeout))
 		derr := launch.Deregister(ctx, api, all[r], p.patience())
 		stop()
 		if derr == nil {
