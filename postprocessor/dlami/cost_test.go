@@ -201,6 +201,7 @@ func TestCostFailuresLeaveTheVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.srv.SetFault(awsfake.OpGetProducts, "", awsfake.Fault{AccessDenied: true})
+	tagCalls := f.srv.CallCount(awsfake.OpCreateTags, "us-east-1")
 	var out bytes.Buffer
 	ui := &packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: &out, ErrorWriter: &out}
 	if _, _, _, err := p.PostProcess(context.Background(), ui, ebsArtifact("us-east-1:"+ami)); err != nil {
@@ -216,6 +217,10 @@ func TestCostFailuresLeaveTheVerdict(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in:\n%s", want, out.String())
 		}
+	}
+	// The verdict's tagging and one refused tagging of the time: TagLimitExceeded is not retried.
+	if n := f.srv.CallCount(awsfake.OpCreateTags, "us-east-1") - tagCalls; n != 2 {
+		t.Errorf("%d CreateTags calls, want 2", n)
 	}
 	if strings.Contains(out.String(), "NOT TAGGED") {
 		t.Errorf("the instance time's tags were reported as the verdict's:\n%s", out.String())
