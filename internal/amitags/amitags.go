@@ -22,4 +22,15 @@ const (
 	// "<region>/<ami-id>" copies whose first boot was verified, comma-separated. The copy's
 	// Verified tag carries their result.
 	VerifiedIn = "dlami:verified_in"
+	// BuildInstanceSeconds is the build instance's time, whole seconds, from EC2's LaunchTime
+	// to the termination EC2 gives (the instance the AMI names as its SourceInstanceId);
+	// BuildInstanceType its type. Set by the post-processor with dlami:verified = true, when
+	// EC2 gave the time.
+	BuildInstanceSeconds = "dlami:build_instance_seconds"
+	BuildInstanceType    = "dlami:build_instance_type"
+	// VerifyInstanceSeconds is the verification's instance time, whole seconds, every node and
+	// region together (the type is dlami:verified_instance_type); MultiNodeInstanceSeconds the
+	// part of it the NCCL test across nodes took, every node together.
+	VerifyInstanceSeconds    = "dlami:verify_instance_seconds"
+	MultiNodeInstanceSeconds = "dlami:multinode_instance_seconds"
 )

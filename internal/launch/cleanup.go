@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 )
 
 // Kinds of what a run makes or carries out a verdict on, as a Leak names them.
@@ -313,7 +314,9 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		}
 		share := time.Duration(float64(time.Until(deadline)) * float64(r.weight) / float64(weights))
 		rctx, cancel := context.WithTimeout(ctx, max(share, 0))
+		stop := in.patience.pace().Waiting(say, progress.Fixed(in.removing(r.kind)), share)
 		err := r.remove(rctx, say)
+		stop()
 		cancel()
 		if err != nil {
 			leaks = append(leaks, r.left(err))
@@ -326,6 +329,15 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		return &LeakError{Leaks: leaks}
 	}
 	return nil
+}
+
+// removing names, for a progress line, the removal of a resource of kind: the instances by
+// their ids.
+func (in *Instance) removing(kind string) string {
+	if ids := in.ids(); kind == KindInstance && len(ids) > 0 {
+		return "the cleanup to terminate " + strings.Join(ids, ", ")
+	}
+	return "the cleanup to remove the temporary " + kind
 }
 
 // waitsFor is the reason r cannot be removed, when a kind it waits for is stuck.
@@ -436,6 +448,8 @@ func (in *Instance) terminate(ctx context.Context, ids []string, say func(string
 	// The security group can only go once the instance is gone. The waiter would stop at the
 	// first describe error; a cleanup keeps asking until its deadline.
 	poll := in.patience.poll()
+	var last *ec2.DescribeInstancesOutput // the waiter's latest answer: the one that ended it
+	var seen time.Time
 	w := ec2.NewInstanceTerminatedWaiter(boundedDescribe{in.api, in.patience}, func(o *ec2.InstanceTerminatedWaiterOptions) {
 		o.MinDelay, o.MaxDelay = poll, 6*poll
 		terminated := o.Retryable
@@ -446,6 +460,7 @@ func (in *Instance) terminate(ctx context.Context, ids []string, say func(string
 			if err != nil {
 				return true, nil
 			}
+			last, seen = out, time.Now()
 			return terminated(ctx, di, out, err)
 		}
 	})
@@ -457,6 +472,7 @@ func (in *Instance) terminate(ctx context.Context, ids []string, say func(string
 		}
 		err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, left)
 		if err == nil {
+			in.recordTerminated(last, seen)
 			return nil
 		}
 		if ctx.Err() != nil || denied(err) {
@@ -469,6 +485,30 @@ func (in *Instance) terminate(ctx context.Context, ids []string, say func(string
 		})
 		if err := pause.Sleep(ctx, poll); err != nil {
 			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
+		}
+	}
+}
+
+// recordTerminated sets each node's Terminated from the answer in which EC2 described the
+// launch terminated: the time EC2 gives for the termination request, else seen.
+func (in *Instance) recordTerminated(out *ec2.DescribeInstancesOutput, seen time.Time) {
+	if out == nil {
+		return
+	}
+	nodes := map[string]*Instance{}
+	for _, n := range in.Nodes() {
+		nodes[n.ID] = n
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			n := nodes[aws.ToString(i.InstanceId)]
+			if n == nil || i.State == nil || i.State.Name != types.InstanceStateNameTerminated {
+				continue
+			}
+			n.Terminated = seen.UTC()
+			if t, ok := ParseTransitionTime(aws.ToString(i.StateTransitionReason)); ok {
+				n.Terminated = t
+			}
 		}
 	}
 }

@@ -26,12 +26,15 @@ func imageGone(err error) bool {
 // TagImage sets tags on an AMI, retrying throttled, failed and unanswered calls until the
 // patience's Timeout. After a failed CreateTags it reads the tags back with DescribeImages:
 // when they are there (the answer was lost after EC2 set them) the tagging is done. A missing
-// permission, or an image EC2 does not know, ends it at once. It runs detached from ctx's
+// permission, an image EC2 does not know, or tags over the image's limit (TagLimitExceeded:
+// EC2 sets none of them, and will not on a retry) end it at once. It runs detached from ctx's
 // cancellation: it carries out a verdict that is already given.
 func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]string, p Patience) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout())
 	defer cancel()
-	final := func(err error) bool { return denied(err) || imageGone(err) }
+	final := func(err error) bool {
+		return denied(err) || imageGone(err) || awsaccess.APICode(err) == "TagLimitExceeded"
+	}
 	err := p.retryCalls(ctx, final, func(ctx context.Context) error {
 		err := p.call(ctx, func(ctx context.Context) error {
 			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})

@@ -21,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -132,11 +133,14 @@ type Spec struct {
 	CleanupTimeout time.Duration
 	// CallTimeout bounds each EC2 call; 0 means CallTimeout.
 	CallTimeout time.Duration
+	// ProgressEvery is how often a long wait says what it waits for; 0 means
+	// progress.DefaultEvery.
+	ProgressEvery time.Duration
 }
 
 // patience is how s's calls are retried.
 func (s Spec) patience() Patience {
-	return Patience{Poll: s.Poll, Timeout: s.CleanupTimeout, CallTimeout: s.CallTimeout}
+	return Patience{Poll: s.Poll, Timeout: s.CleanupTimeout, CallTimeout: s.CallTimeout, ProgressEvery: s.ProgressEvery}
 }
 
 // Metadata is RunInstances' MetadataOptions: "" and 0 leave a field unsent.
@@ -238,6 +242,13 @@ type Instance struct {
 	// DescribedEFA is how many EFA interfaces EC2 describes on the instance once it runs
 	// (InterfaceType efa or efa-only): what it got, whatever the launch asked for.
 	DescribedEFA int
+	// LaunchTime is when EC2 says the instance launched (DescribeInstances' LaunchTime, read
+	// once it runs). Terminated is when it stopped running for good, read by the cleanup when
+	// EC2 describes it terminated: the time of the termination request EC2 gives in its
+	// StateTransitionReason ("User initiated (2026-12-01 20:00:00 GMT)"), else the moment the
+	// cleanup saw it terminated. Zero until then, and when the cleanup could not confirm the
+	// termination. Together they are the instance's time (Lifetime).
+	LaunchTime, Terminated time.Time
 	// peers are the other instances of a launch of several (Spec.Count), in launch index
 	// order; each holds only its own id, addresses and Elastic IP. The launch's temporaries
 	// are the first instance's.
@@ -273,6 +284,12 @@ type Instance struct {
 
 // PlacementGroup is the placement group the instance was launched into, if any.
 func (in *Instance) PlacementGroup() string { return in.placementGroupUsed }
+
+// Lifetime is the instance's time as the launch and its cleanup read it from EC2: Ended is
+// zero while the cleanup has not confirmed its termination.
+func (in *Instance) Lifetime() Lifetime {
+	return Lifetime{InstanceID: in.ID, InstanceType: in.Placement.InstanceType, Launched: in.LaunchTime, Ended: in.Terminated}
+}
 
 // efaInterfaces counts the EFA interfaces EC2 describes on an instance.
 func efaInterfaces(i types.Instance) int {
@@ -491,7 +508,7 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	say(fmt.Sprintf("launched %s (%s from %s%s); waiting until it runs", strings.Join(in.ids(), ", "), in.Placement, s.ImageID, attached))
 	for _, n := range in.Nodes() {
-		if err := n.waitRunning(ctx); err != nil {
+		if err := n.waitRunning(ctx, say); err != nil {
 			return fail(err)
 		}
 	}
@@ -885,7 +902,19 @@ func (in *Instance) describe(ctx context.Context) (types.Instance, error) {
 	return types.Instance{}, fmt.Errorf("instance %s: not found", in.ID)
 }
 
-func (in *Instance) waitRunning(ctx context.Context) error {
+// waitRunning waits until EC2 describes the instance running, saying at the patience's pace
+// what it waits for (the state EC2 last gave) while it takes long.
+func (in *Instance) waitRunning(ctx context.Context, say func(string)) error {
+	var state atomic.Value
+	state.Store("no answer yet")
+	var limit time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		limit = time.Until(d)
+	}
+	stop := in.patience.pace().Waiting(say, func() string {
+		return fmt.Sprintf("%s to run (EC2 says: %s)", in.ID, state.Load())
+	}, limit)
+	defer stop()
 	for {
 		var i types.Instance
 		err := in.patience.call(ctx, func(ctx context.Context) error {
@@ -897,7 +926,11 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 			// A missing permission does not grant itself by waiting.
 			return fmt.Errorf("instance %s: reading its state: %w", in.ID, err)
 		}
+		if err != nil {
+			state.Store(err.Error())
+		}
 		if err == nil && i.State != nil {
+			state.Store(string(i.State.Name))
 			switch i.State.Name {
 			case types.InstanceStateNameRunning:
 				in.PublicIP, in.PrivateIP = aws.ToString(i.PublicIpAddress), aws.ToString(i.PrivateIpAddress)
@@ -905,6 +938,7 @@ func (in *Instance) waitRunning(ctx context.Context) error {
 				in.primaryENI = primaryInterface(i)
 				in.DescribedEFA = efaInterfaces(i)
 				in.SubnetID = aws.ToString(i.SubnetId)
+				in.LaunchTime = aws.ToTime(i.LaunchTime).UTC()
 				return nil
 			case types.InstanceStateNameTerminated, types.InstanceStateNameShuttingDown, types.InstanceStateNameStopped:
 				reason := ""

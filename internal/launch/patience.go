@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 )
 
 const (
@@ -44,7 +45,13 @@ type Patience struct {
 	Timeout time.Duration
 	// CallTimeout bounds one call; 0 means CallTimeout.
 	CallTimeout time.Duration
+	// ProgressEvery is how often a long wait (an instance to run, a removal the cleanup keeps
+	// retrying) says what it waits for; 0 means progress.DefaultEvery.
+	ProgressEvery time.Duration
 }
+
+// pace is how often the waits report.
+func (p Patience) pace() progress.Pace { return progress.Pace{Every: p.ProgressEvery} }
 
 func (p Patience) poll() time.Duration        { return cmp.Or(p.Poll, DefaultPoll) }
 func (p Patience) timeout() time.Duration     { return cmp.Or(p.Timeout, CleanupTimeout) }

@@ -174,6 +174,13 @@ type Config struct {
 	RunTags map[string]string `mapstructure:"run_tags"`
 	// What the host must look like, as the provisioner's `expect` block.
 	Expect checks.Expectations `mapstructure:"expect"`
+	// Look up the On-Demand list price of the bake's instance time (the build instance and the
+	// verification's) with the AWS Price List API (`pricing:GetProducts`, at its us-east-1
+	// endpoint: Linux, shared tenancy, the instance's region) and print it, put it in
+	// `dlami-cost.json`, next to the times. It is the On-Demand list price: Capacity Blocks,
+	// reservations, Savings Plans and Spot are billed differently. A lookup that fails is said
+	// and leaves the dollars out; it never fails the build. Default false.
+	PriceLookup bool `mapstructure:"price_lookup"`
 	// Check ids the verification does not judge, on top of the bake's skip_checks (the bill of
 	// materials carries them): each is reported `skip` naming the setting, never `pass`. The
 	// guard's and the first boot's checks cannot be skipped.

@@ -21,7 +21,7 @@ import (
 var kmsForEncryptedAMIs = []string{"kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlainText", "kms:ReEncryptFrom", "kms:ReEncryptTo"}
 
 // TestIAMPolicyCoversEveryCall runs the post-processor through the paths that reach AWS (a
-// healthy first boot with an ami_regions copy and the default VPC; a subnet and a
+// healthy first boot with an ami_regions copy, the default VPC and price_lookup; a subnet and a
 // CreateSecurityGroup without an answer, whose cleanup looks the group up; a failed first boot
 // with on_failure = deregister) through the real clients against the fake, and fails when an
 // action the fake served, or a method of the EC2 client interface the post-processor calls
@@ -31,6 +31,9 @@ var kmsForEncryptedAMIs = []string{"kms:CreateGrant", "kms:Decrypt", "kms:Descri
 func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	awstest.IsolateEnv(t)
 	f := newFakeEC2(t, "us-east-1", "us-west-2")
+	// price_lookup's Price List API client finds the fake by the SDK's own endpoint setting,
+	// as a user's would: the plugin has no endpoint setting for it.
+	t.Setenv("AWS_ENDPOINT_URL_PRICING", f.url)
 	run := func(t *testing.T, raw map[string]interface{}, artifact string, check error) error {
 		t.Helper()
 		raw["instance_type"], raw["report_dir"], raw["ssh_timeout"] = "p5.48xlarge", t.TempDir(), "1s"
@@ -48,7 +51,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	}
 	f.own(t, "us-east-1", "ami-0000000000000e021", "snap-00000000000000e21")
 	f.own(t, "us-west-2", "ami-0000000000000e022", "snap-00000000000000e22")
-	if err := run(t, map[string]interface{}{"region": "us-east-1"}, "us-east-1:ami-0000000000000e021,us-west-2:ami-0000000000000e022", nil); err != nil {
+	if err := run(t, map[string]interface{}{"region": "us-east-1", "price_lookup": true}, "us-east-1:ami-0000000000000e021,us-west-2:ami-0000000000000e022", nil); err != nil {
 		t.Fatalf("healthy first boot: %v", err)
 	}
 	f.srv.SetFault(awsfake.OpCreateSecurityGroup, "us-east-1", awsfake.Fault{AccessDenied: true})
@@ -63,7 +66,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	}
 
 	called := f.srv.ActionsServed()
-	for _, want := range []string{"ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DeregisterImage", "ec2:CreateTags", "sts:GetCallerIdentity"} {
+	for _, want := range []string{"ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DeregisterImage", "ec2:CreateTags", "sts:GetCallerIdentity", "pricing:GetProducts"} {
 		if !slices.Contains(called, want) {
 			t.Errorf("the scenario never called %s (served: %v)", want, called)
 		}

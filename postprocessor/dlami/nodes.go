@@ -64,6 +64,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 			hosts[i], boms[i] = h, b
 			o := c.verifyOptions(n, t, typ, b)
 			o.ReportDir = filepath.Join(c.ReportDir, t.region, n.ID)
+			o.ProgressEvery = p.progressEvery
 			errs[i] = engine.Verify(ctx, h, prefixUI{ui, who}, o)
 		}()
 	}
@@ -89,6 +90,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 	}
 	mo := engine.MultiNodeOptions{Common: c.verifyOptions(in, t, typ, boms[0]).Common, Launch: launchReport(in, c)}
 	mo.ReportDir = filepath.Join(c.ReportDir, t.region, "multi-node")
+	mo.ProgressEvery = p.progressEvery
 	mo.Launch.InstanceID = ""
 	mo.Checks.MultiNode, _ = c.multiNode().Resolved()
 	if len(failed) > 0 {

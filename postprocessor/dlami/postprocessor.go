@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -35,6 +36,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
@@ -54,11 +56,21 @@ type PostProcessor struct {
 	poll, cleanupTimeout, callTimeout time.Duration
 	// checkBoot judges a launched instance's first boot; nil means check. Replaced in tests.
 	checkBoot func(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error
+	// pricingFor returns the Price List API client (price_lookup); replaced in tests.
+	pricingFor func(ctx context.Context) (PricingAPI, error)
+	// progressEvery replaces the pace of the progress lines (progress.DefaultEvery) in tests.
+	progressEvery time.Duration
 }
 
 // patience is how the calls that carry out a verdict are retried.
 func (p *PostProcessor) patience() launch.Patience {
-	return launch.Patience{Poll: p.poll, Timeout: p.cleanupTimeout, CallTimeout: p.callTimeout}
+	return launch.Patience{Poll: p.poll, Timeout: p.cleanupTimeout, CallTimeout: p.callTimeout, ProgressEvery: p.progressEvery}
+}
+
+// waiting says, at the progress pace until stop is called, what the post-processor waits for
+// and for how long.
+func (p *PostProcessor) waiting(say func(string), what func() string, limit time.Duration) (stop func()) {
+	return progress.Pace{Every: p.progressEvery}.Waiting(say, what, limit)
 }
 
 // ConfigSpec implements packersdk.PostProcessor.
@@ -196,8 +208,11 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 	// the credentials are checked once.
 	ec2For = perRegion(ec2For)
 	run := &run{id: cmp.Or(os.Getenv("PACKER_RUN_UUID"), "dlami-"+strconv.FormatInt(time.Now().UnixNano(), 36))}
-	// Whatever happens, what the run could not remove or tag is what the user reads last.
+	// Whatever happens, what the run could not remove or tag is what the user reads last,
+	// after the instance time the run took.
 	defer run.reportLeftovers(ui)
+	var cost *report.Cost
+	defer func() { p.reportCost(ui, cost) }()
 	// verified: copies whose first boot passed, with the type it ran on; failed: copies whose
 	// first boot was judged and found wrong; unverified: copies that could not be judged.
 	// on_failure applies to failed ones only: nothing is known against an image nobody could
@@ -223,10 +238,12 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 			break
 		}
 	}
+	reckoned := p.reckon(ctx, ec2For, run, all)
+	cost = &reckoned
 	if len(failed) == 0 && len(unverified) == 0 && cancelled == nil {
 		// Every launched copy booted healthy: tag them, and the copies nobody launched carry
 		// that result. Nothing here fails the build.
-		p.tagVerified(ctx, ui, ec2For, run, all, verified)
+		p.tagVerified(ctx, ui, ec2For, run, all, verified, costTags(reckoned))
 		return a, true, false, nil
 	}
 	var problems []string
@@ -278,6 +295,8 @@ type run struct {
 	leaks map[string][]launch.Leak
 	// untagged: AMIs the verdict should have tagged and could not, with the tags.
 	untagged []untagged
+	// ran: every verification instance, with its time as EC2 gave it.
+	ran []ranNode
 }
 
 // untagged is an AMI the run could not tag as its verdict says.
@@ -414,7 +433,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		AssociatePublicIPAddress: c.AssociatePublicIPAddress, IAMInstanceProfile: c.IAMInstanceProfile,
 		CapacityReservationPreference: c.CapacityReservationPreference, CapacityReservationID: c.CapacityReservationID,
 		CapacityReservationGroupARN: c.CapacityReservationGroupARN, SSHCIDR: c.SSHCIDR, Tags: tags, RunID: run.id,
-		Poll: p.poll, CleanupTimeout: p.cleanupTimeout, CallTimeout: p.callTimeout,
+		Poll: p.poll, CleanupTimeout: p.cleanupTimeout, CallTimeout: p.callTimeout, ProgressEvery: p.progressEvery,
 	}
 	c.launchSettings(&spec)
 	if c.Nodes > 1 {
@@ -456,6 +475,9 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		ui.Error("dlami: " + t.region + ": " + cerr.Error())
 	}
 	run.cleanedUp(t.region, cerr)
+	for _, n := range in.Nodes() {
+		run.ran = append(run.ran, ranNode{t.region, n.Lifetime()})
+	}
 	if err != nil {
 		return "", err
 	}
@@ -490,7 +512,11 @@ func verifiedTags(typ string, nodes int) map[string]string {
 // runs only when every launched copy booted healthy, detached from cancellation (the verdict
 // is given), and retries each tagging to its deadline. A tagging that still fails is recorded
 // for the final report with its command; the verdict stands.
-func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, all map[string]string, verified []verdict) {
+//
+// The instance time of the bake (costTags) is tagged on each copy once its verdict tags are
+// set, in a tagging of its own: a copy whose tags are full, or any failure of it, leaves the
+// verdict as it is and is only said.
+func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, all map[string]string, verified []verdict, cost map[string]string) {
 	ctx = context.WithoutCancel(ctx)
 	launched := map[string]bool{}
 	var in []string
@@ -501,12 +527,19 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 	tag := func(region, ami string, tags map[string]string) error {
 		api, err := ec2For(ctx, region)
 		if err == nil {
-			err = launch.TagImage(ctx, api, ami, tags, p.patience())
+			err = p.tagImage(ctx, ui, region, api, ami, tags)
 		}
 		if err != nil {
 			run.untagged = append(run.untagged, untagged{region, ami, tags, err})
+			return err
 		}
-		return err
+		if len(cost) == 0 {
+			return nil
+		}
+		if err := p.tagImage(ctx, ui, region, api, ami, cost); err != nil {
+			ui.Error(fmt.Sprintf("dlami: %s: %s is verified, but its instance time tags (%s) are not set: %v", region, ami, describeTags(cost), err))
+		}
+		return nil
 	}
 	for _, v := range verified {
 		if tag(v.region, v.ami, verifiedTags(v.instanceType, v.nodes)) == nil {
@@ -529,13 +562,28 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 	}
 }
 
+// tagImage tags ami in region, retried to the patience's deadline, saying at the progress pace
+// while it takes long.
+func (p *PostProcessor) tagImage(ctx context.Context, ui packersdk.Ui, region string, api launch.EC2API, ami string, tags map[string]string) error {
+	stop := p.waiting(regionSay(ui, region), progress.Fixed("the tags on "+ami), cmp.Or(p.cleanupTimeout, launch.CleanupTimeout))
+	defer stop()
+	return launch.TagImage(ctx, api, ami, tags, p.patience())
+}
+
+// regionSay is ui.Say with the "dlami: <region>: " prefix.
+func regionSay(ui packersdk.Ui, region string) func(string) {
+	return func(s string) { ui.Say("dlami: " + region + ": " + s) }
+}
+
 // check connects to the launched instance and judges its first boot.
 func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.Instance, t target, typ string, say func(string)) error {
 	h, b, err := p.connect(ctx, in, say)
 	if err != nil {
 		return err
 	}
-	return engine.Verify(ctx, h, ui, p.config.verifyOptions(in, t, typ, b))
+	o := p.config.verifyOptions(in, t, typ, b)
+	o.ProgressEvery = p.progressEvery
+	return engine.Verify(ctx, h, ui, o)
 }
 
 // connect opens SSH to a launched instance and reads the bill of materials the image carries.
@@ -549,7 +597,7 @@ func (p *PostProcessor) connect(ctx context.Context, in *launch.Instance, say fu
 	if err != nil {
 		return nil, bom.BOM{}, err
 	}
-	comm, err := dialSSH(ctx, connect, c.SSHUsername, in.Signer, c.SSHTimeout, say)
+	comm, err := dialSSH(ctx, connect, c.SSHUsername, in.Signer, c.SSHTimeout, say, progress.Pace{Every: p.progressEvery})
 	if err != nil {
 		return nil, bom.BOM{}, err
 	}
@@ -643,7 +691,7 @@ func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For f
 			continue
 		}
 		bad := map[string]string{amitags.Verified: "false", amitags.VerifiedAt: time.Now().UTC().Format(time.RFC3339)}
-		terr := launch.TagImage(ctx, api, all[r], bad, p.patience())
+		terr := p.tagImage(ctx, ui, r, api, all[r], bad)
 		if terr == nil {
 			ui.Error(fmt.Sprintf("dlami: %s: tagged %s %s = false", r, all[r], amitags.Verified))
 		}
@@ -654,7 +702,9 @@ func (p *PostProcessor) onFailure(ctx context.Context, ui packersdk.Ui, ec2For f
 			}
 			continue
 		}
+		stop := p.waiting(regionSay(ui, r), progress.Fixed("the deregistration of "+all[r]), cmp.Or(p.cleanupTimeout, launch.CleanupTimeout))
 		derr := launch.Deregister(ctx, api, all[r], p.patience())
+		stop()
 		if derr == nil {
 			ui.Error(fmt.Sprintf("dlami: %s: deregistered %s and deleted its snapshots (on_failure = deregister)", r, all[r]))
 			continue
@@ -732,11 +782,18 @@ func (c connector) String() string {
 }
 
 // dialSSH connects to the instance through Packer's own SSH communicator, retrying until
-// timeout (sshd starts late in the boot).
-func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Signer, timeout time.Duration, say func(string)) (packersdk.Communicator, error) {
+// timeout (sshd starts late in the boot), saying at pace's pace what it waits for and the last
+// answer.
+func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Signer, timeout time.Duration, say func(string), pace progress.Pace) (packersdk.Communicator, error) {
 	deadline := time.Now().Add(timeout)
 	say("waiting for SSH on " + connect.String())
 	var last error
+	var lastMsg atomic.Value
+	lastMsg.Store("no answer yet")
+	stop := pace.Waiting(say, func() string {
+		return fmt.Sprintf("SSH on %s (ssh_timeout; last: %s)", connect, lastMsg.Load())
+	}, timeout)
+	defer stop()
 	for {
 		comm, err := sshcomm.New(connect.hostport, &sshcomm.Config{
 			SSHConfig: &ssh.ClientConfig{
@@ -752,6 +809,7 @@ func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Sig
 			return comm, nil
 		}
 		last = err
+		lastMsg.Store(err.Error())
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("SSH to %s did not answer within ssh_timeout %s: %w", connect, timeout, last)
 		}

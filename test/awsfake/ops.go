@@ -66,7 +66,7 @@ func ec2Ops() []string {
 
 // OpNames lists every operation a fault may name, OpAny last.
 func OpNames() []string {
-	out := []string{OpGetParameter, OpGetParametersByPath, OpAssumeRole, OpGetCallerIdentity}
+	out := []string{OpGetParameter, OpGetParametersByPath, OpAssumeRole, OpGetCallerIdentity, OpGetProducts}
 	out = append(out, ec2Ops()...)
 	out = append(out, s3Ops()...)
 	out = append(out, autoscalingOps()...)

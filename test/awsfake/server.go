@@ -269,7 +269,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	scope, err := ParseCredentialScope(r.Header.Get("Authorization"))
 	var req request
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
+	if target := r.Header.Get("X-Amz-Target"); strings.HasPrefix(target, "AWSPriceListService.") {
+		req, err = s.pricingRequest(target, body, scope, err)
+	} else if target != "" {
 		req, err = s.ssmRequest(target, body, scope, err)
 	} else {
 		req, err = s.queryRequest(body, scope, err)
@@ -385,6 +387,8 @@ func iamAction(op string) string {
 		return "ssm:" + op
 	case op == OpAssumeRole || op == OpGetCallerIdentity:
 		return "sts:" + op
+	case op == OpGetProducts:
+		return "pricing:" + op
 	case op != OpAny && contains(ec2Ops(), op):
 		return "ec2:" + op
 	case op == OpHeadBucket:

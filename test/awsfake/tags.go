@@ -3,6 +3,7 @@ package awsfake
 import (
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -224,19 +225,25 @@ func (s *Server) createTags(region string, in TagsInput) response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd := s.region(region)
-	var maps []*map[string]string
+	var tagSets []*map[string]string
 	for _, id := range in.ResourceIDs {
 		m, errResp, ok := s.tagsOf(rd, id)
 		if !ok {
 			return errResp
 		}
-		maps = append(maps, m)
+		tagSets = append(tagSets, m)
 	}
-	for _, m := range maps {
-		applyTags(m, in.Tags)
-		if len(*m) > maxTagsPer {
+	// EC2 refuses the whole call, setting nothing, when a resource would carry more tags than
+	// its limit.
+	for _, m := range tagSets {
+		after := maps.Clone(*m)
+		applyTags(&after, in.Tags)
+		if len(after) > maxTagsPer {
 			return badRequest("TagLimitExceeded", "The maximum number of tags per resource is %d", maxTagsPer)
 		}
+	}
+	for _, m := range tagSets {
+		applyTags(m, in.Tags)
 	}
 	return returnTrue(OpCreateTags)
 }

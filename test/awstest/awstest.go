@@ -18,6 +18,7 @@ func IsolateEnv(t testing.TB) {
 		"AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
 		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
 		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_SSM": "", "AWS_ENDPOINT_URL_EC2": "", "AWS_ENDPOINT_URL_STS": "",
+		"AWS_ENDPOINT_URL_PRICING":  "",
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "",
 		// A CA bundle would make the SDK reject the recording HTTP clients.
 		"AWS_CA_BUNDLE": "",

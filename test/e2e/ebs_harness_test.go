@@ -380,8 +380,10 @@ func (e ebsEnv) packerEnv(extra ...string) []string {
 // the amazon plugin v1.8.0 builds the client of the ami_regions copy without
 // custom_endpoint_ec2 (common/step_ami_region_copy.go, GetRegionConn): only the SDK's own
 // endpoint setting reaches it. Templates still set custom_endpoint_ec2, as users do.
+// AWS_ENDPOINT_URL_PRICING points the post-processor's price_lookup at the fake's Price List
+// API: the plugin has no setting for that endpoint, as the amazon plugin has none.
 func (f *fakeAWS) packerEnv(e ebsEnv, extra ...string) []string {
-	return e.packerEnv(append([]string{"AWS_ENDPOINT_URL_EC2=" + f.endpoint}, extra...)...)
+	return e.packerEnv(append([]string{"AWS_ENDPOINT_URL_EC2=" + f.endpoint, "AWS_ENDPOINT_URL_PRICING=" + f.endpoint}, extra...)...)
 }
 
 // build runs `packer build -color=false ARGS` in dir with PACKER_LOG into out/packer.log.

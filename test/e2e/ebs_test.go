@@ -6,15 +6,18 @@ package e2e
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	dlamireport "github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
@@ -149,6 +152,7 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if n := verifyInstances(s, ebsRegion, golden.ID); n != 1 {
 			t.Errorf("%d verification instances of %s, want 1", n, golden.ID)
 		}
+		assertBakeCost(t, r.ui, filepath.Join(out, "verify"), golden)
 		// image_hygiene = true: the last step of the bake cleaned the image, and the
 		// post-processor's verification above reached it all the same.
 		if st := checkStatus(rep, "image-hygiene"); st != "pass" {
@@ -556,4 +560,45 @@ func mustReadDir(t *testing.T, dir string) []os.DirEntry {
 		t.Fatal(err)
 	}
 	return entries
+}
+
+// assertBakeCost checks the post-processor's account of the bake's instance time (golden.pkr.hcl
+// has price_lookup = true): the last UI line names both phases on p6-b200.48xlarge with the
+// On-Demand list price, dlami-cost.json in the verification's report_dir holds plausible
+// seconds from EC2's times (the fake's, on the real clock) with dollars, and the verified AMI
+// carries the same whole seconds in its tags.
+func assertBakeCost(t *testing.T, ui, reportDir string, golden awsfake.Image) {
+	t.Helper()
+	const typ = "p6-b200.48xlarge"
+	for _, want := range []string{"dlami: instance time: build 1 × " + typ + " ", "; verification 1 × " + typ + " ", " at On-Demand list price"} {
+		if !strings.Contains(ui, want) {
+			t.Errorf("the post-processor's output lacks %q:\n%s", want, grepLines(ui, "instance time"))
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(reportDir, dlamireport.CostFileName))
+	if err != nil {
+		t.Fatalf("dlami-cost.json: %v", err)
+	}
+	if p := costSchemaProblem(data); p != "" {
+		t.Error(p)
+	}
+	var c dlamireport.Cost
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatalf("dlami-cost.json: %v", err)
+	}
+	// The bake itself takes tens of seconds here; nothing takes an hour.
+	plausible := func(s float64) bool { return s > 0 && s < 3600 }
+	if !c.Build.Known || len(c.Build.Instances) != 1 || c.Build.Instances[0].InstanceType != typ || c.Build.Instances[0].StillRunning ||
+		!plausible(c.Build.InstanceSeconds) || !c.Verification.Known || len(c.Verification.Instances) != 1 || !plausible(c.Verification.InstanceSeconds) ||
+		c.USD == nil || *c.USD <= 0 {
+		t.Errorf("dlami-cost.json:\n%s", data)
+	}
+	for tag, s := range map[string]float64{"dlami:build_instance_seconds": c.Build.InstanceSeconds, "dlami:verify_instance_seconds": c.Verification.InstanceSeconds} {
+		if want := strconv.FormatInt(int64(math.Round(s)), 10); golden.Tags[tag] != want {
+			t.Errorf("golden AMI tag %s = %q, want %s (dlami-cost.json)", tag, golden.Tags[tag], want)
+		}
+	}
+	if golden.Tags["dlami:build_instance_type"] != typ {
+		t.Errorf("golden AMI tag dlami:build_instance_type = %q", golden.Tags["dlami:build_instance_type"])
+	}
 }

@@ -41,6 +41,37 @@ var reportSchema = sync.OnceValues(func() (*validator.Schema, error) {
 	return s, nil
 })
 
+// costSchemaProblem says how a dlami-cost.json breaks schema/dlami-cost.schema.json, the
+// schema the repository ships for it, or "".
+func costSchemaProblem(cost []byte) string {
+	path := filepath.Join("..", "..", "schema", "dlami-cost.schema.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error() + ": run `make generate`"
+	}
+	doc, err := validator.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return path + ": " + err.Error()
+	}
+	c := validator.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("dlami-cost.schema.json", doc); err != nil {
+		return path + ": " + err.Error()
+	}
+	s, err := c.Compile("dlami-cost.schema.json")
+	if err != nil {
+		return path + ": " + err.Error()
+	}
+	v, err := validator.UnmarshalJSON(bytes.NewReader(cost))
+	if err == nil {
+		err = s.Validate(v)
+	}
+	if err != nil {
+		return "dlami-cost.json does not match " + path + ": " + err.Error()
+	}
+	return ""
+}
+
 // schemaProblem says how a dlami-report.json breaks schema/dlami-report.schema.json, or "".
 func schemaProblem(report []byte) string {
 	s, err := reportSchema()

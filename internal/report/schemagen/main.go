@@ -1,5 +1,6 @@
-// Command schemagen writes the JSON Schema of dlami-report.json (report.JSONSchema) to the file
-// -o names; `go generate ./internal/report/` (part of `make generate`) runs it.
+// Command schemagen writes the JSON Schema of dlami-report.json (report.JSONSchema), or with
+// -cost of dlami-cost.json (report.CostJSONSchema), to the file -o names; `go generate
+// ./internal/report/` (part of `make generate`) runs it.
 package main
 
 import (
@@ -12,12 +13,17 @@ import (
 
 func main() {
 	out := flag.String("o", "", "the file to write the schema to")
+	cost := flag.Bool("cost", false, "write dlami-cost.json's schema instead of the report's")
 	flag.Parse()
 	if *out == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: schemagen -o FILE")
+		fmt.Fprintln(os.Stderr, "usage: schemagen [-cost] -o FILE")
 		os.Exit(2)
 	}
-	schema, err := report.JSONSchema()
+	generate := report.JSONSchema
+	if *cost {
+		generate = report.CostJSONSchema
+	}
+	schema, err := generate()
 	if err == nil {
 		err = report.WriteAtomic(*out, schema)
 	}

@@ -98,5 +98,6 @@ build {
     report_dir          = "${var.report_dir}/verify"
     ssh_timeout         = "5m"
     settle_timeout      = "5m"
+    price_lookup        = true # the fake serves the Price List API (AWS_ENDPOINT_URL_PRICING)
   }
 }
