@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/simfleet"
 )
 
 func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
@@ -112,9 +113,10 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 				"case \"$*\" in '-o show node '*) echo \"NodeName=$4 Arch=x86_64 CoresPerSocket=48 State=IDLE ThreadsPerCore=2\" ;; esac\n",
 			"etc/systemd/system/slurmd.service.requires/dlami-node-check.service": whiteout,
 		})
+		// Slurm's node name is the host's, which EC2 derives from the instance's address.
 		calls := n.file(t, "var/log/scontrol.calls")
-		if !strings.Contains(calls, "update nodename=ip-10-1-42-17 state=drain reason=dlami: gpu") {
-			t.Errorf("scontrol calls:\n%s", calls)
+		if want := "update nodename=" + simfleet.EC2HostName(n.env["ssh_host"]) + " state=drain reason=dlami: gpu"; !strings.Contains(calls, want) {
+			t.Errorf("scontrol calls, want %q:\n%s", want, calls)
 		}
 		if st := n.unitState(t, "slurmd.service"); st != "active" {
 			t.Errorf("slurmd is %s: with drain it starts, drained", st)
@@ -218,7 +220,10 @@ func bootNode(t *testing.T, e ebsEnv, base string, layers []string, name, knobs 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(e.repo, "test", "simhost", "boot"), n.state)
-	cmd.Env = append(os.Environ(), "DLAMI_SIM_ROOTFS="+base, "DLAMI_SIM_LAYERS="+strings.Join(all, ":"), "DLAMI_SIM_KNOBS="+k)
+	// A new instance from the AMI: cloud-init names it after its own address (boot's default,
+	// 127.0.0.1), not the build instance's name the AMI's layers carry.
+	cmd.Env = append(os.Environ(), "DLAMI_SIM_ROOTFS="+base, "DLAMI_SIM_LAYERS="+strings.Join(all, ":"), "DLAMI_SIM_KNOBS="+k,
+		"DLAMI_SIM_HOSTNAME="+simfleet.EC2HostName("127.0.0.1"))
 	var outb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &outb, &outb
 	err := cmd.Run()

@@ -226,6 +226,19 @@ func efaTrafficKnob(allowed bool) string {
 	return "blocked"
 }
 
+// EC2HostName is the host name EC2 gives an instance with this private IPv4 address in a
+// subnet of hostname type ip-name, the default (ip-10-1-42-17 for 10.1.42.17; EC2 User Guide,
+// "Amazon EC2 instance hostname types"), which cloud-init sets as the guest's name when a new
+// instance first boots; every simulated instance gets the one of its loopback address. An
+// address that is not IPv4 gives "" (validateSpec refuses it before any boot).
+func EC2HostName(address string) string {
+	ip := net.ParseIP(address).To4()
+	if ip == nil {
+		return ""
+	}
+	return fmt.Sprintf("ip-%d-%d-%d-%d", ip[0], ip[1], ip[2], ip[3])
+}
+
 // Start boots the host of a new instance and returns once its sshd accepts connections on
 // m.Address:22. On any failure nothing of the host is left.
 func (f *Fleet) Start(ctx context.Context, m awsfake.MachineSpec) error {
@@ -287,6 +300,7 @@ func (f *Fleet) boot(ctx context.Context, inst *instance, m awsfake.MachineSpec)
 		"DLAMI_SIM_ADDR=" + m.Address,
 		"DLAMI_SIM_PORT=" + strconv.Itoa(SSHPort),
 		"DLAMI_SIM_LAYERS=" + strings.Join(m.Layers, ":"),
+		"DLAMI_SIM_HOSTNAME=" + EC2HostName(m.Address),
 		"DLAMI_SIM_KNOBS=" + strings.Join(append([]string{"product-name=" + m.InstanceType, "instance-id=" + m.InstanceID}, networkKnobs(m.Network)...), " "),
 	}
 	if m.AuthorizedKey != "" {
@@ -438,7 +452,7 @@ func launchEnv(extra []string) []string {
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
 		case "DLAMI_SIM_ROOTFS", "DLAMI_SIM_ADDR", "DLAMI_SIM_PORT", "DLAMI_SIM_LAYERS",
-			"DLAMI_SIM_AUTHORIZED_KEYS", "DLAMI_SIM_KNOBS", "DLAMI_SIM_STATE":
+			"DLAMI_SIM_AUTHORIZED_KEYS", "DLAMI_SIM_KNOBS", "DLAMI_SIM_HOSTNAME", "DLAMI_SIM_STATE":
 			continue
 		}
 		env = append(env, kv)

@@ -196,10 +196,11 @@ func TestOperationsOnUnknownInstances(t *testing.T) {
 func TestLaunchEnvDropsInheritedLaunchSettings(t *testing.T) {
 	t.Setenv("DLAMI_SIM_LAYERS", "/etc")
 	t.Setenv("DLAMI_SIM_PORT", "2222")
+	t.Setenv("DLAMI_SIM_HOSTNAME", "inherited")
 	t.Setenv("DLAMI_SIM_MIRROR", "http://mirror.example")
 	env := launchEnv([]string{"DLAMI_SIM_PORT=22"})
 	joined := "\n" + strings.Join(env, "\n") + "\n"
-	if strings.Contains(joined, "\nDLAMI_SIM_LAYERS=") || strings.Contains(joined, "\nDLAMI_SIM_PORT=2222\n") {
+	if strings.Contains(joined, "\nDLAMI_SIM_LAYERS=") || strings.Contains(joined, "\nDLAMI_SIM_PORT=2222\n") || strings.Contains(joined, "\nDLAMI_SIM_HOSTNAME=") {
 		t.Errorf("inherited launch settings leak into a host: %q", env)
 	}
 	if !strings.Contains(joined, "\nDLAMI_SIM_PORT=22\n") || !strings.Contains(joined, "\nDLAMI_SIM_MIRROR=http://mirror.example\n") {
@@ -231,6 +232,7 @@ func recordingSimhost(t *testing.T) string {
 	boot := `#!/bin/bash
 set -eu
 printf '%s\n' "$DLAMI_SIM_KNOBS" >"$1/knobs"
+printf '%s\n' "$DLAMI_SIM_HOSTNAME" >"$1/hostname"
 mkdir -p "$1/merged/etc/dlami-sim"
 for kv in $DLAMI_SIM_KNOBS; do printf '%s\n' "${kv#*=}" >"$1/merged/etc/dlami-sim/${kv%%=*}"; done
 `
@@ -281,6 +283,10 @@ func TestNetworkKnobs(t *testing.T) {
 	if got := read("i-0eeeeeeeeeeeeeee2/knobs"); !strings.HasSuffix(got, " efa-cards=none efa-traffic=allowed") {
 		t.Errorf("DLAMI_SIM_KNOBS of a default launch: %q", got)
 	}
+	// Each instance is named after its own private address, as EC2 names it.
+	if a, b := read("i-0eeeeeeeeeeeeeee1/hostname"), read("i-0eeeeeeeeeeeeeee2/hostname"); a != "ip-127-0-0-2" || b != "ip-127-0-0-3" {
+		t.Errorf("DLAMI_SIM_HOSTNAME of the instances on 127.0.0.2 and 127.0.0.3: %q, %q", a, b)
+	}
 	if err := f.SetNetwork(ctx, "i-0eeeeeeeeeeeeeee1", awsfake.MachineNetwork{EFACards: eight, EFATraffic: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +315,21 @@ func TestNetworkKnobs(t *testing.T) {
 	}
 	if got := read("i-0eeeeeeeeeeeeeee1/upper/etc/dlami-sim/efa-traffic"); got != "blocked" {
 		t.Errorf("stopped host's efa-traffic: %q", got)
+	}
+}
+
+func TestEC2HostName(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.5":   "ip-127-0-0-5",
+		"10.1.42.17":  "ip-10-1-42-17",
+		"127.0.200.1": "ip-127-0-200-1",
+		"::1":         "",
+		"localhost":   "",
+		"":            "",
+	} {
+		if got := EC2HostName(addr); got != want {
+			t.Errorf("EC2HostName(%q) = %q, want %q", addr, got, want)
+		}
 	}
 }
 

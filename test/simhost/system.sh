@@ -59,11 +59,46 @@ apply_scenario() {
 	done
 }
 
+# ns_up STATE: starts the host's own PID and UTS namespaces for this boot: their pid 1
+# (/usr/lib/dlami-sim/pid1, chrooted, reaping orphans as init does) mounts the namespace's
+# /proc at merged/proc, so every process of the host sees only its host's processes there, as
+# on an instance: ps, pgrep and pkill on one host never list or reach another host's (they
+# all share this machine's kernel). The namespace's host name is /etc/hostname's. Writes
+# STATE/ns.pid (pid 1's pid on this machine); in_host enters it.
+ns_up() {
+	local st=$1 m=$1/merged u p1="" root
+	root=$(readlink -f "$m")
+	# shellcheck disable=SC2016 # $1 and $2 are the inner sh's arguments
+	setsid unshare --uts --pid --fork -- /bin/sh -c 'hostname "$1" && mount -t proc proc "$2/proc" && exec chroot "$2" /usr/lib/dlami-sim/pid1' \
+		sh "$(cat "$m/etc/hostname")" "$m" </dev/null >>"$st/units.log" 2>&1 &
+	u=$!
+	for _ in $(seq 1 100); do
+		# (The kernel ends the list with a space, no newline: read's status says nothing.)
+		p1=""
+		read -r p1 _ <"/proc/$u/task/$u/children" 2>/dev/null || true
+		[ -n "$p1" ] && [ "$(readlink "/proc/$p1/root" 2>/dev/null)" = "$root" ] && [ -e "$m/proc/1" ] && break
+		p1=""
+		sleep 0.05
+	done
+	[ -n "$p1" ] || { log "the host's PID namespace did not start (see $st/units.log)"; return 1; }
+	echo "$p1" >"$st/ns.pid"
+}
+
+# host_cmd STATE: sets HOST_CMD to the words that run a command chrooted into the host,
+# inside its namespaces (nsenter forks: the command is in the namespace, nsenter waits for it).
+host_cmd() { HOST_CMD=(nsenter --target "$(cat "$1/ns.pid")" --pid --uts -- chroot "$1/merged"); }
+# in_host STATE CMD...: runs CMD in the host (host_cmd).
+in_host() {
+	local HOST_CMD
+	host_cmd "$1"
+	"${HOST_CMD[@]}" "${@:2}"
+}
+
 # system_up STATE [PREPARE]: mount the pseudo filesystems, run the boot hook,
 # the optional prepare script, start sshd. Used at first boot and reboots.
 system_up() {
 	local st=$1 prepare=${2:-} m=$1/merged port ml addr=127.0.0.1
-	mount -t proc proc "$m/proc"
+	ns_up "$st" || return 1
 	mount -t tmpfs -o mode=755,size=64m,nosuid dev "$m/dev"
 	mknod -m 666 "$m/dev/null" c 1 3
 	mknod -m 666 "$m/dev/zero" c 1 5
@@ -112,7 +147,7 @@ system_up() {
 		if [ -n "$loop" ]; then
 			mm=$(stat -c '%t %T' "$loop")
 			mknod -m 660 "$node" b $((16#${mm% *})) $((16#${mm#* })) &&
-				chroot "$m" mount --no-canonicalize -t ext4 /dev/mapper/vg.01-lv_ephemeral /opt/dlami/nvme 2>/dev/null ||
+				in_host "$st" mount --no-canonicalize -t ext4 /dev/mapper/vg.01-lv_ephemeral /opt/dlami/nvme 2>/dev/null ||
 				why="mounting $loop as ext4 failed"
 			losetup -d "$loop" 2>/dev/null
 		fi
@@ -126,11 +161,11 @@ system_up() {
 		fi
 	)
 	cp /etc/resolv.conf "$m/etc/resolv.conf" 2>/dev/null || true
-	chroot "$m" /usr/lib/dlami-sim/boot-hook
+	in_host "$st" /usr/lib/dlami-sim/boot-hook
 	apply_scenario "$st" sys dev run opt/dlami/nvme
 	if [ -n "$prepare" ]; then
 		install -m 755 "$prepare" "$m/var/lib/dlami-sim/prepare"
-		LC_ALL=C DEBIAN_FRONTEND=noninteractive chroot "$m" /var/lib/dlami-sim/prepare >>"$st/prepare.log" 2>&1 ||
+		LC_ALL=C DEBIAN_FRONTEND=noninteractive in_host "$st" /var/lib/dlami-sim/prepare >>"$st/prepare.log" 2>&1 ||
 			{ log "prepare script failed:"; tail -n 15 "$st/prepare.log" >&2; return 1; }
 		rm -f "$m/var/lib/dlami-sim/prepare"
 	fi
@@ -150,16 +185,14 @@ system_up() {
 	fi
 	[ -s "$m/etc/ld.so.preload" ] || rm -f "$m/etc/ld.so.preload"
 	# systemd's part of the boot that the simulation models (enabled oneshots, then slurmd and
-	# kubelet by their Requires=): in the host's UTS namespace and memlock, before sshd.
-	# shellcheck disable=SC2016 # $1 and $2 are the inner sh's arguments
-	prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/lib/dlami-sim/systemd-boot' \
-		sh "$(cat "$m/etc/hostname")" "$m" </dev/null >>"$st/units.log" 2>&1 || log "systemd-boot failed (see $st/units.log)"
-	# Own UTS namespace: the host's name is the instance's, not this machine's.
+	# kubelet by their Requires=): in the host's namespaces and memlock, before sshd.
+	local HOST_CMD
+	host_cmd "$st"
+	prlimit "${limits[@]}" "${HOST_CMD[@]}" /usr/lib/dlami-sim/systemd-boot </dev/null >>"$st/units.log" 2>&1 || log "systemd-boot failed (see $st/units.log)"
+	# In the host's namespaces: its name is the instance's, not this machine's.
 	local rc
 	for _ in 1 2 3 4 5; do
-		# shellcheck disable=SC2016 # $1 to $4 are the inner sh's arguments
-		setsid prlimit "${limits[@]}" unshare --uts -- /bin/sh -c 'hostname "$1" && exec chroot "$2" /usr/sbin/sshd -D -e -p "$3" -o ListenAddress="$4"' \
-			sh "$(cat "$m/etc/hostname")" "$m" "$port" "$addr" </dev/null >>"$st/sshd.log" 2>&1 &
+		setsid prlimit "${limits[@]}" "${HOST_CMD[@]}" /usr/sbin/sshd -D -e -p "$port" -o ListenAddress="$addr" </dev/null >>"$st/sshd.log" 2>&1 &
 		echo $! >"$st/sshd.pid"
 		rc=0
 		wait_ssh "$addr" "$port" 90 "$(cat "$st/sshd.pid")" || rc=$?

@@ -51,6 +51,13 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #                                 (legacy: Replay/Recovery/CRC; blackwell: the R575+ set)
 #   L_FABRIC                      1: GPUs register with an NVSwitch fabric (-q Fabric State)
 #   L_NETBW                       busbw (GB/s) of a run forced onto the network (EFA/GPU)
+#   L_MNBW                        busbw (GB/s) of a 2-node all-reduce at large sizes with every
+#                                 EFA device attached and GPUDirect RDMA (nccl-facts.sh): p5 480
+#                                 (2 × p5.48xlarge, 483-487 GB/s at 16 GiB: awsome-distributed-
+#                                 training's nccl-tests READMEs, internal/parse/nccltests/testdata
+#                                 p5-*-16G), p4d/p4de 78 (2 × p4de, 78.3 GB/s at 2 GiB, the same
+#                                 README); p5en and p6-b200 480, p6-b300 960 UNSOURCED (the
+#                                 types' EFA bandwidth: 3200 Gbps like p5; 6400 Gbps)
 layout() {
 	[ -n "${L_TYPE:-}" ] && return 0
 	kv product-name p6-b200.48xlarge
@@ -62,12 +69,12 @@ layout() {
 	L_NVSW=0 L_NVSW_DEV=0x22a3 L_EFA=8 L_EFA_DEV=0xefa3 L_CX7=2 L_NVME=8
 	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
 	# NVLink 5: 18 links at 53.125 GB/s (a B300's nvidia-smi nvlink --status, and a B200 test fixture).
-	L_ARCH=Blackwell L_PCIE_GEN=5 L_PCIE_SLOT=16 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45
+	L_ARCH=Blackwell L_PCIE_GEN=5 L_PCIE_SLOT=16 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45 L_MNBW=480
 	case $L_TYPE in
 	p6-b200.48xlarge) ;;
 	p6-b300.48xlarge)
 		# 16 EFA: 17 network cards, card 0 ENA-only (aws-parallelcluster#7143).
-		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_EFA=16 L_BUSBW=720 L_TOPO="" ;;
+		L_GPU_NAME="NVIDIA B300 SXM6 AC" L_GPU_DEV=0x3182 L_GPU_MEM=275040 L_CC=10.3 L_EFA=16 L_BUSBW=720 L_TOPO="" L_MNBW=960 ;;
 	p5.48xlarge)
 		L_GPU_NAME="NVIDIA H100 80GB HBM3" L_GPU_DEV=0x2330 L_GPU_MEM=81559 L_CC=9.0
 		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml
@@ -80,7 +87,7 @@ layout() {
 		L_GPU_NAME="NVIDIA A100-SXM4-40GB" L_GPU_DEV=0x20b0 L_GPU_MEM=40960 L_CC=8.0
 		[ "$L_TYPE" = p4de.24xlarge ] && L_GPU_NAME="NVIDIA A100-SXM4-80GB" L_GPU_DEV=0x20b2 L_GPU_MEM=81920
 		L_NVSW=6 L_NVSW_DEV=0x1af1 L_EFA=4 L_EFA_DEV=0xefa1 L_CX7=0 L_NVLS=0 L_BUSBW=230 L_TOPO=p4d-24xl-topo.xml
-		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=12 L_NVL_GBPS=25 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=5.6 ;;
+		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=12 L_NVL_GBPS=25 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=5.6 L_MNBW=78 ;;
 	g5.xlarge | g6.xlarge | g6e.xlarge)
 		case $L_TYPE in
 		g5.*) L_GPU_NAME="NVIDIA A10G" L_GPU_DEV=0x2237 L_GPU_MEM=23028 L_CC=8.6 ;;
@@ -88,7 +95,7 @@ layout() {
 		g6e.*) L_GPU_NAME="NVIDIA L40S" L_GPU_DEV=0x26b9 L_GPU_MEM=46068 L_CC=8.9 ;;
 		esac
 		L_GPUS=1 L_EFA=0 L_CX7=0 L_NVME=1 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
-		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0
+		L_ARCH=Ampere L_PCIE_GEN=4 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 L_MNBW=0
 		[ "${L_TYPE%%.*}" = g5 ] || L_ARCH="Ada Lovelace"
 		# The single-GPU G6 sizes wire the L4 (an x16 card) to an x8 slot: nvidia-smi reports
 		# x8 of x16 (internal/profile srcL4x8; the L4 capture in internal/parse/gpuhealth/testdata).
@@ -99,7 +106,7 @@ layout() {
 		# The image's packages, module files and holds are the DLAMI's all the same; boot-hook
 		# loads no NVIDIA, gdrdrv or EFA module (they find no device).
 		L_CPU=1 L_GPUS=0 L_NVSW=0 L_EFA=0 L_CX7=0 L_NVME=0 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
-		L_ARCH="" L_PCIE_GEN=0 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 ;;
+		L_ARCH="" L_PCIE_GEN=0 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 L_MNBW=0 ;;
 	*) L_KNOWN=0 L_TOPO="" ;;
 	esac
 }
