@@ -175,7 +175,7 @@ func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
 // layout succeeds for every layout: boot-hook calls it under set -e, so a layout whose last
 // test is false would stop the boot before sshd has host keys.
 func TestLayoutUnderSetE(t *testing.T) {
-	for _, product := range []string{"p6-b200.48xlarge", "p6-b300.48xlarge", "p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+	for _, product := range []string{"p6-b200.48xlarge", "p6-b300.48xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
 		"g5.xlarge", "g6.xlarge", "g6e.xlarge", "c7i.large", "p7-future.48xlarge"} {
 		h := newHost(t, product, nil)
 		cmd := exec.Command("bash", "-ec", `. "$1"; layout; echo "$L_TYPE $L_PCIE_SLOT"`, "layout", filepath.Join(h.dir, "root/usr/lib/dlami-sim/sim.sh"))

@@ -79,6 +79,12 @@ layout() {
 		L_GPU_NAME="NVIDIA H100 80GB HBM3" L_GPU_DEV=0x2330 L_GPU_MEM=81559 L_CC=9.0
 		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml
 		L_ARCH=Hopper L_NVL_GBPS=26.562 L_NVL_FMT=legacy ;;
+	p5e.48xlarge)
+		# A p5.48xlarge with H200 GPUs: the same 32 EFA cards (ec2-gpu-network-facts "P5 / P5e");
+		# its EFA device id as p5's is UNSOURCED.
+		L_GPU_NAME="NVIDIA H200" L_GPU_DEV=0x2335 L_GPU_MEM=143771 L_CC=9.0
+		L_NVSW=4 L_EFA=32 L_EFA_DEV=0xefa2 L_CX7=0 L_BUSBW=480 L_TOPO=p5.48xl-topo.xml
+		L_ARCH=Hopper L_NVL_GBPS=26.562 L_NVL_FMT=legacy ;;
 	p5en.48xlarge)
 		L_GPU_NAME="NVIDIA H200" L_GPU_DEV=0x2335 L_GPU_MEM=143771 L_CC=9.0
 		L_NVSW=4 L_EFA=16 L_EFA_DEV=0xefa3 L_CX7=0 L_BUSBW=480 L_TOPO=p5en.48xl-topo.xml
