@@ -69,6 +69,12 @@ variable "build_instance_type" {
   description = "The build instance of a two-phase bake: a CPU instance type."
 }
 
+variable "nodes" {
+  type        = number
+  default     = 1
+  description = "Instances the post-processor verifies the AMI on; 2 or more also runs the NCCL all-reduce across them."
+}
+
 variable "verify_instance_types" {
   type        = list(string)
   default     = []
@@ -173,6 +179,11 @@ build {
     efa = "all"
     # Two-phase: run the host suite and the NCCL test the bake deferred, with its expect block.
     complete_validation = var.two_phase
+    # With nodes = 2 (`DEMO_NODES=2`, make demo's default), both instances come from one
+    # RunInstances in a temporary cluster placement group, each first boot is verified, then
+    # the image's mpirun runs all_reduce_perf across them over EFA; the AMI is tagged
+    # dlami:verified_nodes. See docs/post-processors/dlami.mdx, "Two nodes".
+    nodes = var.nodes
   }
 
   # Keeps the AMI when the post-processor fails: otherwise Packer deregisters it, even when
