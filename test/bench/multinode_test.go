@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,18 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
-	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
-	"github.com/dlami-bake/packer-plugin-dlami/test/simfleet"
 )
 
 // twoNodeFixture is a 2 × p5.48xlarge all-reduce on AWS (testdata/*.source says where from):
@@ -95,19 +87,7 @@ func BenchmarkTwoP5Verification(b *testing.B) {
 	if !canBoot(b, root) {
 		return
 	}
-	fleet, err := simfleet.New(simfleet.Options{SimhostDir: filepath.Join(root, "test", "simhost"), StateRoot: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = fleet.Close(context.Background()) })
-	srv := awsfake.NewSeeded("us-east-1")
-	srv.SetTransitionPolls(0)
-	srv.SetMachines(fleet)
-	hs := httptest.NewServer(srv)
-	b.Cleanup(hs.Close)
-	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKEBENCH0000000", "secret", "")})
-	ami := awsfake.SeedAMIID("us-east-1", awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", awsfake.SeedBuilds[len(awsfake.SeedBuilds)-1]))
+	api, ami := simulatedEC2(b, root)
 	mn, err := settings.MultiNode{}.Resolved()
 	if err != nil {
 		b.Fatal(err)
@@ -133,26 +113,11 @@ func BenchmarkTwoP5Verification(b *testing.B) {
 		}
 		hosts := make([]*timedHost, len(nodes))
 		boms := make([]bom.BOM, len(nodes))
-		common := engine.Common{BuildName: "bench", PluginVersion: "bench", InstanceType: "p5.48xlarge",
-			CheckTimeout: settings.DefaultCheckTimeout, RemoteFolder: settings.DefaultRemoteFolder}
-		// Each node runs the image, whose bill of materials a bake wrote: the first phase of a
-		// two-phase bake writes it here (not timed), as in BenchmarkP5VerificationStages.
+		common := benchCommon()
+		// Each node runs the image, whose bill of materials a bake wrote.
 		for i, n := range nodes {
 			hosts[i] = &timedHost{Host: sshTo(b, n), took: map[string]time.Duration{}}
-			first := engine.Options{Common: common, ManifestPath: bom.DefaultPath, RunUUID: "bench", DeferValidation: true}
-			first.ReportDir = b.TempDir()
-			first.Checks = checks.Settings{Function: settings.Function{DCGMLevel: settings.DefaultDCGMLevel}.Resolved()}
-			if err := engine.Run(ctx, hosts[i], discardUI{}, first); err != nil {
-				b.Fatalf("node %d: writing the bill of materials: %v", i+1, err)
-			}
-			data, err := hosts[i].ReadFile(ctx, bom.DefaultPath)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if boms[i], err = bom.Decode(data); err != nil {
-				b.Fatal(err)
-			}
-			hosts[i].took = map[string]time.Duration{}
+			boms[i] = writeBOM(ctx, b, hosts[i], common)
 		}
 		launched := checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: `efa = "all"`, SecurityGroups: in.SecurityGroups}
 

@@ -74,23 +74,10 @@ var stageNote = map[string]string{
 // under 5 minutes on AWS. Run with `make bench` as root.
 func BenchmarkP5VerificationStages(b *testing.B) {
 	root := repoRoot(b)
-	simhost := filepath.Join(root, "test", "simhost")
 	if !canBoot(b, root) {
 		return
 	}
-	fleet, err := simfleet.New(simfleet.Options{SimhostDir: simhost, StateRoot: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = fleet.Close(context.Background()) })
-	srv := awsfake.NewSeeded("us-east-1")
-	srv.SetTransitionPolls(0)
-	srv.SetMachines(fleet)
-	hs := httptest.NewServer(srv)
-	b.Cleanup(hs.Close)
-	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKEBENCH0000000", "secret", "")})
-	ami := awsfake.SeedAMIID("us-east-1", awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", awsfake.SeedBuilds[len(awsfake.SeedBuilds)-1]))
+	api, ami := simulatedEC2(b, root)
 
 	var totals map[string]time.Duration
 	var verifyTook time.Duration
@@ -105,26 +92,8 @@ func BenchmarkP5VerificationStages(b *testing.B) {
 			b.Fatalf("layout %s: want the P5 layout's 32 EFA", in.Layout)
 		}
 		h := &timedHost{Host: sshTo(b, in), took: map[string]time.Duration{}}
-		common := engine.Common{BuildName: "bench", PluginVersion: "bench", ReportDir: b.TempDir(), InstanceType: "p5.48xlarge",
-			CheckTimeout: settings.DefaultCheckTimeout, RemoteFolder: settings.DefaultRemoteFolder}
-		// The first phase of a two-phase bake (the guard and the bill of materials, the
-		// validation deferred), which the verification then completes.
-		// The provisioner's defaults: DCGM at level 2, the EFA traffic test's bounds.
-		common.Checks = checks.Settings{Function: settings.Function{DCGMLevel: settings.DefaultDCGMLevel}.Resolved()}
-		first := engine.Options{Common: common, ManifestPath: bom.DefaultPath, RunUUID: "bench"}
-		first.DeferValidation = true
-		if err := engine.Run(ctx, h, discardUI{}, first); err != nil {
-			b.Fatalf("writing the bill of materials: %v", err)
-		}
-		data, err := h.ReadFile(ctx, bom.DefaultPath)
-		if err != nil {
-			b.Fatal(err)
-		}
-		doc, err := bom.Decode(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		h.took = map[string]time.Duration{}
+		common := benchCommon()
+		doc := writeBOM(ctx, b, h, common)
 		common.ReportDir = b.TempDir()
 		common.Checks = engine.BakeTests(checks.Settings{}, doc)
 		common.Launch = checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: `efa = "all"`, SecurityGroups: in.SecurityGroups}
@@ -164,6 +133,52 @@ func BenchmarkP5VerificationStages(b *testing.B) {
 	if estimate > 5*time.Minute {
 		b.Errorf("estimated %s on AWS: over the 5-minute goal", estimate.Round(time.Second))
 	}
+}
+
+// simulatedEC2 starts the fake EC2 whose instances are simulated DLAMI hosts, and gives its
+// client and the seeded DLAMI's id.
+func simulatedEC2(b *testing.B, root string) (*ec2.Client, string) {
+	fleet, err := simfleet.New(simfleet.Options{SimhostDir: filepath.Join(root, "test", "simhost"), StateRoot: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fleet.Close(context.Background()) })
+	srv := awsfake.NewSeeded("us-east-1")
+	srv.SetTransitionPolls(0)
+	srv.SetMachines(fleet)
+	hs := httptest.NewServer(srv)
+	b.Cleanup(hs.Close)
+	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIAFAKEBENCH0000000", "secret", "")})
+	return api, awsfake.SeedAMIID("us-east-1", awsfake.SeedName("x86_64", "Base OSS Nvidia Driver GPU AMI", "Ubuntu 24.04", awsfake.SeedBuilds[len(awsfake.SeedBuilds)-1]))
+}
+
+// benchCommon is a verification's common options on p5.48xlarge.
+func benchCommon() engine.Common {
+	return engine.Common{BuildName: "bench", PluginVersion: "bench", InstanceType: "p5.48xlarge",
+		CheckTimeout: settings.DefaultCheckTimeout, RemoteFolder: settings.DefaultRemoteFolder}
+}
+
+// writeBOM runs the first phase of a two-phase bake on h (the guard and the bill of materials,
+// the validation deferred, the provisioner's defaults: DCGM at level 2), which a verification
+// then completes, and returns the bill of materials. Its jobs are not counted in h's times.
+func writeBOM(ctx context.Context, b *testing.B, h *timedHost, common engine.Common) bom.BOM {
+	first := engine.Options{Common: common, ManifestPath: bom.DefaultPath, RunUUID: "bench", DeferValidation: true}
+	first.ReportDir = b.TempDir()
+	first.Checks = checks.Settings{Function: settings.Function{DCGMLevel: settings.DefaultDCGMLevel}.Resolved()}
+	if err := engine.Run(ctx, h, discardUI{}, first); err != nil {
+		b.Fatalf("writing the bill of materials: %v", err)
+	}
+	data, err := h.ReadFile(ctx, bom.DefaultPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, err := bom.Decode(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.took = map[string]time.Duration{}
+	return doc
 }
 
 // canBoot reports whether this machine can boot simulated hosts, and skips the benchmark
