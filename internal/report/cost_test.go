@@ -12,24 +12,7 @@ import (
 
 func compiledCostSchema(t *testing.T) *validator.Schema {
 	t.Helper()
-	js, err := CostJSONSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := validator.UnmarshalJSON(bytes.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := validator.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource(CostSchemaID, doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile(CostSchemaID)
-	if err != nil {
-		t.Fatalf("the cost file's schema does not compile: %v", err)
-	}
-	return s
+	return compileSchema(t, "the cost file's", CostJSONSchema, CostSchemaID)
 }
 
 // The committed schema of dlami-cost.json is what the types generate.

@@ -18,11 +18,17 @@ import (
 // shippedSchema is the schema the repository publishes (schema/, written by `make generate`).
 var shippedSchema = filepath.Join("..", "..", "schema", "dlami-report.schema.json")
 
-// compiledSchema compiles the generated schema with an independent validator, formats
-// (date-time) asserted.
+// compiledSchema compiles the report's generated schema with an independent validator,
+// formats (date-time) asserted.
 func compiledSchema(t *testing.T) *validator.Schema {
 	t.Helper()
-	js, err := JSONSchema()
+	return compileSchema(t, "the report's", JSONSchema, SchemaID)
+}
+
+// compileSchema compiles a generated schema (what names it in a failure) under its id.
+func compileSchema(t *testing.T, what string, schema func() ([]byte, error), id string) *validator.Schema {
+	t.Helper()
+	js, err := schema()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +38,12 @@ func compiledSchema(t *testing.T) *validator.Schema {
 	}
 	c := validator.NewCompiler()
 	c.AssertFormat()
-	if err := c.AddResource(SchemaID, doc); err != nil {
+	if err := c.AddResource(id, doc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Compile(SchemaID)
+	s, err := c.Compile(id)
 	if err != nil {
-		t.Fatalf("the report's schema does not compile: %v", err)
+		t.Fatalf("%s schema does not compile: %v", what, err)
 	}
 	return s
 }
