@@ -119,9 +119,14 @@ func newKeyPair(t *testing.T) keyPair {
 // run executes a command as ubuntu on addr:22 with the key and returns its output.
 func (k keyPair) run(t *testing.T, addr, command string) string {
 	t.Helper()
+	return k.runStdin(t, addr, command, "")
+}
+
+// runStdin runs a command as ubuntu on addr:22 with stdin and returns its output.
+func (k keyPair) runStdin(t *testing.T, addr, command, stdin string) string {
+	t.Helper()
 	client, err := ssh.Dial("tcp", net.JoinHostPort(addr, "22"), &ssh.ClientConfig{
-		User:            "ubuntu",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(k.signer)},
+		User: "ubuntu", Auth: []ssh.AuthMethod{ssh.PublicKeys(k.signer)},
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(), // a fresh simulated host: nothing to pin
 		Timeout:         10 * time.Second,
 	})
@@ -134,6 +139,7 @@ func (k keyPair) run(t *testing.T, addr, command string) string {
 		t.Fatal(err)
 	}
 	defer sess.Close()
+	sess.Stdin = strings.NewReader(stdin)
 	out, err := sess.CombinedOutput(command)
 	if err != nil {
 		t.Fatalf("ssh ubuntu@%s %q: %v\n%s", addr, command, err, out)

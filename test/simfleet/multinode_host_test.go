@@ -3,7 +3,6 @@ package simfleet
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,39 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
 // addrNone is an address where no simulated instance listens (this package's range).
 const addrNone = "127.0.200.4"
-
-// runStdin runs a command as ubuntu on addr:22 with stdin and returns its output.
-func (k keyPair) runStdin(t *testing.T, addr, command, stdin string) string {
-	t.Helper()
-	client, err := ssh.Dial("tcp", net.JoinHostPort(addr, "22"), &ssh.ClientConfig{
-		User: "ubuntu", Auth: []ssh.AuthMethod{ssh.PublicKeys(k.signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(), // a fresh simulated host: nothing to pin
-		Timeout:         10 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("ssh ubuntu@%s: %v", addr, err)
-	}
-	defer client.Close()
-	sess, err := client.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	sess.Stdin = strings.NewReader(stdin)
-	out, err := sess.CombinedOutput(command)
-	if err != nil {
-		t.Fatalf("ssh ubuntu@%s %q: %v\n%s", addr, command, err, out)
-	}
-	return string(out)
-}
 
 // TestMultiNodeAllReduceOverSSH runs the post-processor's multi-node NCCL test (issue 26) the
 // way the plugin does: on the first of the instances, as ubuntu, `timeout ... mpirun` from the
