@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		Mode: *mode, Action: nodeconf.Action(cfg.Action), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
 		OutDir: or(cfg.OutDir, nodeconf.DefaultOutDir), Textfile: cfg.Textfile,
 		Timeout:      durationOr(cfg.Timeout.Duration(), nodeconf.DefaultTimeout),
-		CheckTimeout: durationOr(cfg.CheckTimeout.Duration(), settings.DefaultCheckTimeout),
+		CheckTimeout: settings.CheckTimeout(cfg.CheckTimeout.Duration()),
 		NCCL:         cfg.NCCL, DCGMLevel: cfg.DCGMLevel, EFATraffic: cfg.EFATraffic, GPUDirectRDMA: cfg.GPUDirectRDMA,
 		SkipChecks: cfg.SkipChecks, WarnChecks: cfg.WarnChecks,
 		Scontrol: or(cfg.Scontrol, nodeconf.DefaultScontrol),

@@ -26,19 +26,13 @@ type Command struct {
 	// Packer's SSH commands get no login PATH, so a tool that only a profile script puts on
 	// PATH (fi_info) would not be found by name. The section records which path answered.
 	Tool *Tool
-	// Timeout bounds the command with coreutils timeout, in whole seconds (at least one); 0
-	// means DefaultTimeout.
+	// Timeout bounds the command with coreutils timeout, in whole seconds (at least one). It
+	// must be set: the caller owns the bound (Script refuses a command without one).
 	Timeout time.Duration
 }
 
-// DefaultTimeout bounds a command whose Timeout is 0.
-const DefaultTimeout = 30 * time.Second
-
 // timeoutSeconds is the number of whole seconds c may run, as coreutils timeout takes it.
 func timeoutSeconds(c Command) int {
-	if c.Timeout <= 0 {
-		return int(DefaultTimeout / time.Second)
-	}
 	return max(1, int(c.Timeout/time.Second))
 }
 
@@ -113,6 +107,9 @@ func Script(cmds []Command) (string, error) {
 			return "", fmt.Errorf("bundle: command name %q used twice", c.Name)
 		}
 		seen[c.Name] = true
+		if c.Timeout <= 0 {
+			return "", fmt.Errorf("bundle: command %s has no timeout: every command is bounded", c.Name)
+		}
 		t := timeoutSeconds(c)
 		fmt.Fprintf(&b, "echo '%s BEGIN %s'; t0=$(date +%%s%%N)\n", marker, c.Name)
 		if c.Tool == nil {

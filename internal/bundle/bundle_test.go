@@ -10,10 +10,10 @@ import (
 
 func TestScriptRunsAndParses(t *testing.T) {
 	cmds := []Command{
-		{Name: "ok", Shell: "echo hello; echo world"},
-		{Name: "fails", Shell: "echo oops >&2; exit 3"},
-		{Name: "quoted", Shell: `printf '%s\n' "it's $((1+1))"`},
-		{Name: "noeol", Shell: "printf abc"},
+		{Name: "ok", Shell: "echo hello; echo world", Timeout: 10 * time.Second},
+		{Name: "fails", Shell: "echo oops >&2; exit 3", Timeout: 10 * time.Second},
+		{Name: "quoted", Shell: `printf '%s\n' "it's $((1+1))"`, Timeout: 10 * time.Second},
+		{Name: "noeol", Shell: "printf abc", Timeout: 10 * time.Second},
 		{Name: "slow", Shell: "sleep 5", Timeout: 1 * time.Second},
 	}
 	script, err := Script(cmds)
@@ -57,7 +57,7 @@ func TestScriptRunsAndParses(t *testing.T) {
 }
 
 func TestParseIncomplete(t *testing.T) {
-	cmds := []Command{{Name: "a", Shell: "true"}, {Name: "b", Shell: "true"}}
+	cmds := []Command{{Name: "a", Shell: "true", Timeout: 10 * time.Second}, {Name: "b", Shell: "true", Timeout: 10 * time.Second}}
 	m := markerPrefix + "00@@"
 	out := m + " BEGIN a\nx\n\n" + m + " END a 0 1\n" + m + " BEGIN b\npartial\n"
 	_, err := Parse(out, cmds)
@@ -66,11 +66,13 @@ func TestParseIncomplete(t *testing.T) {
 	}
 }
 
-func TestScriptRejectsBadNames(t *testing.T) {
+func TestScriptRejectsBadCommands(t *testing.T) {
 	for _, c := range [][]Command{
-		{{Name: "a b", Shell: "true"}},
-		{{Name: "", Shell: "true"}},
-		{{Name: "x", Shell: "true"}, {Name: "x", Shell: "true"}},
+		{{Name: "a b", Shell: "true", Timeout: 10 * time.Second}},
+		{{Name: "", Shell: "true", Timeout: 10 * time.Second}},
+		{{Name: "x", Shell: "true", Timeout: 10 * time.Second}, {Name: "x", Shell: "true", Timeout: 10 * time.Second}},
+		// Every command is bounded: the caller owns the bound, the bundle has no default.
+		{{Name: "unbounded", Shell: "true"}},
 	} {
 		if _, err := Script(c); err == nil {
 			t.Errorf("Script(%+v): want error", c)
@@ -91,7 +93,7 @@ func FuzzParse(f *testing.F) {
 // A command that learns the nonce and prints its own END marker must not get its section
 // accepted with a forged exit status.
 func TestForgedEndMarkerIsRejected(t *testing.T) {
-	cmds := []Command{{Name: "forge", Shell: `grep -o "@@DLAMI-BUNDLE-[0-9a-f]*@@" "$SCRIPT" | head -1 | sed "s/$/ END forge 0/"; exit 7`}}
+	cmds := []Command{{Name: "forge", Shell: `grep -o "@@DLAMI-BUNDLE-[0-9a-f]*@@" "$SCRIPT" | head -1 | sed "s/$/ END forge 0/"; exit 7`, Timeout: 10 * time.Second}}
 	script, err := Script(cmds)
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +123,9 @@ func TestToolFoundAtAbsolutePathOrFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds := []Command{
-		{Name: "found", Shell: `"$1" hello`, Tool: &Tool{Name: "mytool", Paths: []string{dir + "/missing/mytool", tool}}},
-		{Name: "missing", Shell: `"$1" hello`, Tool: &Tool{Name: "no-such-tool-xyz", Paths: []string{dir + "/nope"}}},
-		{Name: "optional", Shell: `if [ -n "$1" ]; then "$1"; else echo absent; fi`, Tool: &Tool{Name: "no-such-tool-xyz", Optional: true}},
+		{Name: "found", Shell: `"$1" hello`, Tool: &Tool{Name: "mytool", Paths: []string{dir + "/missing/mytool", tool}}, Timeout: 10 * time.Second},
+		{Name: "missing", Shell: `"$1" hello`, Tool: &Tool{Name: "no-such-tool-xyz", Paths: []string{dir + "/nope"}}, Timeout: 10 * time.Second},
+		{Name: "optional", Shell: `if [ -n "$1" ]; then "$1"; else echo absent; fi`, Tool: &Tool{Name: "no-such-tool-xyz", Optional: true}, Timeout: 10 * time.Second},
 	}
 	script, err := Script(cmds)
 	if err != nil {

@@ -293,9 +293,7 @@ func (b *Bake) judged(what string) func(context.Context) error {
 
 // newBake applies the defaults of the Options fields left zero and starts the report.
 func newBake(h host.Host, ui UI, opt Options) *Bake {
-	if opt.RemoteFolder == "" {
-		opt.RemoteFolder = settings.DefaultRemoteFolder
-	}
+	opt.RemoteFolder = settings.RemoteFolder(opt.RemoteFolder)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

@@ -6,16 +6,13 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // siteChecks runs the image's site checks (probe.SiteChecksDir), each bounded by
 // check_timeout; an image without them has none.
 func (b *Bake) siteChecks(ctx context.Context) ([]facts.SiteRun, error) {
-	timeout := b.opt.CheckTimeout
-	if timeout <= 0 {
-		timeout = probe.SiteCheckTimeout
-	}
-	return probe.SiteChecks(ctx, b.host, probe.SiteChecksDir, timeout)
+	return probe.SiteChecks(ctx, b.host, probe.SiteChecksDir, settings.CheckTimeout(b.opt.CheckTimeout))
 }
 
 // SiteCheck is one site check the bake installs into the image (site_checks_dir).

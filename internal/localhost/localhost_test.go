@@ -24,7 +24,7 @@ func TestQueryKillsHungTools(t *testing.T) {
 	if err == nil || time.Since(start) > 4*time.Second {
 		t.Fatalf("hung query: %v after %s", err, time.Since(start))
 	}
-	s, err := Host{}.Query(context.Background(), []bundle.Command{{Name: "ok", Shell: "echo hello; exit 3"}})
+	s, err := Host{}.Query(context.Background(), []bundle.Command{{Name: "ok", Shell: "echo hello; exit 3", Timeout: 10 * time.Second}})
 	if err != nil || s["ok"].Output != "hello" || s["ok"].ExitCode != 3 {
 		t.Errorf("query: %+v %v", s, err)
 	}

@@ -5,13 +5,15 @@
 // means.
 //
 // The same probe runs over SSH during a bake (package remote implements Runner) and on the
-// node itself (Local), so the bake, the first boot and the fleet read a host the same way.
+// node itself (package localhost), so the bake, the first boot and the fleet read a host the
+// same way.
 package probe
 
 import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,12 +41,7 @@ type Options struct {
 	LoginUser string
 }
 
-func (o Options) timeout() time.Duration {
-	if o.CheckTimeout <= 0 {
-		return settings.DefaultCheckTimeout
-	}
-	return o.CheckTimeout
-}
+func (o Options) timeout() time.Duration { return settings.CheckTimeout(o.CheckTimeout) }
 
 // Section names of the host commands. They are private: reports show them as evidence, and the
 // simulated host's fixtures key on them, but every reader outside this package gets facts.
@@ -191,6 +188,11 @@ func shellWord(s string) string {
 
 // query runs cmds and names the step in its error.
 func query(ctx context.Context, r Runner, what string, cmds []bundle.Command) (map[string]bundle.Section, error) {
+	cmds = slices.Clone(cmds)
+	for i := range cmds {
+		// A command the probe gives no bound of its own is bounded like a check command.
+		cmds[i].Timeout = settings.CheckTimeout(cmds[i].Timeout)
+	}
 	sections, err := r.Query(ctx, cmds)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

@@ -15,9 +15,6 @@ import (
 // the bake, the first-boot verification and the node check run what is there.
 const SiteChecksDir = "/etc/dlami-bake/site-checks.d"
 
-// SiteCheckTimeout bounds one site check unless the caller sets another bound.
-const SiteCheckTimeout = 60 * time.Second
-
 const sectionSiteList = "site.list"
 
 // siteName is what a site check's file name may be: its id is "site:<name>", and the name

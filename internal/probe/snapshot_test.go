@@ -10,6 +10,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 const (
@@ -156,6 +157,9 @@ func TestParseSnapshotAbsentThings(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	cmds := snapshotCommands()
+	for i := range cmds {
+		cmds[i].Timeout = settings.CheckTimeout(cmds[i].Timeout) // as query bounds them
+	}
 	if _, err := bundle.Script(cmds); err != nil {
 		t.Fatal(err)
 	}

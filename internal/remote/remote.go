@@ -5,7 +5,6 @@ package remote
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -322,7 +321,7 @@ func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 // Install implements host.Files: the data is uploaded beside the other staged files as the
 // login user, then moved into place by root with install(1), which creates the parents.
 func (s SSH) Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error {
-	dir := cmp.Or(s.TempDir, settings.DefaultRemoteFolder)
+	dir := settings.RemoteFolder(s.TempDir)
 	tmp := strings.TrimRight(dir, "/") + "/.dlami-install-" + randomSuffix()
 	if err := s.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)

@@ -113,7 +113,7 @@ func TestSSHFiles(t *testing.T) {
 
 func TestSSHQuery(t *testing.T) {
 	s := SSH{C: newLocalComm(t)}
-	cmds := []bundle.Command{{Name: "a", Shell: "echo one"}, {Name: "b", Shell: "echo two >&2; exit 3"}}
+	cmds := []bundle.Command{{Name: "a", Shell: "echo one", Timeout: 10 * time.Second}, {Name: "b", Shell: "echo two >&2; exit 3", Timeout: 10 * time.Second}}
 	got, err := s.Query(context.Background(), cmds)
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +354,10 @@ func TestStartIsBoundedByContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { _, err := SSH{C: c}.Query(ctx, []bundle.Command{{Name: "x", Shell: "true"}}); done <- err }()
+	go func() {
+		_, err := SSH{C: c}.Query(ctx, []bundle.Command{{Name: "x", Shell: "true", Timeout: 10 * time.Second}})
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.DeadlineExceeded) {

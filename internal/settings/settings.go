@@ -16,9 +16,26 @@ import (
 // DefaultCheckTimeout is the default check_timeout: how long one check command may run.
 const DefaultCheckTimeout = 60 * time.Second
 
+// CheckTimeout is check_timeout as set (d > 0), else its default: the one place the default is
+// applied, by the provisioner, the post-processor, the node check and the probe alike.
+func CheckTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultCheckTimeout
+	}
+	return d
+}
+
 // DefaultRemoteFolder is the default remote_folder: where scripts and files are uploaded on
 // the host. It must allow execution.
 const DefaultRemoteFolder = "/tmp"
+
+// RemoteFolder is remote_folder as set, else its default: the one place the default is applied.
+func RemoteFolder(v string) string {
+	if v == "" {
+		return DefaultRemoteFolder
+	}
+	return v
+}
 
 // buildName names the report folders of a build Packer gave no name.
 func buildName(name string) string { return cmp.Or(name, "build") }

@@ -221,7 +221,7 @@ func (c *Config) prepare() (errs []error, warnings []string) {
 	c.SSHUsername = cmp.Or(c.SSHUsername, defaultSSHUsername)
 	c.SSHTimeout = cmp.Or(c.SSHTimeout, defaultSSHTimeout)
 	c.SettleTimeout = cmp.Or(c.SettleTimeout, defaultSettleTimeout)
-	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.CheckTimeout = settings.CheckTimeout(c.CheckTimeout)
 	c.OnFailure = cmp.Or(c.OnFailure, OnFailureTag)
 	accessErrs, deprecations := c.AccessConfig.Prepare()
 	errs = append(errs, accessErrs...)

@@ -269,9 +269,9 @@ func (n NCCLConfig) Validate() []error {
 // prepare fills in the defaults this package owns and validates every block in a fixed order.
 func (c *Config) prepare() []error {
 	c.ReportDir = cmp.Or(c.ReportDir, settings.ReportDir(c.PackerBuildName))
-	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.CheckTimeout = settings.CheckTimeout(c.CheckTimeout)
 	c.RebootTimeout = cmp.Or(c.RebootTimeout, defaultRebootTimeout)
-	c.RemoteFolder = cmp.Or(c.RemoteFolder, settings.DefaultRemoteFolder)
+	c.RemoteFolder = settings.RemoteFolder(c.RemoteFolder)
 	c.ManifestPath = cmp.Or(c.ManifestPath, bom.DefaultPath)
 	var errs []error
 	if c.CheckTimeout < time.Second {
