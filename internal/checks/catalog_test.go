@@ -137,6 +137,12 @@ func TestDocTables(t *testing.T) {
 			t.Errorf("%s missing from a table", e.ID)
 		}
 	}
+	// Every phase says where its checks run, in both tables.
+	for _, p := range Phases {
+		if phaseDoc[p] == "" || runsIn(p) == "" {
+			t.Errorf("phase %q: the docs' table (%q) or the README's (%q) does not say where its checks run", p, phaseDoc[p], runsIn(p))
+		}
+	}
 }
 
 // A run that read nothing passes nothing: every judge, given empty facts and nothing to

@@ -13,6 +13,7 @@ var phaseDoc = map[Phase]string{
 	PhaseLoad:      "load (during the NCCL test)",
 	PhaseFunction:  "function",
 	PhaseNode:      "node (the verification instance)",
+	PhaseMultiNode: "multi-node (the post-processor's nodes, after every node's first boot passed)",
 	PhaseImage:     "image (the bake's last step)",
 }
 
@@ -51,6 +52,8 @@ func runsIn(p Phase) string {
 		return "bake, first boot, node (opt-in)"
 	case PhaseNode:
 		return "first boot"
+	case PhaseMultiNode:
+		return "first boot (nodes = 2 or more)"
 	case PhaseImage:
 		return "bake (image_hygiene)"
 	}
