@@ -116,13 +116,25 @@ func xidSince(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJo
 		return c
 	}
 	later := classifyXid(append(logReports(log.Value.After(mark.Position)), only...), expected, ignore, mark.During)
-	if later.Status == result.Fail && c.Status != result.Fail {
-		later.Message += "; logged " + mark.During + " and no longer in the kernel ring buffer (cleared with dmesg -c, or overflowed out of it): read from the journal"
-	}
 	if later.Status == result.Fail {
+		if n := journalFindings(only, ignore); n > 0 {
+			later.Message += fmt.Sprintf("; %d of them logged %s and no longer in the kernel ring buffer (cleared with dmesg -c, or overflowed out of it): read from the journal", n, mark.During)
+		}
 		return later
 	}
 	return c
+}
+
+// journalFindings counts the journal-only records that fail the check: Xids not ignored and
+// reports that cannot be read.
+func journalFindings(only []xidRecord, ignore map[int]bool) int {
+	n := 0
+	for _, r := range only {
+		if r.Unreadable || r.Xid != nil && !isIgnored(*r.Xid, ignore) {
+			n++
+		}
+	}
+	return n
 }
 
 // journalHowTo says how to make journald keep the kernel log.
@@ -204,13 +216,7 @@ func xidBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.Ke
 		c.Message = strings.TrimPrefix(c.Message+"; ", "; ") + fmt.Sprintf("the kernel ring buffer is empty (cleared with dmesg -c): judged from the journal's %d kernel records of this boot", len(only))
 	}
 	if c.Status == result.Fail {
-		n := 0
-		for _, r := range only {
-			if r.Unreadable || r.Xid != nil && !isIgnored(*r.Xid, ignore) {
-				n++
-			}
-		}
-		if n > 0 {
+		if n := journalFindings(only, ignore); n > 0 {
 			c.Message += fmt.Sprintf("; %d of them only in the journal: logged in this boot, then cleared from the ring buffer (dmesg -c) or overflowed out of it", n)
 		}
 	}
