@@ -241,3 +241,47 @@ func TestJudgeXidDuringLoadFromTheJournal(t *testing.T) {
 		}
 	}
 }
+
+// A kernel log without stamps (printk.time=0) places the NCCL test's mark by the run of its
+// last lines; where the ring buffer dropped lines since, a copy of that run logged after an
+// Xid can pass for the mark and hide the Xid (facts.KernelLog.Place). The journal's records
+// after the mark, by its own stamps, judge the step then; with no journal record to place it,
+// the check fails closed and says how to make it judge.
+func TestJudgeXidDuringLoadUnstampedLog(t *testing.T) {
+	xid74 := "NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
+	var boot []string
+	for i := 1; i <= 12; i++ {
+		boot = append(boot, fmt.Sprintf("unstamped boot message %d", i))
+	}
+	dmesg := func(lines ...string) facts.Fact[facts.KernelLog] {
+		return facts.Read(probe.ReadKernelLog(strings.Join(lines, "\n"), "boot-1"), "")
+	}
+	noJournal := facts.Read(facts.KernelJournal{}, "")
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	// Dropped its four oldest lines, logged the Xid, then the mark's last eight lines again.
+	hidden := cat([]string{xid74}, boot[4:], []string{"after"})
+	tests := []struct {
+		name          string
+		before, after facts.Fact[facts.KernelJournal]
+		dmesg         facts.Fact[facts.KernelLog]
+		status        result.Status
+		want, wantNot string
+	}{
+		{"nothing dropped, clean, no journal: pass", noJournal, noJournal, dmesg(cat(boot, []string{"after"})...), result.Pass, "", ""},
+		{"nothing dropped, an Xid, no journal: fail", noJournal, noJournal, dmesg(cat(boot, []string{xid74})...), result.Fail, "during the NCCL test: Xid 74", "no timestamps"},
+		{"the run again after the Xid, the journal has it: fail from the journal", journalOf(t, boot...), journalOf(t, cat(boot, hidden)...), dmesg(hidden...), result.Fail,
+			"read from the journal", ""},
+		{"the run again after the Xid, no journal record: fail closed", noJournal, noJournal, dmesg(hidden...), result.Fail,
+			"cannot be told for certain from earlier ones", "Xid 74"},
+		{"shifted, clean, the journal places it: pass", journalOf(t, boot...), journalOf(t, cat(boot, []string{"a", "b"})...), dmesg(cat(boot[3:], []string{"a", "b"})...), result.Pass, "", ""},
+		{"shifted, clean, no journal record: fail closed, naming printk.time", noJournal, noJournal, dmesg(cat(boot[3:], []string{"a", "b"})...), result.Fail,
+			"printk.time=1", ""},
+	}
+	for _, tt := range tests {
+		mark := facts.Mark{Position: facts.EndOf(dmesg(boot...), tt.before), During: "during the NCCL test"}
+		c := xidSince(tt.dmesg, tt.after, mark, Target{})
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.want) || tt.wantNot != "" && strings.Contains(c.Message, tt.wantNot) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+	}
+}
