@@ -134,3 +134,50 @@ func TestNVLinkCounterClass(t *testing.T) {
 		}
 	}
 }
+
+// gpuCounters is nvidia-smi nvlink -e for GPUs first..first+n-1, two links each, no errors.
+func gpuCounters(t *testing.T, first, n int) facts.Fact[[]nvlink.Counters] {
+	t.Helper()
+	var b strings.Builder
+	for i := first; i < first+n; i++ {
+		fmt.Fprintf(&b, "GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-%d)\n", i, i)
+		for l := range 2 {
+			fmt.Fprintf(&b, "\t Link %d: Replay Errors: 0\n\t Link %d: Recovery Errors: 0\n\t Link %d: CRC Errors: 0\n", l, l, l)
+		}
+	}
+	c, err := nvlink.ParseErrors(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return facts.Read(c, b.String())
+}
+
+// The counters read around the NCCL test must cover every GPU the host has: a reading that
+// lists 1 of 8 GPUs, before or after, leaves seven GPUs' links unjudged.
+func TestNVLinkDuringGPUCount(t *testing.T) {
+	p5 := profiled(t, "p5.48xlarge")
+	pass := result.Check{ID: result.NVLink, Status: result.Pass}
+	all, one := gpuCounters(t, 0, 8), gpuCounters(t, 0, 1)
+	for _, tt := range []struct {
+		name          string
+		before, after facts.Fact[[]facts.NVLinkCounters]
+		want          result.Status
+		mention       []string
+	}{
+		{"8 of 8 before and after", all, all, result.Pass, nil},
+		{"1 of 8 before and after", one, one, result.Fail, []string{"lists 1 of 8 GPUs before the step", "lists 1 of 8 GPUs after the step"}},
+		{"1 of 8 before", one, all, result.Fail, []string{"lists 1 of 8 GPUs before the step"}},
+		{"1 of 8 after", all, one, result.Fail, []string{"lists 1 of 8 GPUs after the step"}},
+		{"another single GPU after", one, gpuCounters(t, 7, 1), result.Fail, []string{"lists 1 of 8 GPUs before the step", "lists 1 of 8 GPUs after the step"}},
+	} {
+		c := nvlinkDuring(pass, tt.before, tt.after, "during the NCCL test", p5)
+		if c.Status != tt.want {
+			t.Errorf("%s: %s: %s", tt.name, c.Status, c.Message)
+		}
+		for _, m := range tt.mention {
+			if !strings.Contains(c.Message, m) {
+				t.Errorf("%s: message %q lacks %q", tt.name, c.Message, m)
+			}
+		}
+	}
+}

@@ -94,7 +94,7 @@ func xidBeforeLayers(cur result.Check, boot facts.Fact[facts.KernelLog], h facts
 // records after it that dmesg no longer shows (cleared from the ring buffer, or overflowed out
 // of it, during the step).
 func xidSince(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJournal], mark facts.Mark, t Target) result.Check {
-	c := kernelLogVerdict(log, &mark, t)
+	c, sure := kernelLogSince(log, &mark, t)
 	if !log.OK() {
 		return c
 	}
@@ -108,21 +108,40 @@ func xidSince(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.KernelJo
 		return check(result.Xid, result.Fail, BasisRule, expected, "kernel journal unreadable "+mark.During, msg, journal.Evidence)
 	}
 	entries, placed := journal.Value.After(mark.Position, log.Value.BootID)
-	if !placed {
+	if !placed || len(journal.Value.Entries) == 0 {
+		// No journal record places the step: dmesg's lines alone, if they could be placed.
+		if !sure {
+			return unplaced(c, mark)
+		}
 		return c
 	}
-	only := journalOnly(log.Value.After(mark.Position), entries)
+	// The journal's records after the mark, by its own stamps, are all of the step's: an
+	// Xid dmesg's lines lost, or that an unsure placement put before the mark, is among them.
+	after := log.Value.After(mark.Position)
+	only := journalOnly(after, entries)
 	if len(only) == 0 {
 		return c
 	}
-	later := classifyXid(append(logReports(log.Value.After(mark.Position)), only...), expected, ignore, mark.During)
-	if later.Status == result.Fail && c.Status != result.Fail {
-		later.Message += "; logged " + mark.During + " and no longer in the kernel ring buffer (cleared with dmesg -c, or overflowed out of it): read from the journal"
-	}
+	later := classifyXid(append(logReports(after), only...), expected, ignore, mark.During)
 	if later.Status == result.Fail {
+		if n := journalFindings(only, ignore); n > 0 {
+			later.Message += fmt.Sprintf("; %d of them logged %s and no longer in the kernel ring buffer (cleared with dmesg -c, or overflowed out of it): read from the journal", n, mark.During)
+		}
 		return later
 	}
 	return c
+}
+
+// journalFindings counts the journal-only records that fail the check: Xids not ignored and
+// reports that cannot be read.
+func journalFindings(only []xidRecord, ignore map[int]bool) int {
+	n := 0
+	for _, r := range only {
+		if r.Unreadable || r.Xid != nil && !isIgnored(*r.Xid, ignore) {
+			n++
+		}
+	}
+	return n
 }
 
 // journalHowTo says how to make journald keep the kernel log.
@@ -204,13 +223,7 @@ func xidBootRecords(log facts.Fact[facts.KernelLog], journal facts.Fact[facts.Ke
 		c.Message = strings.TrimPrefix(c.Message+"; ", "; ") + fmt.Sprintf("the kernel ring buffer is empty (cleared with dmesg -c): judged from the journal's %d kernel records of this boot", len(only))
 	}
 	if c.Status == result.Fail {
-		n := 0
-		for _, r := range only {
-			if r.Unreadable || r.Xid != nil && !isIgnored(*r.Xid, ignore) {
-				n++
-			}
-		}
-		if n > 0 {
+		if n := journalFindings(only, ignore); n > 0 {
 			c.Message += fmt.Sprintf("; %d of them only in the journal: logged in this boot, then cleared from the ring buffer (dmesg -c) or overflowed out of it", n)
 		}
 	}
@@ -254,8 +267,34 @@ func journalOnly(lines []facts.LogLine, entries []facts.JournalEntry) []xidRecor
 // kernelLogVerdict is the one verdict on Xids and SXids in dmesg's lines: any that is not
 // ignored fails, and so does a line that mentions one but cannot be read, and so does a log
 // that cannot be read (the step is not proven clean). With since set, only the lines logged
-// after it are judged and the verdict names the step.
+// after it are judged and the verdict names the step; lines that could not be placed after it
+// for certain fail closed (unplaced).
 func kernelLogVerdict(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target) result.Check {
+	c, sure := kernelLogSince(log, since, t)
+	if !sure {
+		return unplaced(c, *since)
+	}
+	return c
+}
+
+// unplaced is the verdict on a step's lines that dmesg alone could not place for certain (no
+// stamps, and the ring buffer dropped lines since the mark; facts.KernelLog.Place): an Xid
+// among them fails, and so does finding none, since an Xid logged during the step may have
+// been taken for an earlier line.
+func unplaced(c result.Check, mark facts.Mark) result.Check {
+	msg := "the kernel log carries no timestamps and its ring buffer dropped lines " + mark.During +
+		", so the lines logged " + mark.During + " cannot be told for certain from earlier ones, and the journal holds no kernel record to place them: " +
+		"an Xid logged then may not have been judged; turn printk timestamps on (printk.time=1 on the kernel command line), or " + journalHowTo
+	if c.Status == result.Fail {
+		c.Message += "; and " + msg
+		return c
+	}
+	return check(result.Xid, result.Fail, BasisRule, c.Expected, "kernel log unplaced "+mark.During, msg, c.Evidence)
+}
+
+// kernelLogSince is kernelLogVerdict before an unsure placement is judged: sure is false when
+// the lines after since could not be placed for certain.
+func kernelLogSince(log facts.Fact[facts.KernelLog], since *facts.Mark, t Target) (c result.Check, sure bool) {
 	expected, ignore := xidExpected(t.Expect.IgnoreXids)
 	when := ""
 	if since != nil {
@@ -266,7 +305,7 @@ func kernelLogVerdict(log facts.Fact[facts.KernelLog], since *facts.Mark, t Targ
 		if when != "" {
 			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may hold were not judged"
 		}
-		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence)
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log unreadable", msg, log.Evidence), true
 	}
 	lines := log.Value.Lines
 	if len(lines) == 0 {
@@ -274,12 +313,13 @@ func kernelLogVerdict(log facts.Fact[facts.KernelLog], since *facts.Mark, t Targ
 		if when != "" {
 			msg = "the kernel log could not be read " + when + ": " + msg + "; Xids it may have held were not judged"
 		}
-		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log empty", msg, log.Evidence)
+		return check(result.Xid, result.Fail, BasisRule, expected, "kernel log empty", msg, log.Evidence), true
 	}
+	sure = true
 	if since != nil {
-		lines = log.Value.After(since.Position)
+		lines, sure = log.Value.Place(since.Position)
 	}
-	return classifyXid(logReports(lines), expected, ignore, when)
+	return classifyXid(logReports(lines), expected, ignore, when), sure
 }
 
 // foldXid folds the verdict on the lines of a step (later) into the verdict on the log before

@@ -180,3 +180,108 @@ func TestJudgeXidSinceMark(t *testing.T) {
 		}
 	}
 }
+
+// An Xid logged during the NCCL test and then cleared from the ring buffer (dmesg -c) or
+// overflowed out of it is gone from dmesg after the test but kept in the journal: the load's
+// verdict reads the journal's records after the mark and fails, naming the journal.
+func TestJudgeXidDuringLoadFromTheJournal(t *testing.T) {
+	xid74 := "[ 9000.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
+	later := "[ 9100.000001] nvme nvme1: I/O 17 QID 3 timeout, completion polled"
+	healthy := strings.Split(healthyLog, "\n")
+	dmesg := func(lines ...string) facts.Fact[facts.KernelLog] {
+		return facts.Read(probe.ReadKernelLog(strings.Join(lines, "\n"), "boot-1"), "")
+	}
+	all := func(extra ...string) []string { return append(slices.Clone(healthy), extra...) }
+	// The mark: where dmesg and the journal ended before the test.
+	mark := facts.Mark{Position: facts.EndOf(dmesg(healthy...), journalOf(t, healthy...)), During: "during the NCCL test"}
+	tests := []struct {
+		name    string
+		mark    facts.Mark
+		dmesg   facts.Fact[facts.KernelLog]
+		journal facts.Fact[facts.KernelJournal]
+		ignore  []int
+		status  result.Status
+		want    []string // substrings of the message
+		actual  string
+	}{
+		{"clean test, both readings", mark, dmesg(all(later)...), journalOf(t, all(later)...), nil, result.Pass, nil, "none"},
+		{"cleared with dmesg -c during the test, kept in the journal", mark, dmesg(later), journalOf(t, all(xid74, later)...), nil, result.Fail,
+			[]string{"during the NCCL test: Xid 74 on PCI 0000:62:00 x1", "no longer in the kernel ring buffer", "read from the journal"}, "during the NCCL test"},
+		{"overflowed out of the ring buffer, kept in the journal", mark, dmesg(later, later, later), journalOf(t, all(xid74, later, later, later)...), nil, result.Fail,
+			[]string{"Xid 74", "read from the journal"}, "1 events"},
+		{"cleared and nothing logged since: the journal still has it", mark, dmesg(), journalOf(t, all(xid74)...), nil, result.Fail,
+			[]string{"Xid 74", "read from the journal"}, "1 events"},
+		{"in dmesg and the journal: one event, not read from the journal", mark, dmesg(all(xid74, later)...), journalOf(t, all(xid74, later)...), nil, result.Fail,
+			[]string{"during the NCCL test: Xid 74 on PCI 0000:62:00 x1"}, "1 events"},
+		{"an Xid before the mark, only in the journal, is not the test's", mark, dmesg(later), journalOf(t, append(slices.Clone(healthy[:2]), xid74, healthy[2], later)...), nil, result.Pass,
+			nil, "none"},
+		{"cleared, the journal's Xid is ignored", mark, dmesg(later), journalOf(t, all(xid74, later)...), []int{74}, result.Pass,
+			nil, ""},
+		{"the journal unreadable after the test: fail, naming it", mark, dmesg(all(later)...), facts.Unread[facts.KernelJournal]("host.journal_kernel: exited 1", ""), nil, result.Fail,
+			[]string{"the kernel journal could not be read during the NCCL test", "was not judged"}, "kernel journal unreadable during the NCCL test"},
+	}
+	for _, tt := range tests {
+		tg := Target{}
+		tg.Expect.IgnoreXids = tt.ignore
+		f := facts.Run{
+			Host: facts.Host{KernelLog: dmesg(healthy...), KernelJournal: journalOf(t, healthy...)},
+			Load: facts.Load{Ran: true, Mark: &tt.mark, KernelLog: tt.dmesg, KernelJournal: tt.journal},
+		}
+		c := judgeXid(f, tg)
+		if c.Status != tt.status || !strings.Contains(c.Actual, tt.actual) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(c.Message, w) {
+				t.Errorf("%s: message %q lacks %q", tt.name, c.Message, w)
+			}
+		}
+		if tt.status == result.Pass && strings.Contains(c.Message, "read from the journal") {
+			t.Errorf("%s: a passing verdict claims a journal finding: %s", tt.name, c.Message)
+		}
+	}
+}
+
+// A kernel log without stamps (printk.time=0) places the NCCL test's mark by the run of its
+// last lines; where the ring buffer dropped lines since, a copy of that run logged after an
+// Xid can pass for the mark and hide the Xid (facts.KernelLog.Place). The journal's records
+// after the mark, by its own stamps, judge the step then; with no journal record to place it,
+// the check fails closed and says how to make it judge.
+func TestJudgeXidDuringLoadUnstampedLog(t *testing.T) {
+	xid74 := "NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3"
+	var boot []string
+	for i := 1; i <= 12; i++ {
+		boot = append(boot, fmt.Sprintf("unstamped boot message %d", i))
+	}
+	dmesg := func(lines ...string) facts.Fact[facts.KernelLog] {
+		return facts.Read(probe.ReadKernelLog(strings.Join(lines, "\n"), "boot-1"), "")
+	}
+	noJournal := facts.Read(facts.KernelJournal{}, "")
+	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	// Dropped its four oldest lines, logged the Xid, then the mark's last eight lines again.
+	hidden := cat([]string{xid74}, boot[4:], []string{"after"})
+	tests := []struct {
+		name          string
+		before, after facts.Fact[facts.KernelJournal]
+		dmesg         facts.Fact[facts.KernelLog]
+		status        result.Status
+		want, wantNot string
+	}{
+		{"nothing dropped, clean, no journal: pass", noJournal, noJournal, dmesg(cat(boot, []string{"after"})...), result.Pass, "", ""},
+		{"nothing dropped, an Xid, no journal: fail", noJournal, noJournal, dmesg(cat(boot, []string{xid74})...), result.Fail, "during the NCCL test: Xid 74", "no timestamps"},
+		{"the run again after the Xid, the journal has it: fail from the journal", journalOf(t, boot...), journalOf(t, cat(boot, hidden)...), dmesg(hidden...), result.Fail,
+			"read from the journal", ""},
+		{"the run again after the Xid, no journal record: fail closed", noJournal, noJournal, dmesg(hidden...), result.Fail,
+			"cannot be told for certain from earlier ones", "Xid 74"},
+		{"shifted, clean, the journal places it: pass", journalOf(t, boot...), journalOf(t, cat(boot, []string{"a", "b"})...), dmesg(cat(boot[3:], []string{"a", "b"})...), result.Pass, "", ""},
+		{"shifted, clean, no journal record: fail closed, naming printk.time", noJournal, noJournal, dmesg(cat(boot[3:], []string{"a", "b"})...), result.Fail,
+			"printk.time=1", ""},
+	}
+	for _, tt := range tests {
+		mark := facts.Mark{Position: facts.EndOf(dmesg(boot...), tt.before), During: "during the NCCL test"}
+		c := xidSince(tt.dmesg, tt.after, mark, Target{})
+		if c.Status != tt.status || !strings.Contains(c.Message, tt.want) || tt.wantNot != "" && strings.Contains(c.Message, tt.wantNot) {
+			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -165,5 +167,49 @@ func TestLongWaitsSayWhatTheyWaitFor(t *testing.T) {
 	n := strings.Count(ui.String(), "still waiting for the DCGM diagnostics: ")
 	if n < 2 || !strings.Contains(ui.String(), "of at most 15m0s") {
 		t.Errorf("%d progress lines for an 80 ms job at 20 ms:\n%s", n, ui.String())
+	}
+}
+
+// DCGM's pcie test wants x16 unless told the slot's width (min_pci_width): the script the bake
+// runs carries the width of the instance type's slot (x8 on the single-GPU G6 sizes, per the
+// profile) or expect.pcie_width, and nothing where neither gives one.
+func TestDCGMToldTheSlotWidth(t *testing.T) {
+	for _, tt := range []struct {
+		name, instanceType string
+		setting            int
+		want               string // the width told, "" for none
+	}{
+		{"g6.xlarge: the profile's x8", "g6.xlarge", 0, "8"},
+		{"expect.pcie_width on an unprofiled type", "x9.unknown", 4, "4"},
+		{"expect.pcie_width wins over the profile", "g6.xlarge", 16, "16"},
+		{"p6-b200: no slot width, DCGM's default", "p6-b200.48xlarge", 0, ""},
+	} {
+		h := functionHost(t, "")
+		var script string
+		h.jobs["dcgm.sh"] = func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+			script = string(h.files[j.Script])
+			io.WriteString(w, "@@DLAMI-DCGM EXIT 0\n")
+			return 0, nil
+		}
+		opt := options(t)
+		opt.InstanceType = tt.instanceType
+		opt.Checks.Function = settings.Function{DCGMLevel: 2}.Resolved()
+		opt.Checks.Expect.PCIeWidth = tt.setting
+		b := newBake(h, &recordingUI{}, opt)
+		b.workDir = "/tmp/dlami-bake.unit"
+		b.target = checks.Resolve(facts.Host{}, opt.Checks, opt.InstanceType)
+		if err := b.dcgmTest(context.Background()); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if !strings.Contains(script, "dcgmi") {
+			t.Fatalf("%s: DCGM did not run: %q (not run: %q)", tt.name, script, b.run.DCGM.NotRun)
+		}
+		told := regexp.MustCompile(`pcie\.h2d_d2h_single_pinned\.min_pci_width=(\d+);pcie\.h2d_d2h_single_unpinned\.min_pci_width=(\d+)`).FindStringSubmatch(script)
+		switch {
+		case tt.want == "" && told != nil:
+			t.Errorf("%s: told DCGM min_pci_width %s", tt.name, told[1])
+		case tt.want != "" && (told == nil || told[1] != tt.want || told[2] != tt.want):
+			t.Errorf("%s: min_pci_width %v, want %s for both subtests; parameters: %q", tt.name, told, tt.want, regexp.MustCompile(`(?m)^parameters=.*$`).FindString(script))
+		}
 	}
 }

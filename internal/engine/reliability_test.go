@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -200,6 +201,39 @@ func TestXidDuringNCCLFails(t *testing.T) {
 	r := readReport(t, opt.ReportDir)
 	if c := check(r, "xid"); c.Status != "fail" || !strings.Contains(c.Message, "during the NCCL test") {
 		t.Errorf("xid: %+v", c)
+	}
+	if !slices.Equal(r.FailedChecks, []string{"xid"}) {
+		t.Errorf("failed %v", r.FailedChecks)
+	}
+}
+
+// An Xid logged during the NCCL test and then cleared from the ring buffer (dmesg -c, here by
+// the test's own job; an overflow loses it the same way) is gone from dmesg after the test
+// but journald kept it: the load's verdict reads the journal's records after the mark and
+// fails, naming the journal.
+func TestXidDuringNCCLClearedFromDmesgFails(t *testing.T) {
+	h := newFakeHost(t)
+	h.ncclHook = func(_ context.Context, j host.Job) (int, error) {
+		h.mu.Lock()
+		h.logKernel("[ 9000.000001] NVRM: Xid (PCI:0000:62:00): 74, pid=4242, name=all_reduce_perf, NVLink: fatal error detected on link 3")
+		// dmesg -c: the boot's lines and the Xid leave the ring buffer, the journal keeps them.
+		delete(h.files, "/dmesg-extra")
+		s := h.hostOut["host.dmesg"]
+		s.out = ""
+		h.hostOut["host.dmesg"] = s
+		h.logKernel("[ 9100.000001] nvme nvme1: I/O 17 QID 3 timeout, completion polled")
+		out := h.ncclOut
+		h.mu.Unlock()
+		io.WriteString(j.Output, out)
+		return 0, nil
+	}
+	opt := options(t)
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err == nil {
+		t.Fatal("an Xid cleared from dmesg during the NCCL test passed")
+	}
+	r := readReport(t, opt.ReportDir)
+	if c := check(r, "xid"); c.Status != "fail" || !strings.Contains(c.Message, "during the NCCL test: Xid 74") || !strings.Contains(c.Message, "read from the journal") {
+		t.Errorf("xid: %s: %s", c.Status, c.Message)
 	}
 	if !slices.Equal(r.FailedChecks, []string{"xid"}) {
 		t.Errorf("failed %v", r.FailedChecks)

@@ -36,10 +36,13 @@ func (r XidReport) Reports() bool { return r.Xid != nil || r.Unreadable }
 type LogPosition struct {
 	// BootID is the boot the log belongs to; a log of another boot is entirely after.
 	BootID string `json:"boot_id"`
-	// Lines is how many lines the log had, and LastText the message of the last one: without
-	// stamps they place the mark, and a ring buffer that dropped lines moves the last one.
-	Lines    int    `json:"lines"`
-	LastText string `json:"last_text,omitempty"`
+	// Lines is how many lines the log had, Tail the messages of its last few lines (up to
+	// markTail) and FirstText the message of its first: without stamps they place the mark. A
+	// ring buffer that dropped old lines moves the tail and changes the first line; the run of
+	// several lines tells the mark from its last message logged again later.
+	Lines     int      `json:"lines"`
+	Tail      []string `json:"tail,omitempty"`
+	FirstText string   `json:"first_text,omitempty"`
 	// Stamp is the last stamped line's printk time, when HasStamp: stamps survive the ring
 	// buffer dropping old lines, line counts do not.
 	Stamp    float64 `json:"stamp"`
@@ -50,11 +53,17 @@ type LogPosition struct {
 	HasJournal   bool    `json:"has_journal,omitempty"`
 }
 
+// markTail is how many of a log's last lines place a mark in a log without stamps.
+const markTail = 8
+
 // End is the position at the end of the log: lines logged later are after it.
 func (l KernelLog) End() LogPosition {
 	p := LogPosition{BootID: l.BootID, Lines: len(l.Lines)}
 	if n := len(l.Lines); n > 0 {
-		p.LastText = l.Lines[n-1].Text
+		p.FirstText = l.Lines[0].Text
+		for _, line := range l.Lines[max(0, n-markTail):] {
+			p.Tail = append(p.Tail, line.Text)
+		}
 	}
 	for i := len(l.Lines) - 1; i >= 0; i-- {
 		if l.Lines[i].Stamped {
@@ -65,36 +74,62 @@ func (l KernelLog) End() LogPosition {
 	return p
 }
 
-// After returns the lines logged after p. A log of another boot is after it whole. With
-// stamps, the lines stamped later than p are after it (and the unstamped continuation lines
-// that follow them). Without, the lines after p's last line are: where that line no longer
-// stands at its place (the ring buffer dropped old lines and wrapped), it is looked up by its
-// message, and a log where it cannot be found is after p whole, since nothing in it can be
-// placed before the mark.
+// After returns the lines logged after p (Place), placed for certain or not.
 func (l KernelLog) After(p LogPosition) []LogLine {
+	after, _ := l.Place(p)
+	return after
+}
+
+// Place returns the lines logged after p, and sure false when they are not certainly all of
+// them. A log of another boot is after it whole. With stamps, the lines stamped later than p
+// are after it (and the unstamped continuation lines that follow them). Without, the mark is
+// the run of p's last lines (Tail): where it still ends at its place and the first line is the
+// same, nothing was dropped and the lines after it are after p, for sure (a run logged again
+// later stands after its place). Otherwise the ring buffer dropped old lines (it wrapped, or
+// was cleared and refilled): the run is looked up where the mark can still stand (never later
+// than its place, since the ring buffer drops lines from its head only) and the earliest match
+// is taken, so that a run logged again after the mark never hides what came between; but
+// whether the match is the mark or a copy of it logged after the mark was dropped cannot be
+// told, so sure is false. A log where the run cannot be found is after p whole, for sure:
+// nothing in it can be placed before the mark.
+func (l KernelLog) Place(p LogPosition) (after []LogLine, sure bool) {
 	if l.BootID != p.BootID {
-		return l.Lines
+		return l.Lines, true
 	}
 	if p.HasStamp {
 		for i, line := range l.Lines {
 			if line.Stamped && line.Stamp > p.Stamp {
-				return l.Lines[i:]
+				return l.Lines[i:], true
 			}
 		}
-		return nil
+		return nil, true
 	}
-	if p.Lines == 0 {
-		return l.Lines
+	if p.Lines == 0 || len(p.Tail) == 0 {
+		return l.Lines, true
 	}
-	if p.Lines <= len(l.Lines) && l.Lines[p.Lines-1].Text == p.LastText {
-		return l.Lines[p.Lines:]
+	if p.Lines <= len(l.Lines) && l.Lines[0].Text == p.FirstText && l.endsWith(p.Lines-1, p.Tail) {
+		return l.Lines[p.Lines:], true
 	}
-	for i := len(l.Lines) - 1; i >= 0; i-- {
-		if l.Lines[i].Text == p.LastText {
-			return l.Lines[i+1:]
+	for end := len(p.Tail) - 1; end < len(l.Lines) && end <= p.Lines-1; end++ {
+		if l.endsWith(end, p.Tail) {
+			return l.Lines[end+1:], false
 		}
 	}
-	return l.Lines
+	return l.Lines, true
+}
+
+// endsWith reports whether the lines up to and including end carry the messages tail.
+func (l KernelLog) endsWith(end int, tail []string) bool {
+	start := end - len(tail) + 1
+	if start < 0 {
+		return false
+	}
+	for i, text := range tail {
+		if l.Lines[start+i].Text != text {
+			return false
+		}
+	}
+	return true
 }
 
 // After returns the journal's records of boot bootID logged after p: all of them for a mark of
