@@ -177,3 +177,35 @@ func TestEFAMissingWhereItWasDue(t *testing.T) {
 		})
 	}
 }
+
+// The image's node check judges every instance as a fleet node, so on a verification instance
+// launched without EFA (efa = "none") it fails efa-devices: the verification's node-check entry
+// warns for that one failure, naming its own launch, and fails as ever for anything else, or
+// where this launch attached EFA.
+func TestNodeCheckOnAVerificationWithoutEFA(t *testing.T) {
+	p6, _ := profile.Lookup("p6-b200.48xlarge")
+	inv, err := pciParse(strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := Launch{Known: true, Setting: `efa = "none"`, Described: true}
+	for _, tc := range []struct {
+		name   string
+		failed []string
+		launch Launch
+		status result.Status
+		want   string
+	}{
+		{"efa = none, efa-devices only", []string{result.EFADevices}, none, result.Warn, `not judged here: the launch attached no EFA interface (efa = "none")`},
+		{"efa = none, and the GPUs too", []string{result.GPU, result.EFADevices}, none, result.Fail, "fails on this instance: gpu, efa-devices"},
+		{"efa = all, none came up", []string{result.EFADevices}, Launch{Known: true, EFA: 8, Setting: `efa = "all"`, Described: true}, result.Fail, "fails on this instance: efa-devices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := facts.Run{NodeCheck: facts.NodeCheckRun{ExitCode: 1, Result: "fail", Failed: tc.failed}}
+			c := judgeNodeCheck(f, Target{InstanceType: "p6-b200.48xlarge", Profile: &p6, PCI: &inv, Launch: tc.launch})
+			if c.Status != tc.status || !strings.Contains(c.Message, tc.want) {
+				t.Errorf("node-check %s %q, want %s with %q", c.Status, c.Message, tc.status, tc.want)
+			}
+		})
+	}
+}
