@@ -24,7 +24,7 @@ func init() {
 	})
 	register(Entry{
 		ID: result.EFADevices, Phase: PhaseHost, Family: "efa", Order: 280, Judge: judgeEFADevices,
-		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count; ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once. On an EFA-capable type whose launch attached no EFA interface (a builder such as amazon-ebs cannot attach one; the PCI bus shows none) it warns, naming the post-processor's verification where the devices are proven, and never passes; some devices but fewer than expected fails",
+		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count; ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once. On an EFA-capable type whose launch attached no EFA interface (a builder such as amazon-ebs cannot attach one; the PCI bus shows none) it warns, naming the post-processor's verification where the devices are proven, and never passes; some devices but fewer than expected fails. A host that should have EFA and shows none fails, naming why: a single-node verification whose launch asked for EFA interfaces (judged against the request, naming what EC2 describes and what the host shows), or a fleet node of an EFA-capable type (the node check: its launch template must declare the EFA network interfaces; a fleet without EFA sets `expect.efa_count = -1` or skips `efa-devices`)",
 		Reads: "`/sys/bus/pci/devices`, `ls -1 /sys/class/infiniband/`, `/opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM`",
 	})
 }
@@ -144,9 +144,24 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 		// where the devices are proven, never a pass.
 		return check(id, result.Warn, "", expected, "0 EFA devices (none attached at launch)", "not judged here: "+why+"; "+efaProvenElsewhere, ev())
 	}
+	noEFA := len(devs) == 0 && pciEFA == 0 && (!h.Domains.OK() || len(h.Domains.Value) == 0)
+	if why := t.efaMissing(); why != "" && noEFA {
+		// A launch that should have given EFA devices (the verification's request, the fleet's
+		// own launch template) gave none: never a warning that points elsewhere.
+		if !h.Domains.OK() {
+			why += "; fi_info: " + h.Domains.Problem
+		}
+		return check(id, result.Fail, cmp.Or(basis, t.launchBasis()), expected, "0 EFA devices (the PCI bus shows no EFA function)", why, ev())
+	}
+	if noEFA && !counted {
+		return check(id, result.Warn, "", expected, "0 EFA devices (the PCI bus shows no EFA function)", "count not judged: expect.efa_count = -1, and this host has no EFA device", ev())
+	}
 	var notes []string
 	if len(other) > 0 {
 		notes = append(notes, "ignored non-EFA RDMA devices: "+strings.Join(other, ", "))
+	}
+	if d := t.describedShort(); d != "" {
+		notes = append(notes, d)
 	}
 	if !h.Domains.OK() {
 		if len(devs) == 0 && pciEFA == 0 && counted && want == 0 {
@@ -194,9 +209,21 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 // setting, the profile or the PCI bus (expectedCount).
 func (t Target) expectedEFA() (n int, basis string, ok bool) {
 	if t.Launch.Known && t.Launch.EFA > 0 && t.Expect.EFACount >= 0 {
-		return t.Launch.EFA, "launch (" + t.Launch.Setting + ")", true
+		return t.Launch.EFA, t.launchBasis(), true
 	}
 	return t.expectedCount(t.Expect.EFACount, func(p profile.Profile) int { return p.EFACount }, func(i facts.PCIInventory) int { return len(i.EFA) })
+}
+
+// launchBasis names the launch's EFA request as a check's basis.
+func (t Target) launchBasis() string { return "launch (" + t.Launch.Setting + ")" }
+
+// describedShort says that EC2 describes fewer EFA interfaces than the launch asked for, or "".
+func (t Target) describedShort() string {
+	l := t.Launch
+	if !l.Known || !l.Described || l.DescribedEFA >= l.EFA {
+		return ""
+	}
+	return fmt.Sprintf("the launch asked for %d EFA interfaces (%s) but EC2 describes %d on the instance", l.EFA, l.Setting, l.DescribedEFA)
 }
 
 // notIn returns the names in a that are not in b.

@@ -93,3 +93,119 @@ func TestEFAWhereTheLaunchGaveIt(t *testing.T) {
 		t.Errorf("g5.xlarge efa-devices: %s %q", c.Status, c.Message)
 	}
 }
+
+// A host whose launch should have given it EFA devices and shows none fails efa-devices,
+// naming why, and nothing says the devices are proven elsewhere: a fleet node of an
+// EFA-capable type (its launch template is the fleet's own and can declare the EFA network
+// interfaces; a template without them is a fleet fault: jobs fall back to sockets), and a
+// single-node verification whose launch asked for EFA interfaces EC2 did not give. A fleet that
+// runs without EFA says so with expect.efa_count = -1.
+func TestEFAMissingWhereItWasDue(t *testing.T) {
+	gpus := strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8)
+	p6, _ := profile.Lookup("p6-b200.48xlarge")
+	asked := func(described int) Launch {
+		return Launch{Known: true, EFA: 8, Setting: `efa = "all"`, SecurityGroups: []string{"sg-0efa"}, Described: true, DescribedEFA: described}
+	}
+	for _, tc := range []struct {
+		name     string
+		efa      int
+		launch   Launch
+		efaCount int
+		status   result.Status
+		want     []string
+		// others is the status efa-traffic and gpudirect-rdma take on this host ("": not checked).
+		others result.Status
+	}{
+		{"fleet node, its launch template attached none", 0, Launch{FleetNode: true}, 0, result.Fail,
+			[]string{"fleet node's launch attached no EFA interface", "launch template", "InterfaceType efa", "expect.efa_count = -1", `skip_checks = ["efa-devices"]`}, result.Warn},
+		{"fleet node, half attached", 4, Launch{FleetNode: true}, 0, result.Fail, []string{"says 8 EFA devices but the PCI bus has 4"}, ""},
+		{"fleet node, all attached", 8, Launch{FleetNode: true}, 0, result.Pass, nil, ""},
+		{"fleet without EFA by choice", 0, Launch{FleetNode: true}, -1, result.Warn, []string{"count not judged: expect.efa_count = -1"}, result.Skip},
+		{"verification: EC2 describes none of the 8 asked for", 0, asked(0), 0, result.Fail,
+			[]string{`the launch asked for 8 EFA interfaces (efa = "all"), EC2 describes 0 on the instance and the PCI bus shows no EFA function`}, result.Warn},
+		{"verification: EC2 describes 4 of the 8 asked for", 4, asked(4), 0, result.Fail,
+			[]string{`4 EFA devices, launch (efa = "all") says 8`, `the launch asked for 8 EFA interfaces (efa = "all") but EC2 describes 4 on the instance`}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			efa := strings.Repeat("0000:82:00.0 0x1d0f 0xefa3 0x020000\n", tc.efa)
+			inv, err := pciParse(gpus + efa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var devs []string
+			for i := 0; i < tc.efa; i++ {
+				devs = append(devs, "rdmap"+string(rune('a'+i))+"s0")
+			}
+			h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, ""), Domains: facts.Read(devs, "")}
+			if tc.efa == 0 {
+				h.Domains = facts.Unread[[]string]("fi_info: fi_getinfo: -61 (No data available)", "")
+			}
+			tg := Target{InstanceType: "p6-b200.48xlarge", Profile: &p6, PCI: &inv, Launch: tc.launch}
+			tg.Expect.EFACount = tc.efaCount
+			c := judgeEFADevices(facts.Run{Host: h}, tg)
+			if c.Status != tc.status {
+				t.Errorf("efa-devices %s %q, want %s", c.Status, c.Message, tc.status)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(c.Message, w) {
+					t.Errorf("efa-devices %q lacks %q", c.Message, w)
+				}
+			}
+			if tc.others == "" {
+				return
+			}
+			run := facts.Run{Host: h, GDR: facts.NCCLRun{NotApplicable: "no EFA on this host: GPUDirect RDMA does not apply"}}
+			for _, c := range []result.Check{c, judgeEFATraffic(run, tg), judgeGPUDirectRDMA(run, tg)} {
+				if strings.Contains(c.Message, "post-processor") || strings.Contains(c.Message, "not judged here") {
+					t.Errorf("%s points elsewhere on a host where EFA was due: %q", c.ID, c.Message)
+				}
+				if c.ID != result.EFADevices && c.Status != tc.others {
+					t.Errorf("%s %s %q, want %s", c.ID, c.Status, c.Message, tc.others)
+				}
+			}
+			// NCCL over sockets on a host where EFA was due fails, naming why; a fleet that
+			// runs without EFA by choice still requires EFA of NCCL unless nccl.transport says
+			// otherwise (expect.efa_count = -1 turns only the count off).
+			x := tg.NCCLExpect()
+			cs, _ := judgeNCCLOutput(ncclTestdata(t, "derived-socket-fallback.txt"), 0, false, x, settings.NCCL{})
+			if cs[2].Status != result.Fail || strings.Contains(cs[2].Message, "post-processor") {
+				t.Errorf("nccl-transport over sockets: %s %q", cs[2].Status, cs[2].Message)
+			}
+			if tc.status == result.Fail && !strings.Contains(cs[2].Message, tc.want[0]) {
+				t.Errorf("nccl-transport over sockets does not say why EFA is missing: %q", cs[2].Message)
+			}
+		})
+	}
+}
+
+// The image's node check judges every instance as a fleet node, so on a verification instance
+// launched without EFA (efa = "none") it fails efa-devices: the verification's node-check entry
+// warns for that one failure, naming its own launch, and fails as ever for anything else, or
+// where this launch attached EFA.
+func TestNodeCheckOnAVerificationWithoutEFA(t *testing.T) {
+	p6, _ := profile.Lookup("p6-b200.48xlarge")
+	inv, err := pciParse(strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := Launch{Known: true, Setting: `efa = "none"`, Described: true}
+	for _, tc := range []struct {
+		name   string
+		failed []string
+		launch Launch
+		status result.Status
+		want   string
+	}{
+		{"efa = none, efa-devices only", []string{result.EFADevices}, none, result.Warn, `not judged here: the launch attached no EFA interface (efa = "none")`},
+		{"efa = none, and the GPUs too", []string{result.GPU, result.EFADevices}, none, result.Fail, "fails on this instance: gpu, efa-devices"},
+		{"efa = all, none came up", []string{result.EFADevices}, Launch{Known: true, EFA: 8, Setting: `efa = "all"`, Described: true}, result.Fail, "fails on this instance: efa-devices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := facts.Run{NodeCheck: facts.NodeCheckRun{ExitCode: 1, Result: "fail", Failed: tc.failed}}
+			c := judgeNodeCheck(f, Target{InstanceType: "p6-b200.48xlarge", Profile: &p6, PCI: &inv, Launch: tc.launch})
+			if c.Status != tc.status || !strings.Contains(c.Message, tc.want) {
+				t.Errorf("node-check %s %q, want %s with %q", c.Status, c.Message, tc.status, tc.want)
+			}
+		})
+	}
+}

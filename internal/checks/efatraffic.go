@@ -12,7 +12,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.EFATraffic, Phase: PhaseFunction, Family: "efa", Order: 510, Judge: judgeEFATraffic,
-		Doc:   "for every EFA device, an RDM `fi_pingpong` between a server and a client on that device with `FI_EFA_ENABLE_SHM_TRANSFER=0` (otherwise same-host traffic takes libfabric's shared-memory path and never crosses the device), in groups of `efa_traffic.concurrency`, each bounded by `efa_traffic.timeout`: a device that hangs, errors or falls below `efa_traffic.min_bandwidth_mbps` fails and is named; bandwidth and latency per device in the evidence; device error counters (`rx_drops`, `retrans_timeout_events`, ...) that grew warn; skipped on hosts without EFA; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it)",
+		Doc:   "for every EFA device, an RDM `fi_pingpong` between a server and a client on that device with `FI_EFA_ENABLE_SHM_TRANSFER=0` (otherwise same-host traffic takes libfabric's shared-memory path and never crosses the device), in groups of `efa_traffic.concurrency`, each bounded by `efa_traffic.timeout`: a device that hangs, errors or falls below `efa_traffic.min_bandwidth_mbps` fails and is named; bandwidth and latency per device in the evidence; device error counters (`rx_drops`, `retrans_timeout_events`, ...) that grew warn; skipped on hosts without EFA; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it); where EFA was due and is missing (a verification launch EC2 gave none, a fleet node) it warns, and `efa-devices` fails",
 		Reads: "`/opt/amazon/efa/bin/fi_pingpong`, `rdma statistic show`",
 	})
 }
@@ -33,6 +33,10 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 		return check(id, result.Skip, "", "", "", "not run: "+t.NotRun, "")
 	case len(devices) == 0 && t.Problem == "" && tg.efaUnattached() != "":
 		return check(id, result.Warn, "", "an RDM ping-pong across every EFA device", "no EFA device attached", "not judged here: "+tg.efaUnattached()+"; "+efaProvenElsewhere, "")
+	case len(devices) == 0 && t.Problem == "" && tg.efaMissing() != "":
+		// EFA was due here and is missing: efa-devices fails with why; this test is not
+		// judged, and never passes or skips as if the host had no EFA by design.
+		return check(id, result.Warn, "", "an RDM ping-pong across every EFA device", "no EFA device", "not judged: no EFA device to test: "+tg.efaMissing(), "")
 	case len(devices) == 0 && t.Problem == "":
 		return check(id, result.Skip, BasisRule, "no EFA device", "no EFA device", "no EFA on this host: nothing to test", "")
 	case t.Problem != "":

@@ -14,7 +14,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.GPUDirectRDMA, Phase: PhaseFunction, Family: "efa", Order: 520, Judge: judgeGPUDirectRDMA,
-		Doc:   "on EFA hosts, a short all-reduce with `NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0`, so the ranks of one node talk through aws-ofi-nccl and the EFA devices: correct data, every network channel `via NET/Libfabric/.../GDRDMA` (without GPUDirect RDMA NCCL stages every transfer through host memory, silently), bus bandwidth against `gpudirect_rdma.busbw_floor_gbps` (else reported with a warning); the `efa_nv_peermem` module loaded when the EFA installer lists `efa-nv-peermem`; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it)",
+		Doc:   "on EFA hosts, a short all-reduce with `NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0`, so the ranks of one node talk through aws-ofi-nccl and the EFA devices: correct data, every network channel `via NET/Libfabric/.../GDRDMA` (without GPUDirect RDMA NCCL stages every transfer through host memory, silently), bus bandwidth against `gpudirect_rdma.busbw_floor_gbps` (else reported with a warning); the `efa_nv_peermem` module loaded when the EFA installer lists `efa-nv-peermem`; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it); where EFA was due and is missing (a verification launch EC2 gave none, a fleet node) it warns, and `efa-devices` fails",
 		Reads: "`all_reduce_perf` output, `lsmod`",
 	})
 }
@@ -41,6 +41,8 @@ func judgeGPUDirectRDMA(f facts.Run, t Target) result.Check {
 	switch {
 	case run.NotApplicable != "" && t.efaUnattached() != "":
 		return check(id, result.Warn, "", expected, "no EFA device attached", "not judged here: "+t.efaUnattached()+"; "+efaProvenElsewhere, "")
+	case run.NotApplicable != "" && t.efaMissing() != "":
+		return check(id, result.Warn, "", expected, "no EFA device", "not judged: no EFA device to test: "+t.efaMissing(), "")
 	case run.NotApplicable != "":
 		return check(id, result.Skip, BasisRule, "no EFA device", "no EFA device", run.NotApplicable, "")
 	case run.NotRun != "":

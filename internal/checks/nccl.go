@@ -25,7 +25,7 @@ func init() {
 	})
 	register(Entry{
 		ID: result.NCCLTransport, Phase: PhaseLoad, Family: "nccl", Order: 420, Judge: judgeNCCLTransport,
-		Doc:   "with `transport = \"efa\"`: NCCL loaded aws-ofi-nccl and used `Libfabric`/`AWS Libfabric` with as many NICs as EFA devices (a socket fallback fails); with `any`: what NCCL chose is reported; `NCCL_NET=IB` warns; on an EFA-capable host whose launch attached no EFA interface the EFA rule is not judged: what NCCL chose is reported with a warning",
+		Doc:   "with `transport = \"efa\"`: NCCL loaded aws-ofi-nccl and used `Libfabric`/`AWS Libfabric` with as many NICs as EFA devices (a socket fallback fails); with `any`: what NCCL chose is reported; `NCCL_NET=IB` warns; on an EFA-capable host whose launch attached no EFA interface the EFA rule is not judged: what NCCL chose is reported with a warning; on a fleet node, or a verification whose launch asked for EFA, it is judged, and a socket fallback names the missing EFA interfaces",
 		Reads: "the `NCCL_DEBUG=INFO` lines",
 	})
 }
@@ -48,6 +48,10 @@ type NCCLExpect struct {
 	// EFAUnattached, when set, says why the EFA rule is not judged on this host: its launch
 	// attached no EFA interface. The transport is then reported with a warning.
 	EFAUnattached string
+	// EFAMissing, when set, says why EFA was due on this host and is missing (a verification
+	// launch EC2 gave fewer EFA interfaces, a fleet node whose launch template attached none):
+	// the EFA rule is judged, and a socket fallback names it.
+	EFAMissing string
 }
 
 // NCCLExpect resolves the NCCL expectations: the busbw floor (setting, else profile), the EFA
@@ -68,6 +72,7 @@ func (t Target) NCCLExpect() NCCLExpect {
 		}
 		return x
 	}
+	x.EFAMissing = t.efaMissing()
 	if n, basis, ok := t.expectedEFA(); ok {
 		x.EFACount = n
 		x.TransportBasis = basis
@@ -316,6 +321,9 @@ func ncclTransport(run facts.NCCLRun, x NCCLExpect, o settings.NCCL) result.Chec
 		return false
 	}
 	switch {
+	case tr.Socket && x.EFAMissing != "":
+		return check(result.NCCLTransport, result.Fail, basis, expected, actual,
+			"NCCL fell back to sockets (NET/Socket): "+x.EFAMissing+ibNote, ev)
 	case tr.Socket:
 		return check(result.NCCLTransport, result.Fail, basis, expected, actual,
 			"NCCL fell back to sockets (NET/Socket): aws-ofi-nccl did not load or found no EFA device; check that the NCCL, aws-ofi-nccl and libfabric versions match and that /opt/amazon/ofi-nccl/lib is on LD_LIBRARY_PATH (an instance type without EFA gets nccl.transport = \"any\" by itself)"+ibNote, ev)

@@ -124,6 +124,15 @@ type Launch struct {
 	// SecurityGroups are the groups of the launch's interfaces: EFA traffic arrives only while
 	// they allow all traffic to and from themselves.
 	SecurityGroups []string
+	// Described says DescribedEFA was read: how many EFA interfaces EC2 describes on the
+	// instance once it ran. Fewer than EFA means EC2 did not give what the launch asked for;
+	// the judges still demand EFA and name both.
+	Described    bool
+	DescribedEFA int
+	// FleetNode says the instance is a fleet node, launched by its fleet's own launch template
+	// (the node check): that template can attach EFA, so an EFA-capable node without EFA is a
+	// fault of the fleet (its jobs fall back to sockets), never "not attached by a builder".
+	FleetNode bool
 }
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,
@@ -201,11 +210,38 @@ func (t Target) efaUnattached() string {
 		return ""
 	case t.Launch.Known && t.Launch.EFA == 0:
 		return fmt.Sprintf("the launch attached no EFA interface (%s)", cmp.Or(t.Launch.Setting, `efa = "none"`))
-	case !t.Launch.Known && t.PCI != nil && len(t.PCI.EFA) == 0:
+	case !t.Launch.Known && !t.Launch.FleetNode && t.PCI != nil && len(t.PCI.EFA) == 0:
 		return "no EFA interface was attached at launch: the PCI bus shows no EFA function (a builder such as amazon-ebs launches one plain network interface and cannot attach one; EC2 attaches EFA only at launch)"
 	}
 	return ""
 }
+
+// efaMissing says why a host whose launch should have given it EFA devices shows none, or ""
+// when it has some, or none is expected: a verification whose launch asked for EFA interfaces
+// (what EC2 describes may be fewer), or a fleet node of an EFA-capable type, whose launch
+// template is the fleet's own and can attach them. expect.efa_count = -1 says a fleet runs
+// without EFA.
+func (t Target) efaMissing() string {
+	if t.PCI == nil || len(t.PCI.EFA) > 0 {
+		return ""
+	}
+	switch {
+	case t.Launch.Known && t.Launch.EFA > 0:
+		described := ""
+		if t.Launch.Described {
+			described = fmt.Sprintf(", EC2 describes %d on the instance", t.Launch.DescribedEFA)
+		}
+		return fmt.Sprintf("the launch asked for %d EFA interfaces (%s)%s and the PCI bus shows no EFA function: EC2 did not attach what the launch asked for, so the EFA devices, their traffic and GPUDirect RDMA cannot be proven; run the verification again (a launch that keeps coming up without EFA points at the account's EFA limits or the type's capacity)",
+			t.Launch.EFA, cmp.Or(t.Launch.Setting, "efa"), described)
+	case t.Launch.FleetNode && t.efaCapable() && t.Expect.EFACount >= 0:
+		return fleetWithoutEFA
+	}
+	return ""
+}
+
+// fleetWithoutEFA is why an EFA-capable fleet node without an EFA device fails, and how a
+// fleet that runs without EFA says so.
+const fleetWithoutEFA = "the PCI bus shows no EFA function: this fleet node's launch attached no EFA interface; EC2 attaches EFA only at launch, for the network interfaces the launch template declares with InterfaceType efa (or efa-only), and without them multi-node jobs fall back to sockets; add the EFA network interfaces to the fleet's launch template (one per network card, as the EC2 User Guide's layout for the type says), or, for a fleet that runs without EFA, set expect.efa_count = -1 in the bake or skip_checks = [\"efa-devices\"] (node_check.skip_checks), and nccl.transport = \"any\" where the node runs the NCCL test"
 
 // efaProvenElsewhere is where the EFA devices, their traffic and GPUDirect RDMA are proven
 // when this host's launch attached none.

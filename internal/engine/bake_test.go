@@ -386,6 +386,33 @@ func TestEFADeviceCountIsRetried(t *testing.T) {
 	}
 }
 
+// A bus without any EFA function is not a late device (EC2 attaches EFA only at launch): a
+// launch that asked for EFA and got none fails efa-devices at the first look, with no waits.
+func TestNoEFAOnTheBusIsNotRetried(t *testing.T) {
+	h := newFakeHost(t)
+	drop := func(name string, gone func(string) bool) {
+		var keep []string
+		for _, l := range strings.Split(h.hostOut[name].out, "\n") {
+			if !gone(l) {
+				keep = append(keep, l)
+			}
+		}
+		h.hostOut[name] = fakeSection{out: strings.Join(keep, "\n")}
+	}
+	drop("host.pci", func(l string) bool { return strings.Contains(l, " 0x1d0f 0xefa") })
+	drop("host.infiniband", func(l string) bool { return strings.HasPrefix(l, "rdmap") })
+	h.hostOut["host.fi_info"] = fakeSection{out: "fi_getinfo: -61 (No data available)", code: 1}
+	batches := 0
+	h.onHostBatch = func(*fakeHost) { batches++ }
+	opt := options(t)
+	opt.Launch = checks.Launch{Known: true, EFA: 8, Setting: `efa = "all"`, Described: true}
+	err := Run(context.Background(), h, &recordingUI{}, opt)
+	r := readReport(t, opt.ReportDir)
+	if err == nil || status(r, "efa-devices") != "fail" || batches != 1 {
+		t.Errorf("err %v, efa-devices %s %q, batches %d (want 1: nothing to wait for)", err, status(r, "efa-devices"), check(r, "efa-devices").Message, batches)
+	}
+}
+
 // A layer that clears the kernel ring buffer (dmesg -c) cannot hide an Xid logged earlier in
 // the same boot: the log read with the baseline is judged too.
 func TestXidBeforeLayersSurvivesAClearedLog(t *testing.T) {

@@ -86,8 +86,8 @@ func (b *Bake) readHost(ctx context.Context) (time.Duration, error) {
 }
 
 // hostSuite reads the host and judges it with the host phase's checks. EFA devices can
-// register late after boot (seen on p5en): when the device count is the only failure, it looks
-// again a couple of times before failing the bake.
+// register late after boot (seen on p5en): when the device count is the only failure and the
+// PCI bus shows EFA functions, it looks again a couple of times before failing the bake.
 func (b *Bake) hostSuite(ctx context.Context) error {
 	b.stage("validation")
 	took, err := b.readHost(ctx)
@@ -98,7 +98,10 @@ func (b *Bake) hostSuite(ctx context.Context) error {
 	b.update(func(r *report.Report) { r.InstanceType, r.InstanceTypeSource = t.InstanceType, t.InstanceTypeSource })
 	b.sayTarget(t)
 	host := b.judge(checks.PhaseHost, took)
-	for try := 1; try <= b.opt.EFARetries && onlyFailure(host, result.EFADevices); try++ {
+	// A bus without any EFA function is not a late device: EC2 attaches EFA only at launch,
+	// so looking again cannot find one.
+	noEFAOnBus := t.PCI != nil && len(t.PCI.EFA) == 0
+	for try := 1; try <= b.opt.EFARetries && !noEFAOnBus && onlyFailure(host, result.EFADevices); try++ {
 		c, _ := result.Find(host, result.EFADevices)
 		b.ui.Say(fmt.Sprintf("dlami: efa-devices failed (%s); looking again in %s (%d/%d)", c.Actual, b.opt.EFARetryDelay, try, b.opt.EFARetries))
 		if err := pause.Sleep(ctx, b.opt.EFARetryDelay); err != nil {

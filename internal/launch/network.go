@@ -38,8 +38,11 @@ func (in *Instance) checkSelfTraffic(ctx context.Context, groups []string) error
 
 // SelfTrafficRules says which rule the groups lack for EFA traffic among interfaces in all of
 // them: an inbound and an outbound rule of protocol -1 (all traffic) naming one of the groups;
-// nil when they have both.
+// nil when they have both. No group at all is an error, never a panic.
 func SelfTrafficRules(described []types.SecurityGroup, groups []string) error {
+	if len(groups) == 0 {
+		return errors.New("security_group_ids: no security group to carry the EFA interfaces' traffic: name one with a rule allowing all traffic to and from itself, or leave security_group_ids unset for a temporary group that has it")
+	}
 	has := func(egress bool) bool {
 		for _, g := range described {
 			perms := g.IpPermissions

@@ -310,6 +310,27 @@ func (n *fakeNode) dropGPU() {
 	n.host["host.nvidia_smi"] = s
 }
 
+// dropEFA makes the node one whose launch attached no EFA interface: no EFA function on the
+// PCI bus, no rdmap device, no EFA counters, and fi_info finding no EFA provider (what the
+// real fi_info prints then: fi_getinfo -61).
+func (n *fakeNode) dropEFA() {
+	keep := func(name string, drop func(line string) bool) {
+		s := n.host[name]
+		var lines []string
+		for _, l := range strings.Split(s.out, "\n") {
+			if !drop(l) {
+				lines = append(lines, l)
+			}
+		}
+		s.out = strings.Join(lines, "\n")
+		n.host[name] = s
+	}
+	keep("host.pci", func(l string) bool { return strings.Contains(l, " 0x1d0f 0xefa") })
+	keep("host.infiniband", func(l string) bool { return strings.HasPrefix(l, "rdmap") })
+	keep("host.rdma_statistic", func(l string) bool { return strings.Contains(l, "rdmap") })
+	n.host["host.fi_info"] = section{out: "fi_getinfo: -61 (No data available)", code: 1}
+}
+
 func status(t *testing.T, o Outcome, id string) result.Status {
 	t.Helper()
 	c, ok := result.Find(o.Report.Checks, id)
@@ -387,6 +408,52 @@ func TestGPUMissingBlock(t *testing.T) {
 	}
 	if len(n.scontrolCalls()) != 0 {
 		t.Errorf("block drained: %v", n.scontrolCalls())
+	}
+}
+
+// A fleet node is launched by its fleet's own launch template, which can attach EFA: on an
+// EFA-capable type (p6-b200) a node without EFA fails efa-devices, naming the launch template's
+// EFA network interfaces and how a fleet without EFA says so; nothing says the devices are
+// proven elsewhere. With expect.efa_count = -1 in the bake (a fleet that runs without EFA) the
+// node passes with efa-devices warning.
+func TestFleetNodeWithoutEFA(t *testing.T) {
+	n := newNode(t)
+	n.dropEFA()
+	out := Run(context.Background(), n.env(n.bom()), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
+	c, _ := result.Find(out.Report.Checks, result.EFADevices)
+	if out.Exit != 1 || c.Status != result.Fail {
+		t.Fatalf("exit %d, efa-devices %s %q: %s", out.Exit, c.Status, c.Message, out.Line)
+	}
+	for _, want := range []string{"launch template", "InterfaceType efa", "expect.efa_count = -1", `skip_checks = ["efa-devices"]`} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("efa-devices %q lacks %q", c.Message, want)
+		}
+	}
+	for _, c := range out.Report.Checks {
+		if strings.Contains(c.Message, "post-processor") {
+			t.Errorf("%s points at the post-processor on a fleet node: %q", c.ID, c.Message)
+		}
+	}
+	if !strings.Contains(out.Line, "FAIL") || !strings.Contains(out.Line, result.EFADevices) {
+		t.Errorf("line %q does not fail efa-devices", out.Line)
+	}
+
+	// A fleet that runs without EFA says so in the bake's expect block.
+	n = newNode(t)
+	n.dropEFA()
+	var doc bom.BOM
+	doc, err := bom.Decode(n.bom())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Expect.EFACount = -1
+	data, err := doc.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = Run(context.Background(), n.env(data), options(t, nodeconf.ModeBoot, nodeconf.ActionBlock))
+	if c, _ := result.Find(out.Report.Checks, result.EFADevices); out.Exit != 0 || c.Status != result.Warn {
+		t.Errorf("expect.efa_count = -1: exit %d, efa-devices %s %q, failed %v", out.Exit, c.Status, c.Message, out.Report.FailedChecks)
 	}
 }
 

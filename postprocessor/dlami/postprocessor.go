@@ -451,6 +451,10 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	if in.Layout.EFA == 0 && c.efa != 0 {
 		say(fmt.Sprintf("%s takes no EFA interface (%s): the EFA checks judge none", typ, c.efaSetting()))
 	}
+	if len(in.Nodes()) == 1 && in.DescribedEFA < in.Layout.EFA {
+		ui.Error(fmt.Sprintf("dlami: %s: EC2 describes %d EFA interfaces on %s, the launch asked for %d (%s): the checks judge against what the launch asked for, so the EFA devices the host lacks fail",
+			t.region, in.DescribedEFA, in.ID, in.Layout.EFA, c.efaSetting()))
+	}
 	if len(in.Refused) > 0 {
 		var refused []string
 		for _, r := range in.Refused {
@@ -581,9 +585,24 @@ func (p *PostProcessor) check(ctx context.Context, ui packersdk.Ui, in *launch.I
 	if err != nil {
 		return err
 	}
-	o := p.config.verifyOptions(in, t, typ, b)
+	o := p.config.singleNodeOptions(in, t, typ, b)
 	o.ProgressEvery = p.progressEvery
 	return engine.Verify(ctx, h, ui, o)
+}
+
+// singleNodeOptions is what a single-node verification is judged with: its launch's request,
+// not EC2's description. The verification exists to prove the EFA devices the bake could not
+// have; judged by what EC2 describes, an instance EC2 gave fewer EFA interfaces than asked
+// would only warn, skip the EFA traffic and GPUDirect RDMA tests, and leave the AMI tagged
+// verified with EFA never proven. So efa-devices demands what was asked for (naming what EC2
+// describes and what the host shows) and the EFA tests run. (A launch of several nodes keeps
+// verifyOptions: there each node is judged by what it got, and the test across nodes names
+// the node without EFA.)
+func (c *Config) singleNodeOptions(in *launch.Instance, t target, typ string, b bom.BOM) engine.VerifyOptions {
+	o := c.verifyOptions(in, t, typ, b)
+	o.Checks = verifySettings(c, b, in.Layout.EFA)
+	o.Common.Launch.EFA = in.Layout.EFA
+	return o
 }
 
 // connect opens SSH to a launched instance and reads the bill of materials the image carries.
@@ -624,8 +643,9 @@ func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.
 			// What this launch attached: the judges demand exactly that many EFA devices, and
 			// name the groups EFA traffic depends on.
 			// EC2's description of the instance, not the request: a node of a launch of several
-			// is judged by what it got.
-			Launch: checks.Launch{Known: true, EFA: in.DescribedEFA, Setting: c.efaSetting(), SecurityGroups: in.SecurityGroups},
+			// is judged by what it got (singleNodeOptions judges a single node by the request).
+			Launch: checks.Launch{Known: true, EFA: in.DescribedEFA, Setting: c.efaSetting(), SecurityGroups: in.SecurityGroups,
+				Described: true, DescribedEFA: in.DescribedEFA},
 		},
 		BOM: b, SettleTimeout: c.SettleTimeout, CompleteValidation: c.CompleteValidation, Launch: launchReport(in, c),
 	}
