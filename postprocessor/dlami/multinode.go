@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -33,8 +34,18 @@ type MultiNodeConfig struct {
 	// Default: the newest on the image.
 	CUDAVersion string `mapstructure:"cuda_version"`
 	// NCCL and libfabric tuning passed to every rank (`NCCL_*`, `FI_*`, `OFI_NCCL_*`), never
-	// written into a report or the image.
+	// written into a report or the image. Values that can be secret (a credential by the
+	// variable's name, a URL's user and password, a token-like value of 20 characters or more)
+	// are kept out of the build's output, its logs and the reports, as for the provisioner's
+	// `nccl.env`.
 	Env map[string]string `mapstructure:"env"`
+}
+
+// Secrets are the values no log, UI line or report may show: the AWS credentials and the
+// multi_node.env values that can be secret (layer.EnvSecrets: by the variable's name, inside a
+// URL, or long enough to be a token), as the provisioner treats nccl.env.
+func (c *Config) Secrets() []string {
+	return append(c.AccessConfig.Secrets(), layer.EnvSecrets(c.MultiNode.Env)...)
 }
 
 // multiNode is the multi-node test's settings, nodes included.

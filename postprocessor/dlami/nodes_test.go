@@ -1,9 +1,16 @@
 package dlami
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
 func TestNodesSettings(t *testing.T) {
@@ -43,5 +50,42 @@ func TestNodesSettings(t *testing.T) {
 	p, err = configure(t, map[string]interface{}{})
 	if err != nil || p.config.Nodes != 1 || p.config.TemporaryPlacementGroup {
 		t.Errorf("default: nodes %d, temporary placement group %v (%v)", p.config.Nodes, p.config.TemporaryPlacementGroup, err)
+	}
+}
+
+// multi_node.env values that can be secret are kept out of the UI, the logs and the reports,
+// as the provisioner keeps nccl.env's; the verdict words in it are not.
+func TestMultiNodeEnvSecrets(t *testing.T) {
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJ"
+	p, err := configure(t, map[string]interface{}{"nodes": 2, "access_key": "AKIAFAKEPPTEST000000", "secret_key": "fake-secret-key-0123456789",
+		"multi_node": map[string]interface{}{"env": map[string]string{
+			"FI_EFA_AUTH_KEY":   "s3cr3t-value",
+			"OFI_NCCL_PROXY":    "https://user:" + token + "@proxy.example:3128",
+			"NCCL_DEBUG_SUBSYS": "INIT,NET",
+			"FI_PROVIDER_PATH":  "/opt/amazon/efa/lib/libfabric",
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := p.config.Secrets()
+	for _, want := range []string{"fake-secret-key-0123456789", "s3cr3t-value", token} {
+		if !slices.Contains(secrets, want) {
+			t.Errorf("%q is not a secret: %q", want, secrets)
+		}
+	}
+	for _, not := range []string{"INIT,NET", "/opt/amazon/efa/lib/libfabric"} {
+		if slices.Contains(secrets, not) {
+			t.Errorf("%q registered as a secret: it would blank the same words in verdicts", not)
+		}
+	}
+	var out bytes.Buffer
+	ui := secretfilter.New(secrets...).UI(&packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: &out, ErrorWriter: &out})
+	ui.Say("mpirun -x OFI_NCCL_PROXY=https://user:" + token + "@proxy.example:3128")
+	if strings.Contains(out.String(), token) || !strings.Contains(out.String(), "mpirun -x OFI_NCCL_PROXY") {
+		t.Errorf("the UI line: %q", out.String())
+	}
+	// The reports of every node's verification and of the test across nodes are redacted.
+	if o := p.config.verifyOptions(&launch.Instance{}, target{region: "us-east-1"}, "p5.48xlarge", bom.BOM{}); !slices.Contains(o.Secrets, token) {
+		t.Errorf("the verification's reports are not redacted of %q: %q", token, o.Secrets)
 	}
 }
