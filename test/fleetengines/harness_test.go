@@ -288,12 +288,20 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, tail(r.stdout, 3000), tail(r.stderr, 3000))
 }
 
-// exec runs argv in the host's namespaces; chrooted, it runs on the host with exactly env as
-// its environment (slurmd gives its HealthCheckProgram nothing but SLURMD_NODENAME).
+// exec runs argv in the node's namespaces; chrooted, it runs on the host, in the host's own
+// PID and UTS namespaces (test/simhost's ns_up: its /proc is that namespace's, so /proc/self
+// and /dev/fd resolve only inside it), with exactly env as its environment (slurmd gives its
+// HealthCheckProgram nothing but SLURMD_NODENAME).
 func (h *host) exec(ctx context.Context, chroot bool, env []string, stdin string, argv ...string) (result, error) {
 	full := []string{"-t", strconv.Itoa(h.pid), "-m", "-u", "-n", "-p", "-i", "--"}
 	if chroot {
-		full = append(full, "/usr/sbin/chroot", h.merged, "/usr/bin/env", "-i")
+		// The host's pid 1 as the node sees it; a reboot starts a new one.
+		ns, err := os.ReadFile(filepath.Join(filepath.Dir(h.merged), "ns.pid"))
+		if err != nil {
+			return result{}, fmt.Errorf("the host's PID namespace: %w", err)
+		}
+		full = append(full, "/usr/bin/nsenter", "-t", strings.TrimSpace(string(ns)), "-p", "-u", "--",
+			"/usr/sbin/chroot", h.merged, "/usr/bin/env", "-i")
 		full = append(full, env...)
 	}
 	full = append(full, argv...)
