@@ -145,7 +145,7 @@ func BenchmarkTwoP5Verification(b *testing.B) {
 		mo := engine.MultiNodeOptions{Common: common}
 		mo.ReportDir = b.TempDir()
 		mo.Checks.MultiNode = mn
-		mo.Launch.SecurityGroups = in.SecurityGroups
+		mo.Common.Launch = launched
 		for i, n := range nodes {
 			mo.Nodes = append(mo.Nodes, engine.Node{Host: hosts[i], InstanceID: n.ID, PrivateIP: n.PrivateIP, InstanceType: "p5.48xlarge",
 				SubnetID: n.SubnetID, PlacementGroup: n.PlacementGroup(), EFA: n.DescribedEFA})
