@@ -293,6 +293,14 @@ func (r result) String() string {
 func (h *host) exec(ctx context.Context, chroot bool, env []string, stdin string, argv ...string) (result, error) {
 	full := []string{"-t", strconv.Itoa(h.pid), "-m", "-u", "-n", "-p", "-i", "--"}
 	if chroot {
+		// On the host, its processes live in the host's own PID and UTS namespaces (simhost's
+		// ns_up: their /proc is mounted at merged/proc), as in_host runs them: a process of the
+		// node's outer PID namespace would find no /proc/self there (bash's /dev/fd).
+		// ns.pid is that pid 1 as the node's PID namespace numbers it: a second nsenter, run
+		// inside the node, enters from there.
+		if p, err := strconv.Atoi(strings.TrimSpace(readFile(filepath.Join(h.state, "host", "ns.pid")))); err == nil {
+			full = append(full, "/usr/bin/nsenter", "--target", strconv.Itoa(p), "--pid", "--uts", "--")
+		}
 		full = append(full, "/usr/sbin/chroot", h.merged, "/usr/bin/env", "-i")
 		full = append(full, env...)
 	}
