@@ -14,12 +14,15 @@
 //	                 [--scontrol PATH] [--login-user USER]
 //	                 [--replace none|asg] [--npd-condition TYPE] [--evidence-dir DIR]
 //	                 [--evidence-s3-uri s3://BUCKET/PREFIX] [--simulate-failure CHECK]
+//	                 [--simulate-failure-replace]
 //
 // A failing node's evidence (the kernel log around each Xid, nvidia-smi -q, NVIDIA's bug
 // report, the instance's identity, the report) is kept before it is isolated, and uploaded
 // when evidence s3_uri is set; with replace asg its Auto Scaling group is asked to replace it.
 // --simulate-failure CHECK drills that whole pipeline: CHECK fails on purpose, every output
-// says simulated, and no hardware is touched (no load or function test runs).
+// says simulated, and no hardware is touched (no load or function test runs). A drill finds
+// the node's Auto Scaling group but does not send SetInstanceHealth (the group would terminate
+// the node) unless --simulate-failure-replace is given too.
 //
 // Exit status: 0 the node passed; 1 it failed (npd: the problem status); 2 bad usage (npd:
 // unknown). In slurm mode a failed node that was drained exits 0, as Slurm's contract asks of
@@ -88,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	evidenceDir := fl.String("evidence-dir", "", "where a failing node's evidence bundles are kept (default: the config's, else "+nodeconf.DefaultEvidenceDir+")")
 	evidenceS3 := fl.String("evidence-s3-uri", "", "s3://BUCKET[/PREFIX] to upload each evidence bundle to (default: the config's)")
 	simulateFailure := fl.String("simulate-failure", "", "fail this check on purpose to drill the pipeline (evidence, drain, condition, metrics, replacement), marked simulated in every output")
+	simulateReplace := fl.Bool("simulate-failure-replace", false, "let a --simulate-failure drill send the replacement request (SetInstanceHealth Unhealthy: the Auto Scaling group terminates and replaces this node); without it the drill stops before sending")
 	asJSON := fl.Bool("json", false, "print the report as JSON on stdout instead of the one-line verdict")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	usage := 2
@@ -135,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		"skip-checks":    func() { o.SkipChecks = idList(*skipChecks) }, "warn-checks": func() { o.WarnChecks = idList(*warnChecks) },
 		"replace": func() { o.Replace = *replace }, "npd-condition": func() { o.NPDCondition = *npdCondition },
 		"evidence-dir": func() { o.Evidence.Dir = *evidenceDir }, "evidence-s3-uri": func() { o.Evidence.S3URI = *evidenceS3 },
-		"simulate-failure": func() { o.Simulate = *simulateFailure },
+		"simulate-failure": func() { o.Simulate = *simulateFailure }, "simulate-failure-replace": func() { o.SimulateReplace = *simulateReplace },
 	}
 	for name, f := range apply {
 		if set[name] {

@@ -79,6 +79,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"--config", "/etc/missing.json"}, 2, "", "--config /etc/missing.json"},
 		{[]string{"--version"}, 0, "dlami-node-check ", ""},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"--simulate-failure-replace"}, 2, "", "--simulate-failure-replace without --simulate-failure"},
+		{[]string{"--mode", "npd", "--npd-condition", "AcceleratedHardwareReady", "--timeout", "8m"}, nodeconf.NPDUnknown, "DLAMI node check could not run: bad flags\n",
+			`--timeout 8m0s together with --npd-condition = "AcceleratedHardwareReady"`},
 	} {
 		code, out, errs := runCmd(t, nil, c.args...)
 		if code != c.code || !strings.HasPrefix(out, c.out) || !strings.Contains(errs, c.err) {

@@ -83,6 +83,10 @@ type Manifest struct {
 	// XidLines counts the kernel log records that report an Xid or SXid.
 	XidLines int    `json:"xid_lines"`
 	Parts    []Part `json:"parts"`
+	// Uploaded is the object the bundle was uploaded to (s3://bucket/key), recorded in the
+	// copy kept beside the bundle once the upload succeeded (Store.MarkUploaded), so that a
+	// later run that keeps the same failure does not upload it again; "" inside the bundle.
+	Uploaded string `json:"uploaded,omitempty"`
 }
 
 // Same reports whether m is evidence of the same failure as o: the same boot, the same failed

@@ -185,3 +185,33 @@ func TestStoreUnwritable(t *testing.T) {
 		t.Error("a store under a file saved a bundle")
 	}
 }
+
+// The upload is recorded in the manifest kept beside the bundle (Latest returns it), never in
+// the bundle itself; a bundle without its manifest cannot be marked.
+func TestStoreMarkUploaded(t *testing.T) {
+	s := Store{Dir: t.TempDir(), MaxBundles: 3}
+	p, _, _, err := s.Save(bundle(t, time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC), "xid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, m, ok := s.Latest(); !ok || m.Uploaded != "" {
+		t.Fatalf("before: %+v %v", m, ok)
+	}
+	const obj = "s3://gpu-evidence/i-0abc/x.tar.gz"
+	if err := s.MarkUploaded(p, obj); err != nil {
+		t.Fatal(err)
+	}
+	if _, m, ok := s.Latest(); !ok || m.Uploaded != obj || m.FailedChecks[0] != "xid" {
+		t.Errorf("after: %+v %v", m, ok)
+	}
+	data, _ := os.ReadFile(p)
+	if inside := untar(t, data); inside[0].name != ManifestName || strings.Contains(inside[0].body, obj) {
+		t.Errorf("the bundle's own manifest was changed: %s", inside[0].body)
+	}
+	if err := s.MarkUploaded(filepath.Join(s.Dir, "missing.tar.gz"), obj); err == nil {
+		t.Error("marked a bundle without a manifest")
+	}
+	if ds, _ := os.ReadDir(s.Dir); len(ds) != 2 {
+		t.Errorf("files left: %d", len(ds))
+	}
+}

@@ -150,6 +150,42 @@ func (s Store) Latest() (path string, m Manifest, ok bool) {
 	return p, m, true
 }
 
+// MarkUploaded records in the manifest kept beside the bundle at path that it was uploaded to
+// object (s3://bucket/key): Latest returns it, and the next run of the same failure does not
+// upload it again. The manifest is replaced atomically.
+func (s Store) MarkUploaded(path, object string) error {
+	mp := strings.TrimSuffix(path, bundleSuffix) + manifestSuffix
+	data, err := os.ReadFile(mp)
+	if err != nil {
+		return fmt.Errorf("evidence: recording the upload: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("evidence: recording the upload: %s: %w", mp, err)
+	}
+	m.Uploaded = object
+	out, err := m.ManifestJSON()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(mp), ".writing-*")
+	if err != nil {
+		return fmt.Errorf("evidence: recording the upload: %w", err)
+	}
+	_, err = tmp.Write(out)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), mp)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("evidence: recording the upload in %s: %w", mp, err)
+	}
+	return nil
+}
+
 // Object is the key a bundle is uploaded under: the prefix, the instance (or host), and the
 // bundle's file name, e.g. "gpu-evidence/i-0abc/20261205T101500.000Z-i-0abc-xid.tar.gz".
 func Object(prefix string, m Manifest) string {

@@ -140,6 +140,9 @@ type ASGOutcome struct {
 	Group string
 	// Requested is true when SetInstanceHealth Unhealthy was accepted.
 	Requested bool
+	// WouldRequest is true when the instance is InService and not yet unhealthy in Group, so
+	// that SetInstanceHealth would be sent, but send was false (a drill): nothing was sent.
+	WouldRequest bool
 	// Message says what was done, or why nothing was.
 	Message string
 }
@@ -149,7 +152,11 @@ type ASGOutcome struct {
 // Unhealthy with SetInstanceHealth, ShouldRespectGracePeriod false (a node that fails its
 // check at its first boot is inside the grace period and must still be replaced). An instance
 // in no group, or not in service, is left alone, and the outcome says so.
-func (c *Client) MarkUnhealthy(ctx context.Context, region, instanceID string) (ASGOutcome, error) {
+//
+// With send false (a drill) everything up to that decision runs (the group is found, so the
+// role's permission to describe it and the instance's membership are proven) and
+// SetInstanceHealth is not sent: WouldRequest says it would have been.
+func (c *Client) MarkUnhealthy(ctx context.Context, region, instanceID string, send bool) (ASGOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	cfg, err := c.config(ctx, region)
@@ -173,6 +180,10 @@ func (c *Client) MarkUnhealthy(ctx context.Context, region, instanceID string) (
 		return o, nil
 	case strings.EqualFold(health, "Unhealthy"):
 		o.Message = fmt.Sprintf("instance %s is already marked Unhealthy in Auto Scaling group %s: the group replaces it", instanceID, o.Group)
+		return o, nil
+	case !send:
+		o.WouldRequest = true
+		o.Message = fmt.Sprintf("would mark instance %s Unhealthy in Auto Scaling group %s (it is InService and %s); not sent", instanceID, o.Group, health)
 		return o, nil
 	}
 	_, err = cl.SetInstanceHealth(ctx, &autoscaling.SetInstanceHealthInput{

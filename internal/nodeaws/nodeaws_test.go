@@ -98,7 +98,7 @@ func TestUpload(t *testing.T) {
 func TestMarkUnhealthy(t *testing.T) {
 	fake, _, c := setup(t)
 	// In no group: nothing is asked, and the outcome says so.
-	o, err := c.MarkUnhealthy(context.Background(), region, instanceID)
+	o, err := c.MarkUnhealthy(context.Background(), region, instanceID, true)
 	if err != nil || o.Requested || !strings.Contains(o.Message, "in no Auto Scaling group") {
 		t.Fatalf("outside a group: %+v %v", o, err)
 	}
@@ -106,8 +106,16 @@ func TestMarkUnhealthy(t *testing.T) {
 		t.Errorf("SetInstanceHealth called %d times for an instance in no group", n)
 	}
 	fake.PutAutoScalingGroup(region, "p5-workers", instanceID)
-	o, err = c.MarkUnhealthy(context.Background(), region, instanceID)
-	if err != nil || !o.Requested || o.Group != "p5-workers" {
+	// A drill (send false): the group is found, nothing is sent.
+	o, err = c.MarkUnhealthy(context.Background(), region, instanceID, false)
+	if err != nil || o.Requested || !o.WouldRequest || o.Group != "p5-workers" || !strings.Contains(o.Message, "would mark instance "+instanceID+" Unhealthy in Auto Scaling group p5-workers") {
+		t.Fatalf("drill: %+v %v", o, err)
+	}
+	if fake.CallCount(awsfake.OpSetInstanceHealth, "") != 0 || fake.CallCount(awsfake.OpDescribeAutoScalingInstances, "") != 2 {
+		t.Errorf("drill calls: %+v", fake.Calls())
+	}
+	o, err = c.MarkUnhealthy(context.Background(), region, instanceID, true)
+	if err != nil || !o.Requested || o.WouldRequest || o.Group != "p5-workers" {
 		t.Fatalf("in a group: %+v %v", o, err)
 	}
 	in, _ := fake.AutoScalingInstance(region, instanceID)
@@ -115,7 +123,7 @@ func TestMarkUnhealthy(t *testing.T) {
 		t.Errorf("the group's record: %+v", in)
 	}
 	// Asked again (another run), it is not asked twice.
-	o, err = c.MarkUnhealthy(context.Background(), region, instanceID)
+	o, err = c.MarkUnhealthy(context.Background(), region, instanceID, true)
 	if err != nil || o.Requested || !strings.Contains(o.Message, "Terminating") {
 		t.Errorf("again: %+v %v", o, err)
 	}
@@ -124,7 +132,7 @@ func TestMarkUnhealthy(t *testing.T) {
 	}
 	fake.PutAutoScalingGroup(region, "p5-workers", "i-0denied")
 	fake.SetFault(awsfake.OpSetInstanceHealth, "", awsfake.Fault{AccessDenied: true})
-	if _, err := c.MarkUnhealthy(context.Background(), region, "i-0denied"); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+	if _, err := c.MarkUnhealthy(context.Background(), region, "i-0denied", true); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
 		t.Errorf("denied: %v", err)
 	}
 	served := strings.Join(fake.ActionsServed(), " ")

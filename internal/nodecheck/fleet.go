@@ -29,7 +29,9 @@ import (
 type Cloud interface {
 	Identity(ctx context.Context) (evidence.Identity, error)
 	Upload(ctx context.Context, region, bucket, key, path string, metadata map[string]string) error
-	MarkUnhealthy(ctx context.Context, region, instanceID string) (nodeaws.ASGOutcome, error)
+	// MarkUnhealthy asks the instance's Auto Scaling group to replace it; with send false it
+	// stops before SetInstanceHealth (a drill).
+	MarkUnhealthy(ctx context.Context, region, instanceID string, send bool) (nodeaws.ASGOutcome, error)
 }
 
 // Tools the evidence bundle runs, by the absolute paths the DLAMI's driver, NVIDIA's and
@@ -256,11 +258,21 @@ func (r *run) upload(ctx context.Context, rec *report.Evidence, m evidence.Manif
 	if m.Simulated != "" {
 		meta["dlami-simulated"] = m.Simulated
 	}
+	object := "s3://" + bucket + "/" + key
+	if m.Uploaded == object {
+		// An earlier run of the same failure uploaded this bundle: once per failure.
+		rec.Uploaded = object
+		return
+	}
 	if err := r.env.Cloud.Upload(ctx, id.Region, bucket, key, path, meta); err != nil {
 		rec.Problems = append(rec.Problems, "could not upload the evidence bundle: "+err.Error())
 		return
 	}
-	rec.Uploaded = "s3://" + bucket + "/" + key
+	rec.Uploaded = object
+	store := evidence.Store{Dir: r.opt.Evidence.Dir}
+	if err := store.MarkUploaded(path, object); err != nil {
+		rec.Problems = append(rec.Problems, fmt.Sprintf("uploaded, but could not record it beside the bundle (the next run of this failure uploads it again): %v", err))
+	}
 }
 
 // runPart runs a tool into the bundle: its output, or why there is none (not installed, timed
@@ -360,26 +372,89 @@ func buildInfo(doc *bom.BOM) map[string]string {
 	return m
 }
 
-// replace hands the failing node to the engine node_check.replace names.
-func (r *run) replace(ctx context.Context) *report.Replacement {
+// drainResult is this run's Slurm drain: what it found and whether it failed.
+type drainResult struct {
+	DrainOutcome
+	err error
+}
+
+// simulateReplaceFlag is the flag that lets a drill send the replacement request.
+const simulateReplaceFlag = "--simulate-failure-replace"
+
+// replace hands the failing node to the engine node_check.replace names, unless it must not
+// be handed over yet or at all: an operator holds it in Slurm (a drain this command did not
+// set), or Slurm still runs jobs on it (the group would terminate it under them; a later run,
+// once the node is drained and idle, asks). drain is this run's Slurm drain (nil when the run
+// drains nothing). A drill (simulated) goes as far as the decision and sends nothing unless
+// --simulate-failure-replace says so.
+func (r *run) replace(ctx context.Context, drain *drainResult, simulated bool) *report.Replacement {
 	if nodeconf.ReplaceOf(r.opt.Replace) != nodeconf.ReplaceASG {
 		return nil
 	}
 	rep := &report.Replacement{Engine: nodeconf.ReplaceASG}
+	if drain != nil {
+		if held, msg := r.slurmGate(ctx, drain); msg != "" {
+			rep.Status, rep.Message = report.ReplacementDeferred, msg
+			if held {
+				rep.Status = report.ReplacementOperatorHold
+			}
+			return rep
+		}
+	}
 	id, err := r.identity(ctx)
 	if err != nil {
-		rep.Problem = "the instance id and region come from IMDSv2: " + err.Error()
+		rep.Status, rep.Problem = report.ReplacementFailed, "the instance id and region come from IMDSv2: "+err.Error()
 		rep.Message = "could not ask the Auto Scaling group to replace the node"
 		return rep
 	}
 	rep.InstanceID = id.InstanceID
-	o, err := r.env.Cloud.MarkUnhealthy(ctx, id.Region, id.InstanceID)
+	send := !simulated || r.opt.SimulateReplace
+	o, err := r.env.Cloud.MarkUnhealthy(ctx, id.Region, id.InstanceID, send)
 	rep.Group, rep.Requested, rep.Message = o.Group, o.Requested, o.Message
-	if err != nil {
-		rep.Problem = err.Error()
+	switch {
+	case err != nil:
+		rep.Status, rep.Problem = report.ReplacementFailed, err.Error()
 		rep.Message = "could not ask the Auto Scaling group to replace the node"
+	case o.Requested:
+		rep.Status = report.ReplacementRequested
+	case o.WouldRequest:
+		rep.Status = report.ReplacementSimulated
+		rep.Message = fmt.Sprintf("simulated: would mark %s Unhealthy in group %s; not sent, add %s to send it", id.InstanceID, o.Group, simulateReplaceFlag)
+	default:
+		rep.Status = report.ReplacementNotRequested
+	}
+	if simulated && send && err == nil {
+		rep.Message = "simulated failure, sent as " + simulateReplaceFlag + " asks: " + rep.Message
 	}
 	return rep
+}
+
+// slurmGate says whether the node, as Slurm sees it after this run's drain, may be handed over
+// for replacement: msg is "" when it may, else why not (held: an operator holds it). The
+// node is read again after the drain (no job starts on a drained node, but one may have
+// started between the first reading and the drain); whatever cannot be read defers the
+// request (a job might be running).
+func (r *run) slurmGate(ctx context.Context, d *drainResult) (held bool, msg string) {
+	if d.OperatorHold {
+		return true, fmt.Sprintf("replacement not requested: an operator holds Slurm node %s (state %s, reason %q%s), and the node check leaves a node an operator holds to the operator (resume it to hand it back, or replace it by hand)",
+			d.Node, d.Before.State, d.Before.Reason, d.Before.setBy())
+	}
+	if d.err != nil {
+		return false, "replacement deferred: the node could not be drained in Slurm, so jobs may run or start on it; a later run requests it once the node is drained and idle"
+	}
+	now, err := r.slurm(false).Read(ctx, d.Node)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("replacement deferred: Slurm node %s could not be read after the drain (%v), so whether it runs jobs is unknown; a later run requests it", d.Node, err)
+	case now.Drained() && !now.DrainedByCheck():
+		return true, fmt.Sprintf("replacement not requested: an operator holds Slurm node %s (state %s, reason %q%s), and the node check leaves a node an operator holds to the operator (resume it to hand it back, or replace it by hand)",
+			d.Node, now.State, now.Reason, now.setBy())
+	case now.HasJobs():
+		return false, fmt.Sprintf("replacement deferred until the node's jobs end; a later run requests it (Slurm node %s is %s: drained, jobs still running)", d.Node, now.State)
+	case !now.Drained():
+		return false, fmt.Sprintf("replacement deferred: Slurm node %s is %s after the drain, not drained; a later run requests it once it is drained and idle", d.Node, now.State)
+	}
+	return false, ""
 }
 
 // evidenceNotes are the run's lines about its evidence.
@@ -391,7 +466,10 @@ func evidenceNotes(e *report.Evidence) []string {
 	case e.Path != "":
 		notes = append(notes, fmt.Sprintf("kept the evidence in %s (%d bytes, %d Xid/SXid record(s); missing: %s)", e.Path, e.Bytes, e.XidLines, orNone(e.Missing)))
 	}
-	if e.Uploaded != "" {
+	switch {
+	case e.Uploaded != "" && e.Reused:
+		notes = append(notes, "the kept evidence is uploaded to "+e.Uploaded)
+	case e.Uploaded != "":
 		notes = append(notes, "uploaded the evidence to "+e.Uploaded)
 	}
 	for _, p := range e.Problems {

@@ -85,7 +85,8 @@ func (n *fakeNode) withTools(t *testing.T, o Options, seen *[]bool) {
 			return "nvidia-bug-report.sh will now collect information", 0, os.WriteFile(argv[i+1]+".gz", []byte("gzipped bug report"), 0o600)
 		},
 	}
-	prev := n.scontrol
+	n.slurm = &slurmCtl{base: "IDLE"}
+	prev := n.slurm.scontrol
 	n.scontrol = func(argv []string) (string, int) {
 		if slices.Contains(argv, "update") && slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "state=drain") }) {
 			es, _ := filepath.Glob(filepath.Join(o.Evidence.Dir, "*.tar.gz"))
@@ -93,6 +94,51 @@ func (n *fakeNode) withTools(t *testing.T, o Options, seen *[]bool) {
 		}
 		return prev(argv)
 	}
+}
+
+// slurmCtl is the controller the fleet tests' node talks to: one node, ip-10-1-42-17, whose
+// record follows the updates as Slurm 22.05 prints it (testdata/scontrol/idle.txt with its
+// State and Reason): a drain adds DRAIN to the base state (IDLE, or MIXED while a job runs),
+// a resume takes it away.
+type slurmCtl struct {
+	base          string
+	drained       bool
+	reason, setBy string
+	updates       []string
+}
+
+func (c *slurmCtl) state() string {
+	if c.drained {
+		return c.base + "+DRAIN"
+	}
+	return c.base
+}
+
+func (c *slurmCtl) scontrol(argv []string) (string, int) {
+	switch {
+	case len(argv) > 1 && argv[1] == "-o":
+		b, err := os.ReadFile(filepath.Join("testdata", "scontrol", "idle.txt"))
+		if err != nil {
+			return err.Error(), 1
+		}
+		rec := strings.Replace(strings.TrimRight(string(b), "\n"), " State=IDLE ", " State="+c.state()+" ", 1)
+		if c.reason != "" {
+			rec += " Reason=" + c.reason + " [" + c.setBy + "@2026-12-01T18:36:52]"
+		}
+		return rec + "\n", 0
+	case slices.Contains(argv, "state=drain"):
+		c.updates = append(c.updates, "drain")
+		c.drained, c.setBy = true, "root"
+		for _, a := range argv {
+			if r, ok := strings.CutPrefix(a, "reason="); ok {
+				c.reason = r
+			}
+		}
+	case slices.Contains(argv, "state=resume"):
+		c.updates = append(c.updates, "resume")
+		c.drained, c.reason = false, ""
+	}
+	return "", 0
 }
 
 func (f *fleet) env(n *fakeNode) Env {
@@ -145,7 +191,20 @@ func TestEvidenceThenDrainThenReplace(t *testing.T) {
 	o.Evidence.S3URI = "s3://" + fleetBucket + "/fleet"
 	var seen []bool
 	n.withTools(t, o, &seen)
+	// The order: the drain comes before SetInstanceHealth (the group must find the node
+	// already out of Slurm's service).
+	healthAtDrain := -1
+	drainer := n.scontrol
+	n.scontrol = func(argv []string) (string, int) {
+		if slices.Contains(argv, "state=drain") {
+			healthAtDrain = f.aws.CallCount(awsfake.OpSetInstanceHealth, "")
+		}
+		return drainer(argv)
+	}
 	out := Run(context.Background(), f.env(n), o)
+	if healthAtDrain != 0 || f.aws.CallCount(awsfake.OpSetInstanceHealth, "") != 1 {
+		t.Errorf("SetInstanceHealth calls at the drain: %d (want 0), after the run: %d (want 1)", healthAtDrain, f.aws.CallCount(awsfake.OpSetInstanceHealth, ""))
+	}
 
 	if out.Exit != 1 || !slices.Contains(out.Report.FailedChecks, result.Xid) {
 		t.Fatalf("exit %d, failed %v: %s", out.Exit, out.Report.FailedChecks, out.Line)
@@ -185,7 +244,7 @@ func TestEvidenceThenDrainThenReplace(t *testing.T) {
 	if len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" || in.HealthCalls[0].RespectGracePeriod {
 		t.Errorf("SetInstanceHealth: %+v", in.HealthCalls)
 	}
-	if r := out.Report.Replacement; r == nil || !r.Requested || r.Group != "p5-workers" || r.InstanceID != fleetInstance {
+	if r := out.Report.Replacement; r == nil || !r.Requested || r.Status != report.ReplacementRequested || r.Group != "p5-workers" || r.InstanceID != fleetInstance {
 		t.Errorf("replacement: %+v", r)
 	}
 	// What was kept and asked is in the written report, the textfile and the notes.
@@ -196,12 +255,12 @@ func TestEvidenceThenDrainThenReplace(t *testing.T) {
 	}
 	tf, _ := os.ReadFile(o.Textfile)
 	for _, want := range []string{`dlami_node_check_evidence_ok{step="write"} 1`, `dlami_node_check_evidence_ok{step="upload"} 1`,
-		`dlami_node_check_replacement_requested{engine="asg"} 1`, `dlami_node_check{check="xid",status="fail"} 0`} {
+		`dlami_node_check_replacement_requested{engine="asg",state="requested"} 1`, `dlami_node_check{check="xid",status="fail"} 0`} {
 		if !strings.Contains(string(tf), want+"\n") {
 			t.Errorf("textfile lacks %q:\n%s", want, tf)
 		}
 	}
-	if strings.Contains(string(tf), "simulated") {
+	if strings.Contains(string(tf), `simulated="`) {
 		t.Errorf("a real failure's textfile says simulated:\n%s", tf)
 	}
 	notes := strings.Join(out.Notes, "\n")
@@ -308,13 +367,14 @@ func TestSimulateFailure(t *testing.T) {
 	o.Simulate, o.Replace = result.GPU, nodeconf.ReplaceASG
 	o.Evidence.S3URI = "s3://" + fleetBucket + "/drills"
 	var drains []string
+	ctl := &slurmCtl{base: "IDLE"}
 	n.scontrol = func(argv []string) (string, int) {
 		for _, a := range argv {
 			if r, ok := strings.CutPrefix(a, "reason="); ok {
 				drains = append(drains, r)
 			}
 		}
-		return idleSlurmNode(argv)
+		return ctl.scontrol(argv)
 	}
 	out := Run(context.Background(), f.env(n), o)
 	if out.Report.Simulated != result.GPU || !slices.Equal(out.Report.FailedChecks, []string{result.GPU}) {
@@ -341,11 +401,24 @@ func TestSimulateFailure(t *testing.T) {
 	if err := json.Unmarshal([]byte(members(t, e.Path)[evidence.ManifestName]), &man); err != nil || man.Simulated != "gpu" {
 		t.Errorf("manifest simulated %q (%v)", man.Simulated, err)
 	}
-	if in, _ := f.aws.AutoScalingInstance(fleetRegion, fleetInstance); len(in.HealthCalls) != 1 {
-		t.Errorf("the drill did not reach the Auto Scaling group: %+v", in)
+	// The drill finds the group (permissions and membership proven) and sends nothing: the
+	// group would terminate a healthy node.
+	if in, _ := f.aws.AutoScalingInstance(fleetRegion, fleetInstance); len(in.HealthCalls) != 0 || f.aws.CallCount(awsfake.OpDescribeAutoScalingInstances, "") != 1 {
+		t.Errorf("the drill: DescribeAutoScalingInstances %d (want 1), SetInstanceHealth %+v (want none)", f.aws.CallCount(awsfake.OpDescribeAutoScalingInstances, ""), in.HealthCalls)
+	}
+	wantMsg := "simulated: would mark " + fleetInstance + " Unhealthy in group p5-workers; not sent, add --simulate-failure-replace to send it"
+	if r := out.Report.Replacement; r == nil || r.Requested || r.Status != report.ReplacementSimulated || r.Message != wantMsg || r.Group != "p5-workers" {
+		t.Errorf("replacement: %+v", r)
+	}
+	if !strings.Contains(out.Line, wantMsg) || !slices.Contains(out.Notes, wantMsg) {
+		t.Errorf("line %q / notes %q lack %q", out.Line, out.Notes, wantMsg)
+	}
+	var written report.Report
+	if data, err := os.ReadFile(filepath.Join(o.OutDir, report.JSONFile)); err != nil || json.Unmarshal(data, &written) != nil || written.Replacement == nil || written.Replacement.Message != wantMsg {
+		t.Errorf("written report: %v %+v", err, written.Replacement)
 	}
 	tf, _ := os.ReadFile(o.Textfile)
-	for _, want := range []string{`dlami_node_check{check="gpu",status="fail",simulated="true"} 0`, `simulated="true"} 1`} {
+	for _, want := range []string{`dlami_node_check{check="gpu",status="fail",simulated="true"} 0`, `dlami_node_check_replacement_requested{engine="asg",state="simulated",simulated="true"} 0`} {
 		if !strings.Contains(string(tf), want) {
 			t.Errorf("textfile lacks %q:\n%s", want, tf)
 		}
@@ -384,6 +457,7 @@ func TestEvidenceKeptOncePerFailure(t *testing.T) {
 	n.withTools(t, o, &seen)
 	first := Run(context.Background(), f.env(n), o)
 	second := Run(context.Background(), f.env(n), o)
+	third := Run(context.Background(), f.env(n), o)
 	if first.Report.Evidence == nil || second.Report.Evidence == nil || !second.Report.Evidence.Reused || second.Report.Evidence.Path != first.Report.Evidence.Path {
 		t.Fatalf("first %+v\nsecond %+v", first.Report.Evidence, second.Report.Evidence)
 	}
@@ -393,11 +467,20 @@ func TestEvidenceKeptOncePerFailure(t *testing.T) {
 	if len(f.aws.ObjectKeys(fleetBucket)) != 1 {
 		t.Errorf("objects: %q", f.aws.ObjectKeys(fleetBucket))
 	}
-	// A run that fails other checks keeps a new bundle.
+	// Uploaded once over the three runs; the later runs name the object it went to.
+	if n := f.aws.CallCount(awsfake.OpPutObject, ""); n != 1 {
+		t.Errorf("PutObject %d times over three runs of the same failure, want 1", n)
+	}
+	for i, out := range []Outcome{second, third} {
+		if e := out.Report.Evidence; e.Uploaded != first.Report.Evidence.Uploaded || e.Uploaded == "" || len(e.Problems) != 0 {
+			t.Errorf("run %d: uploaded %q (first %q), problems %q", i+2, e.Uploaded, first.Report.Evidence.Uploaded, e.Problems)
+		}
+	}
+	// A run that fails other checks keeps a new bundle, and uploads it.
 	n.dropGPU()
-	third := Run(context.Background(), f.env(n), o)
-	if third.Report.Evidence == nil || third.Report.Evidence.Reused {
-		t.Errorf("a new failure reused the bundle: %+v", third.Report.Evidence)
+	fourth := Run(context.Background(), f.env(n), o)
+	if fourth.Report.Evidence == nil || fourth.Report.Evidence.Reused || f.aws.CallCount(awsfake.OpPutObject, "") != 2 {
+		t.Errorf("a new failure reused the bundle or was not uploaded: %+v", fourth.Report.Evidence)
 	}
 }
 

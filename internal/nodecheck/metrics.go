@@ -56,9 +56,9 @@ func Textfile(n report.Report, version string, now time.Time) string {
 		}
 	}
 	if r := n.Replacement; r != nil {
-		fmt.Fprintf(&b, "# HELP %s Whether the last failing run's replacement request was accepted by the engine that replaces the node (1), or not made or refused (0).\n", MetricReplacement)
+		fmt.Fprintf(&b, "# HELP %s Whether the last failing run's replacement request was accepted by the engine that replaces the node (1), or not made or refused (0); state says why (requested, operator-hold, deferred, simulated, not-requested, failed).\n", MetricReplacement)
 		fmt.Fprintf(&b, "# TYPE %s gauge\n", MetricReplacement)
-		fmt.Fprintf(&b, "%s{engine=%s%s} %d\n", MetricReplacement, label(r.Engine), sim, boolValue(r.Requested))
+		fmt.Fprintf(&b, "%s{engine=%s,state=%s%s} %d\n", MetricReplacement, label(r.Engine), label(r.Status), sim, boolValue(r.Requested))
 	}
 	fmt.Fprintf(&b, "# HELP %s When dlami-node-check last ran, in seconds since the epoch.\n", MetricLastRun)
 	fmt.Fprintf(&b, "# TYPE %s gauge\n", MetricLastRun)

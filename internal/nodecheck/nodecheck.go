@@ -92,6 +92,10 @@ type Options struct {
 	// Simulate is a check id to fail on purpose (--simulate-failure): a drill of the whole
 	// pipeline, marked simulated in every output; the load and function tests do not run.
 	Simulate string
+	// SimulateReplace lets a drill send the replacement request (--simulate-failure-replace):
+	// without it a drill finds the Auto Scaling group and stops before SetInstanceHealth, since
+	// the group would terminate a healthy node.
+	SimulateReplace bool
 }
 
 // Outcome is what one run found and did.
@@ -145,6 +149,9 @@ func (o Options) Validate() error {
 	if err := checkSimulate(o.Simulate); err != nil {
 		errs = append(errs, err)
 	}
+	if o.SimulateReplace && o.Simulate == "" {
+		errs = append(errs, errors.New("--simulate-failure-replace without --simulate-failure: it lets a drill send the replacement request; name the check to fail with --simulate-failure CHECK"))
+	}
 	if err := nodeconf.CheckReplace("--replace", nodeconf.ReplaceOf(o.Replace)); err != nil {
 		errs = append(errs, err)
 	}
@@ -153,6 +160,12 @@ func (o Options) Validate() error {
 	}
 	if err := nodeconf.CheckOneOwner("--replace", o.Replace, "--npd-condition", o.NPDCondition); err != nil {
 		errs = append(errs, err)
+	}
+	if o.Mode == nodeconf.ModeNPD {
+		// Only node-problem-detector reports the condition: other modes may take longer.
+		if err := nodeconf.CheckConditionTimeout("--timeout", o.Timeout, "--npd-condition", o.NPDCondition); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// The evidence settings come from the config file's evidence block (--evidence-dir and
 	// --evidence-s3-uri override two of them).
@@ -260,23 +273,31 @@ func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	// still be drained.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(parent), actionBudget)
 	defer cancel()
+	var drain *drainResult // the Slurm drain of this run, nil when it drains nothing
 	switch {
 	case len(failed) > 0 && (r.opt.Mode == nodeconf.ModeSlurm || r.opt.Mode == nodeconf.ModeBoot && r.opt.Action == nodeconf.ActionDrain):
-		note, err := r.slurm(n.Simulated != "").Drain(actx, failed)
-		out.Notes = append(out.Notes, note)
+		d, err := r.slurm(n.Simulated != "").Drain(actx, failed)
+		out.Notes = append(out.Notes, d.Note)
 		drained = err == nil
+		drain = &drainResult{DrainOutcome: d, err: err}
 	case len(failed) == 0 && r.opt.Mode == nodeconf.ModeSlurm:
 		if note := r.slurm(false).Resume(actx); note != "" {
 			out.Notes = append(out.Notes, note)
 		}
 	}
 	if len(failed) > 0 && r.isolates() {
-		if rep := r.replace(actx); rep != nil {
+		if rep := r.replace(actx, drain, n.Simulated != ""); rep != nil {
 			out.Report.Replacement = rep
 			out.Notes = append(out.Notes, replacementNote(rep))
 		}
 	}
 	out.Line = r.line(n, failed)
+	if rep := out.Report.Replacement; rep != nil && r.opt.Mode != nodeconf.ModeNPD && rep.Status != report.ReplacementRequested {
+		// What the replacement did not do is part of the verdict: a person reading the journal
+		// must not assume the node is on its way out. (NPD's line is its condition message, cut
+		// at 80 bytes: its failed ids come first; the notes and the report say it.)
+		out.Line += "; " + replacementNote(rep)
+	}
 	if r.opt.Textfile != "" {
 		if err := writeTextfile(r.opt.Textfile, out.Report, r.opt.Version, r.env.Now()); err != nil {
 			out.Notes = append(out.Notes, "could not write the node_exporter textfile: "+err.Error())

@@ -54,6 +54,10 @@ type fakeNode struct {
 	// tools answer other programs by absolute path (the evidence's nvidia-smi -q, bug
 	// report, dcgmi); a program not here exits 127.
 	tools map[string]func(argv []string) (string, int, error)
+	// slurm is the fleet tests' stateful controller (withTools sets it up); nil elsewhere.
+	slurm *slurmCtl
+	// ctxTools are tools that see the run's bound (a tool that hangs until it is stopped).
+	ctxTools map[string]func(ctx context.Context, argv []string) (string, int, error)
 }
 
 type section struct {
@@ -217,13 +221,16 @@ func (n *fakeNode) Query(ctx context.Context, cmds []bundle.Command) (map[string
 	return out, nil
 }
 
-func (n *fakeNode) command(_ context.Context, argv []string, _ []string) (string, int, error) {
+func (n *fakeNode) command(ctx context.Context, argv []string, _ []string) (string, int, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.commands = append(n.commands, argv)
 	if argv[0] == nodeconf.DefaultScontrol {
 		out, code := n.scontrol(argv)
 		return out, code, nil
+	}
+	if h := n.ctxTools[argv[0]]; h != nil {
+		return h(ctx, argv)
 	}
 	if h := n.tools[argv[0]]; h != nil {
 		return h(argv)

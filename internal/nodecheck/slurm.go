@@ -101,30 +101,49 @@ func (s Slurm) read(ctx context.Context, node string) (SlurmNode, error) {
 	return n, nil
 }
 
+// DrainOutcome is what a Drain found and did.
+type DrainOutcome struct {
+	// Note says it, one line.
+	Note string
+	// Node is the node's Slurm name ("" when it could not be named).
+	Node string
+	// Before is the node as read before the drain.
+	Before SlurmNode
+	// OperatorHold is true when the node was already drained (or failed) with a reason this
+	// command did not set: an operator holds it, and it was left as it is.
+	OperatorHold bool
+}
+
 // Drain drains the node with DrainReason(failed), after reading it: a node drained by the
-// operator (or by another check) is left as it is, reason and all; a node this command
-// drained gets the new ids as its reason. err is nil when the node ends up drained (by this
-// run, an earlier one or the operator).
-func (s Slurm) Drain(ctx context.Context, failed []string) (string, error) {
+// operator (or by another check) is left as it is, reason and all (OperatorHold); a node this
+// command drained gets the new ids as its reason. err is nil when the node ends up drained
+// (by this run, an earlier one or the operator).
+func (s Slurm) Drain(ctx context.Context, failed []string) (DrainOutcome, error) {
 	node, from, err := s.node()
 	if err != nil {
-		return "could not drain the node in Slurm: " + err.Error(), err
+		return DrainOutcome{Note: "could not drain the node in Slurm: " + err.Error()}, err
 	}
+	d := DrainOutcome{Node: node}
 	cur, err := s.read(ctx, node)
 	if err != nil {
 		err = fmt.Errorf("reading Slurm node %s (named by %s) before draining it: %w", node, from, err)
-		return "could not drain the node in Slurm: " + err.Error() + " (nothing changed)", err
+		d.Note = "could not drain the node in Slurm: " + err.Error() + " (nothing changed)"
+		return d, err
 	}
+	d.Before = cur
 	reason := DrainReason(failed)
 	if s.Simulated {
 		reason = SimulatedDrainReason(failed)
 	}
 	switch {
 	case cur.Drained() && !cur.DrainedByCheck():
-		return fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",
-			node, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ",")), nil
+		d.OperatorHold = true
+		d.Note = fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",
+			node, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ","))
+		return d, nil
 	case cur.Drained() && cur.Reason == reason:
-		return fmt.Sprintf("Slurm node %s stays drained with reason %q", node, reason), nil
+		d.Note = fmt.Sprintf("Slurm node %s stays drained with reason %q", node, reason)
+		return d, nil
 	}
 	argv := []string{s.Scontrol, "update", "nodename=" + node, "state=drain", "reason=" + reason}
 	out, code, err := s.Command(ctx, argv, nil)
@@ -132,12 +151,20 @@ func (s Slurm) Drain(ctx context.Context, failed []string) (string, error) {
 		err = fmt.Errorf("%s exited %d: %s", s.Scontrol, code, textcut.Head(oneLine(out), 300))
 	}
 	if err != nil {
-		return "could not drain the node in Slurm: " + err.Error(), err
+		d.Note = "could not drain the node in Slurm: " + err.Error()
+		return d, err
 	}
 	if cur.Drained() {
-		return fmt.Sprintf("Slurm node %s (named by %s) stays drained, reason now %q (was %q)", node, from, reason, cur.Reason), nil
+		d.Note = fmt.Sprintf("Slurm node %s (named by %s) stays drained, reason now %q (was %q)", node, from, reason, cur.Reason)
+		return d, nil
 	}
-	return fmt.Sprintf("drained Slurm node %s (named by %s; it was %s): reason %q", node, from, cur.State, reason), nil
+	d.Note = fmt.Sprintf("drained Slurm node %s (named by %s; it was %s): reason %q", node, from, cur.State, reason)
+	return d, nil
+}
+
+// Read reads the node named node from the controller (`scontrol -o show node NODE`).
+func (s Slurm) Read(ctx context.Context, node string) (SlurmNode, error) {
+	return s.read(ctx, node)
 }
 
 // Resume resumes the node when this command drained it (and only then: a drain an operator or
@@ -182,6 +209,21 @@ func (n SlurmNode) Drained() bool {
 	for _, f := range strings.Split(n.State, "+") {
 		switch strings.TrimSuffix(f, "*") {
 		case "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING":
+			return true
+		}
+	}
+	return false
+}
+
+// HasJobs reports whether Slurm shows jobs on the node: allocated or mixed (some of its CPUs
+// allocated), or completing (a job's epilog still running). A drained node with jobs is
+// DRAINING in Slurm's words; one without is DRAINED, which is what AWS ParallelCluster waits
+// for before it replaces a node (slurm_resources.py is_drained: DRAIN with IDLE or DOWN, and not
+// COMPLETING).
+func (n SlurmNode) HasJobs() bool {
+	for _, f := range strings.Split(n.State, "+") {
+		switch strings.TrimSuffix(f, "*") {
+		case "ALLOCATED", "ALLOC", "MIXED", "COMPLETING", "DRAINING":
 			return true
 		}
 	}

@@ -193,7 +193,8 @@ func TestSlurmDrain(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeSlurm{node: c.node, state: c.state, reason: c.reason}
-			note, err := f.slurm(c.env).Drain(context.Background(), []string{"gpu", "xid"})
+			d, err := f.slurm(c.env).Drain(context.Background(), []string{"gpu", "xid"})
+			note := d.Note
 			if (err != nil) != c.wantErr {
 				t.Fatalf("err %v, want error %v (note %q)", err, c.wantErr, note)
 			}
@@ -221,7 +222,8 @@ func TestSlurmDrainUnreadableChangesNothing(t *testing.T) {
 		f.calls = append(f.calls, argv)
 		return "", -1, errors.New("context deadline exceeded")
 	}
-	note, err := s.Drain(context.Background(), []string{"gpu"})
+	d, err := s.Drain(context.Background(), []string{"gpu"})
+	note := d.Note
 	if err == nil || len(f.updates()) != 0 || !strings.Contains(note, "before draining it") {
 		t.Errorf("err %v, updates %q, note %q", err, f.updates(), note)
 	}

@@ -95,6 +95,30 @@ func CheckOneOwner(replaceSetting, replace, conditionSetting, condition string) 
 	return nil
 }
 
+// RepairToleration is how long Karpenter's node repair (AWS provider, RepairPolicies) and EKS
+// node auto repair wait on AcceleratedHardwareReady=False before they replace the node: 10
+// minutes (docs/node-check-fleet.md has the sources).
+const RepairToleration = 10 * time.Minute
+
+// MaxAcceleratedHardwareReadyTimeout is the longest run bound allowed with npd_condition
+// AcceleratedHardwareReady: half the repair toleration. node-problem-detector reports every
+// condition of a custom plugin False from its start (custompluginmonitor initialConditions)
+// until the plugin's first run answers, so a healthy node reads "not ready" for as long as
+// that first run takes; with the other half for node-problem-detector's start, the plugin's
+// own timeout slack and clock skew, the first run must end well inside the toleration.
+const MaxAcceleratedHardwareReadyTimeout = RepairToleration / 2
+
+// CheckConditionTimeout refuses a run bound that could keep a healthy node's
+// AcceleratedHardwareReady False long enough for node repair to replace it (setting names
+// are the caller's: node_check.timeout or --timeout, ...).
+func CheckConditionTimeout(timeoutSetting string, timeout time.Duration, conditionSetting, condition string) error {
+	if NPDConditionOf(condition) != NPDConditionAcceleratedHardwareReady || timeout <= MaxAcceleratedHardwareReadyTimeout {
+		return nil
+	}
+	return fmt.Errorf("%s %s together with %s = %q: node-problem-detector reports AcceleratedHardwareReady False from its start until the node check's first run answers, and Karpenter's and EKS's node repair replace a node whose AcceleratedHardwareReady has been False for %s; a run that may take %s could get a healthy node replaced: set %s to at most %s (turn off the slow phases, nccl and dcgm_level, which the npd mode runs within it), or use %s = %q, which no repair engine acts on",
+		timeoutSetting, timeout, conditionSetting, condition, RepairToleration, timeout, timeoutSetting, MaxAcceleratedHardwareReadyTimeout, conditionSetting, NPDConditionFailed)
+}
+
 // Evidence is what the node check keeps of a failing node before it isolates it (node_check's
 // evidence block): a bundle of the report, the kernel log around each Xid, nvidia-smi -q,
 // NVIDIA's bug report and, when asked, DCGM's long diagnostics, with the instance's identity.
@@ -218,8 +242,9 @@ func (e Evidence) Validate(prefix string) []error {
 	return errs
 }
 
-// CheckFleet reports every bad fleet setting of c (replace, npd_condition, evidence) and the
-// combinations that would fight, naming them with prefix ("node_check." for the provisioner,
+// CheckFleet reports every bad fleet setting of c (replace, npd_condition, evidence), the
+// combinations that would fight, and a timeout (0: DefaultTimeout) too long for
+// npd_condition AcceleratedHardwareReady, naming them with prefix ("node_check." for the provisioner,
 // "" for the config file the command reads).
 func (c Config) CheckFleet(prefix string) error {
 	var errs []error
@@ -234,6 +259,13 @@ func (c Config) CheckFleet(prefix string) error {
 		}
 	}
 	if err := CheckOneOwner(prefix+"replace", c.Replace, prefix+"npd_condition", c.NPDCondition); err != nil {
+		errs = append(errs, err)
+	}
+	timeout := c.Timeout.Duration()
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if err := CheckConditionTimeout(prefix+"timeout", timeout, prefix+"npd_condition", c.NPDCondition); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Evidence.Validate(prefix+"evidence.")...)

@@ -139,3 +139,35 @@ func TestNPDConditionPolarity(t *testing.T) {
 		t.Errorf("timeouts: rule %s, plugin %s", doc.Rules[0].Timeout, doc.PluginConfig.Timeout)
 	}
 }
+
+// npd_condition AcceleratedHardwareReady with a run bound past half of node repair's 10-minute
+// toleration is refused, naming the HCL settings and the fix; the default bound passes.
+func TestCheckConditionTimeout(t *testing.T) {
+	for _, c := range []struct {
+		condition string
+		timeout   time.Duration
+		wantErr   bool
+	}{
+		{NPDConditionAcceleratedHardwareReady, 0, false}, // DefaultTimeout, 5m
+		{NPDConditionAcceleratedHardwareReady, 5 * time.Minute, false},
+		{NPDConditionAcceleratedHardwareReady, 5*time.Minute + time.Second, true},
+		{NPDConditionAcceleratedHardwareReady, 30 * time.Minute, true},
+		{NPDConditionFailed, 30 * time.Minute, false},
+		{"", 30 * time.Minute, false},
+	} {
+		err := Config{NPDCondition: c.condition, Timeout: Duration(c.timeout)}.CheckFleet("node_check.")
+		if (err != nil) != c.wantErr {
+			t.Errorf("%q with timeout %s: %v, want error %v", c.condition, c.timeout, err, c.wantErr)
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		for _, want := range []string{`node_check.timeout ` + c.timeout.String() + ` together with node_check.npd_condition = "AcceleratedHardwareReady"`,
+			"False for 10m0s", "set node_check.timeout to at most 5m0s", `or use node_check.npd_condition = "DLAMINodeCheckFailed"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q: %v", want, err)
+			}
+		}
+	}
+}

@@ -28,12 +28,27 @@ type Evidence struct {
 	Problems []string `json:"problems"`
 }
 
+// Replacement statuses: the request was sent and accepted; not sent because an operator holds
+// the node (a drain it did not set); deferred while the node runs jobs (a later run sends it);
+// not sent because the run is a drill (--simulate-failure without --simulate-failure-replace);
+// not needed or not possible (no group, not in service, already unhealthy); or failed.
+const (
+	ReplacementRequested    = "requested"
+	ReplacementOperatorHold = "operator-hold"
+	ReplacementDeferred     = "deferred"
+	ReplacementSimulated    = "simulated"
+	ReplacementNotRequested = "not-requested"
+	ReplacementFailed       = "failed"
+)
+
 // Replacement is what dlami-node-check asked of the engine that replaces the node.
 type Replacement struct {
 	// Engine is node_check.replace ("asg").
 	Engine string `json:"engine"`
 	// Requested is true when the engine accepted the request (SetInstanceHealth answered).
 	Requested bool `json:"requested"`
+	// Status is what became of the request (Replacement* constants): requested, or why not.
+	Status string `json:"status,omitempty"`
 	// InstanceID and Group are the instance and its Auto Scaling group, when known.
 	InstanceID string `json:"instance_id,omitempty"`
 	Group      string `json:"group,omitempty"`

@@ -62,14 +62,20 @@ type NodeCheckConfig struct {
 	// `DescribeAutoScalingInstances` and marks itself `Unhealthy` with `SetInstanceHealth`,
 	// grace period not respected; the group terminates and replaces it; the instance role needs
 	// `autoscaling:DescribeAutoScalingInstances` and `autoscaling:SetInstanceHealth`). Not with
-	// `npd_condition = "AcceleratedHardwareReady"`: two engines would replace the node.
-	// Defaults to `none`.
+	// `npd_condition = "AcceleratedHardwareReady"`: two engines would replace the node. The
+	// request is not sent for a node an operator holds in Slurm (drained with a reason of their
+	// own), and waits while Slurm runs jobs on the node (a later run sends it once the node is
+	// drained and idle); a `--simulate-failure` drill sends it only with
+	// `--simulate-failure-replace`. Defaults to `none`.
 	Replace string `mapstructure:"replace"`
 	// The node condition the node-problem-detector custom plugin reports:
 	// `DLAMINodeCheckFailed` (True while the check fails: isolation only, no repair engine acts
 	// on a custom condition) or `AcceleratedHardwareReady` (False while the check fails: what
 	// Karpenter's node repair and EKS node auto repair replace a node on after 10 minutes; do
-	// not run EKS's node monitoring agent beside it, which owns that condition). Defaults to
+	// not run EKS's node monitoring agent beside it, which owns that condition).
+	// node-problem-detector reports the condition False from its start until the check's first
+	// run answers, so `AcceleratedHardwareReady` needs a `timeout` of at most 5m (half the
+	// repair's toleration), or healthy nodes could be replaced. Defaults to
 	// `DLAMINodeCheckFailed`.
 	NPDCondition string `mapstructure:"npd_condition"`
 	// What the check keeps of a failing node before it isolates it (the block's settings
@@ -160,7 +166,7 @@ func (n *NodeCheckConfig) prepare(validate bool) []error {
 	if n.Textfile != "none" && (!path.IsAbs(n.Textfile) || !strings.HasSuffix(n.Textfile, ".prom") || path.Clean(n.Textfile) != n.Textfile) {
 		errs = append(errs, fmt.Errorf("node_check.textfile %q: an absolute path ending in .prom (node_exporter's textfile collector reads only *.prom), or \"none\"", n.Textfile))
 	}
-	fleet := nodeconf.Config{Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config()}
+	fleet := nodeconf.Config{Replace: n.Replace, NPDCondition: n.NPDCondition, Timeout: nodeconf.Duration(n.Timeout), Evidence: n.Evidence.config()}
 	if e := n.Evidence; e != nil && (e.MaxSizeMB < 0 || e.MaxSizeMB > 1<<20) {
 		errs = append(errs, fmt.Errorf("node_check.evidence.max_size_mb %d: use 1 to 1048576 (0 takes the default, %d)", e.MaxSizeMB, nodeconf.DefaultEvidenceMaxBytes>>20))
 		fleet.Evidence.MaxBytes = 0 // said once, in the setting's own unit

@@ -78,6 +78,15 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `node_check.replace = "asg" together with node_check.npd_condition = "AcceleratedHardwareReady": two owners would replace the same node`) {
 		t.Errorf("two owners: %v", err)
 	}
+	// AcceleratedHardwareReady with a bound that could outlast half of node repair's toleration:
+	// node-problem-detector reports False until the first run answers.
+	var pt Provisioner
+	err = pt.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
+		"npd_condition": "AcceleratedHardwareReady", "timeout": "15m",
+	}})
+	if err == nil || !strings.Contains(err.Error(), `node_check.timeout 15m0s together with node_check.npd_condition = "AcceleratedHardwareReady"`) || !strings.Contains(err.Error(), "set node_check.timeout to at most 5m0s") {
+		t.Errorf("AcceleratedHardwareReady with a 15m bound: %v", err)
+	}
 	var p2 Provisioner
 	err = p2.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
 		"replace":  "karpenter",

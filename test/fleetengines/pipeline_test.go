@@ -79,8 +79,15 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("Slurm: state %s, reason %q; want drained with \"dlami: simulated gpu\"", n.state, n.reason)
 		}
 		rep := h.fullReport(t)
-		if rep.Simulated != "gpu" || rep.Evidence == nil || !strings.Contains(rep.Evidence.Uploaded, "-simulated-gpu") || rep.Replacement == nil || !rep.Replacement.Requested {
+		// The drill finds the group and stops before SetInstanceHealth: the group would
+		// terminate a healthy node.
+		wouldMark := "simulated: would mark " + pipeInstance + " Unhealthy in group " + pipeGroup + "; not sent, add --simulate-failure-replace to send it"
+		if rep.Simulated != "gpu" || rep.Evidence == nil || !strings.Contains(rep.Evidence.Uploaded, "-simulated-gpu") || rep.Replacement == nil || rep.Replacement.Requested ||
+			rep.Replacement.Status != report.ReplacementSimulated || rep.Replacement.Message != wouldMark {
 			t.Fatalf("report: simulated %q, evidence %+v, replacement %+v", rep.Simulated, rep.Evidence, rep.Replacement)
+		}
+		if !strings.Contains(r.stdout, wouldMark) || !strings.Contains(r.stderr, wouldMark) {
+			t.Errorf("the line or the notes lack %q:\n%s", wouldMark, r)
 		}
 		obj, ok := aws.Object(pipeBucket, strings.TrimPrefix(rep.Evidence.Uploaded, "s3://"+pipeBucket+"/"))
 		if !ok || obj.Metadata["dlami-simulated"] != "gpu" {
@@ -90,11 +97,19 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("bundle manifest: %+v", man)
 		}
 		tf := h.readFile(nodeconf.DefaultTextfile)
-		if !strings.Contains(tf, `dlami_node_check{check="gpu",status="fail",simulated="true"} 0`) || !strings.Contains(tf, `dlami_node_check_replacement_requested{engine="asg",simulated="true"} 1`) {
+		if !strings.Contains(tf, `dlami_node_check{check="gpu",status="fail",simulated="true"} 0`) || !strings.Contains(tf, `dlami_node_check_replacement_requested{engine="asg",state="simulated",simulated="true"} 0`) {
 			t.Errorf("textfile:\n%s", grepLines(tf, "dlami_"))
 		}
-		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" {
-			t.Errorf("Auto Scaling: %+v", in)
+		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); len(in.HealthCalls) != 0 || aws.CallCount(awsfake.OpDescribeAutoScalingInstances, "") != 1 {
+			t.Errorf("Auto Scaling: DescribeAutoScalingInstances %d (want 1), %+v (want no SetInstanceHealth)", aws.CallCount(awsfake.OpDescribeAutoScalingInstances, ""), in)
+		}
+		// The operator opts in: the drill sends it.
+		r = h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", nodeconf.ModeSlurm, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu", "--simulate-failure-replace")
+		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); r.code != 0 || len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" {
+			t.Errorf("opted-in drill: SetInstanceHealth %+v\n%s", in.HealthCalls, r)
+		}
+		if rep := h.fullReport(t); rep.Replacement == nil || !rep.Replacement.Requested || !strings.HasPrefix(rep.Replacement.Message, "simulated failure, sent as --simulate-failure-replace asks") {
+			t.Errorf("opted-in drill: replacement %+v", rep.Replacement)
 		}
 		// node-problem-detector's line says it too.
 		r = h.nodeCheck(t, env, "--mode", nodeconf.ModeNPD, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu")
@@ -167,6 +182,65 @@ func TestPipeline(t *testing.T) {
 		aws.PutAutoScalingGroup(pipeRegion, pipeGroup, pipeInstance)
 	})
 
+	t.Run("operator's drain: left, not replaced", func(t *testing.T) {
+		h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=drain", "reason=fan replaced, burn-in")
+		defer h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=resume")
+		calls := aws.CallCount(awsfake.OpSetInstanceHealth, "")
+		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		msg := "replacement not requested: an operator holds Slurm node " + hostNode
+		if r.code != 1 || !strings.Contains(r.stdout, msg) || !strings.Contains(r.stdout, `reason "fan replaced, burn-in"`) {
+			t.Errorf("boot unit: %s", r)
+		}
+		if n := h.node(hostNode); !n.drained() || n.reason != "fan replaced, burn-in" {
+			t.Errorf("Slurm: state %s, reason %q; want the operator's drain kept", n.state, n.reason)
+		}
+		if n := aws.CallCount(awsfake.OpSetInstanceHealth, ""); n != calls {
+			t.Errorf("SetInstanceHealth sent for a node the operator holds (%d calls, was %d)", n, calls)
+		}
+		if rep := h.fullReport(t); rep.Replacement == nil || rep.Replacement.Status != report.ReplacementOperatorHold || !strings.Contains(rep.Replacement.Message, msg) {
+			t.Errorf("replacement: %+v", rep.Replacement)
+		}
+		if tf := h.readFile(nodeconf.DefaultTextfile); !strings.Contains(tf, `dlami_node_check_replacement_requested{engine="asg",state="operator-hold"} 0`) {
+			t.Errorf("textfile:\n%s", grepLines(tf, "replacement"))
+		}
+	})
+
+	t.Run("a running job: drained, replacement deferred until the node is idle", func(t *testing.T) {
+		job := strings.TrimSpace(h.must("/usr/bin/sbatch", "--parsable", "-w", hostNode, "-o", "/dev/null", "--wrap", "exec /bin/sleep 600"))
+		defer h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=resume")
+		h.waitState(t, hostNode, func(st string) bool { return strings.HasPrefix(st, "ALLOCATED") || strings.HasPrefix(st, "MIXED") })
+		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		deferred := "replacement deferred until the node's jobs end; a later run requests it"
+		if r.code != 1 || !strings.Contains(r.stdout, deferred) {
+			t.Errorf("boot unit with a job running: %s", r)
+		}
+		n := h.node(hostNode)
+		if !n.drained() || n.reason != "dlami: xid" || !strings.Contains(n.state, "ALLOCATED") && !strings.Contains(n.state, "MIXED") {
+			t.Errorf("Slurm: state %s, reason %q; want DRAINING (a job and DRAIN) with \"dlami: xid\"", n.state, n.reason)
+		}
+		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); len(in.HealthCalls) != 0 {
+			t.Errorf("SetInstanceHealth sent while a job runs: %+v", in.HealthCalls)
+		}
+		if rep := h.fullReport(t); rep.Replacement == nil || rep.Replacement.Status != report.ReplacementDeferred || !strings.Contains(rep.Replacement.Message, deferred) {
+			t.Errorf("replacement: %+v", rep.Replacement)
+		}
+		if tf := h.readFile(nodeconf.DefaultTextfile); !strings.Contains(tf, `dlami_node_check_replacement_requested{engine="asg",state="deferred"} 0`) {
+			t.Errorf("textfile:\n%s", grepLines(tf, "replacement"))
+		}
+		// The job ends; once Slurm shows the node DRAINED (idle, nothing completing), the next
+		// run sends the request.
+		h.must("/usr/bin/scancel", job)
+		h.waitState(t, hostNode, func(st string) bool { return st == "IDLE+DRAIN" })
+		r = h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" {
+			t.Errorf("after the job: SetInstanceHealth %+v\n%s", in.HealthCalls, r)
+		}
+		if rep := h.fullReport(t); rep.Replacement == nil || !rep.Replacement.Requested || rep.Replacement.Status != report.ReplacementRequested {
+			t.Errorf("replacement after the job: %+v", rep.Replacement)
+		}
+		aws.PutAutoScalingGroup(pipeRegion, pipeGroup, pipeInstance)
+	})
+
 	t.Run("upload refused: still isolated, failure reported", func(t *testing.T) {
 		aws.SetFault(awsfake.OpPutObject, "", awsfake.Fault{AccessDenied: true})
 		defer aws.SetFault(awsfake.OpPutObject, "", awsfake.Fault{})
@@ -196,6 +270,22 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("report mode: %s", r)
 		}
 	})
+}
+
+// waitState waits (bounded) until Slurm shows node in a state ok accepts.
+func (h *host) waitState(t *testing.T, node string, ok func(state string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		st := h.node(node).state
+		if ok(st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Slurm node %s stayed %s", node, st)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // startAWS serves the fake AWS on the host's loopback and the IMDSv2 stand-in on
