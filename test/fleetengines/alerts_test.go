@@ -38,7 +38,7 @@ func TestAlertRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, ok := runPromtool(t, string(rules), string(tests), "check", "rules", "dlami-alerts.yaml"); !ok || !strings.Contains(out, "SUCCESS: 6 rules found") {
+	if out, ok := runPromtool(t, string(rules), string(tests), "check", "rules", "dlami-alerts.yaml"); !ok || !strings.Contains(out, "SUCCESS: 7 rules found") {
 		t.Errorf("promtool check rules:\n%s", out)
 	}
 	if out, ok := runPromtool(t, string(rules), string(tests), "test", "rules", "dlami-alerts.test.yaml"); !ok || !strings.Contains(out, "SUCCESS") {
@@ -50,6 +50,8 @@ func TestAlertRules(t *testing.T) {
 		{"the seed's fatal rule (an xid label)", `expr: DCGM_FI_DEV_XID_ERRORS{err_code=~"` + fatalList(t, string(rules)) + `"}`,
 			`expr: increase(DCGM_FI_DEV_XID_ERRORS{xid=~"48|63|64|74|79|92"}[1m]) > 0`, "alertname: GpuXidFatal"},
 		{"a fatal list without 79", "|74|79|95|", "|74|95|", "alertname: GpuXidFatal"},
+		{"a replacement withheld on purpose alerts as refused", `expr: dlami_node_check_replacement_requested{state=~"not-requested|failed"} == 0`,
+			"expr: dlami_node_check_replacement_requested == 0", "alertname: DLAMINodeReplacementNotRequested"},
 		{"a drill that does not say so", `'{{ if eq $labels.simulated "true" }}SIMULATED drill: {{ end }}dlami node check`, `'dlami node check`, "alertname: DLAMINodeCheckFailed"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
