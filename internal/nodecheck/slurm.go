@@ -136,10 +136,14 @@ func (s Slurm) Drain(ctx context.Context, failed []string) (DrainOutcome, error)
 		reason = SimulatedDrainReason(failed)
 	}
 	switch {
-	case cur.Drained() && !cur.DrainedByCheck():
+	case cur.HeldByOperator():
 		d.OperatorHold = true
-		d.Note = fmt.Sprintf("Slurm node %s is drained by the operator (state %s, reason %q%s): left as it is; this run failed %s",
-			node, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ","))
+		how := "drained"
+		if !cur.Drained() {
+			how = "set DOWN"
+		}
+		d.Note = fmt.Sprintf("Slurm node %s is %s by the operator (state %s, reason %q%s): left as it is; this run failed %s",
+			node, how, cur.State, cur.Reason, cur.setBy(), strings.Join(failed, ","))
 		return d, nil
 	case cur.Drained() && cur.Reason == reason:
 		d.Note = fmt.Sprintf("Slurm node %s stays drained with reason %q", node, reason)
@@ -209,6 +213,37 @@ func (n SlurmNode) Drained() bool {
 	for _, f := range strings.Split(n.State, "+") {
 		switch strings.TrimSuffix(f, "*") {
 		case "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING":
+			return true
+		}
+	}
+	return false
+}
+
+// HeldByOperator reports whether someone other than the node check holds the node out of
+// service: drained or failed with a reason the node check did not set, or set DOWN with a
+// reason by a user other than Slurm itself (an operator's `scontrol update state=down
+// reason=...`, "[root@...]"). A DOWN that slurmctld set ("Not responding [slurm@...]") is not a
+// hold: the node returns to service when slurmd registers again, so the node check drains it.
+func (n SlurmNode) HeldByOperator() bool {
+	if n.DrainedByCheck() {
+		return false
+	}
+	if n.Drained() {
+		return true
+	}
+	user, _, _ := strings.Cut(n.ReasonSetBy, "@")
+	return n.hasFlag("DOWN") && n.Reason != "" && user != "" && user != slurmUser
+}
+
+// slurmUser is the SlurmUser that slurmctld signs its own reasons with ("Not responding
+// [slurm@...]"): the Debian and ParallelCluster default.
+const slurmUser = "slurm"
+
+// hasFlag reports whether the node's state carries flag ("DOWN", "DRAIN"), '*' (not
+// responding) aside.
+func (n SlurmNode) hasFlag(flag string) bool {
+	for _, f := range strings.Split(n.State, "+") {
+		if strings.TrimSuffix(f, "*") == flag {
 			return true
 		}
 	}

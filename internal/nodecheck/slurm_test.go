@@ -1,6 +1,7 @@
 package nodecheck
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -110,8 +111,10 @@ func FuzzParseSlurmNode(f *testing.F) {
 // and applies updates.
 type fakeSlurm struct {
 	node, state, reason string
-	calls               [][]string
-	failUpdate          bool
+	// by signs the reason ("[by@time]"); "" is root, an operator.
+	by         string
+	calls      [][]string
+	failUpdate bool
 }
 
 func (f *fakeSlurm) command(_ context.Context, argv []string, _ []string) (string, int, error) {
@@ -120,7 +123,7 @@ func (f *fakeSlurm) command(_ context.Context, argv []string, _ []string) (strin
 	case len(argv) == 5 && argv[1] == "-o" && argv[4] == f.node:
 		rec := "NodeName=" + f.node + " Arch=x86_64 CoresPerSocket=1 State=" + f.state + " ThreadsPerCore=1"
 		if f.reason != "" {
-			rec += " Reason=" + f.reason + " [root@2026-12-01T18:36:52]"
+			rec += " Reason=" + f.reason + " [" + cmp.Or(f.by, "root") + "@2026-12-01T18:36:52]"
 		}
 		return rec + "\n", 0, nil
 	case len(argv) == 5 && argv[1] == "-o":
@@ -160,6 +163,7 @@ func TestSlurmDrain(t *testing.T) {
 	cases := []struct {
 		name          string
 		state, reason string
+		by            string
 		env           map[string]string
 		node          string
 		wantUpdates   []string
@@ -170,8 +174,13 @@ func TestSlurmDrain(t *testing.T) {
 		{name: "idle node is drained with the ids first", state: "IDLE", node: "ip-10-1-42-17",
 			wantUpdates: []string{"nodename=ip-10-1-42-17 state=drain reason=dlami: gpu,xid"}, wantReason: "dlami: gpu,xid",
 			wantNote: `drained Slurm node ip-10-1-42-17 (named by the short host name; it was IDLE): reason "dlami: gpu,xid"`},
-		{name: "a down node is drained (it must not return to service when slurmd registers)", state: "DOWN+NOT_RESPONDING", reason: "Not responding", node: "ip-10-1-42-17",
+		{name: "a down node is drained (it must not return to service when slurmd registers)", state: "DOWN+NOT_RESPONDING", reason: "Not responding", by: "slurm", node: "ip-10-1-42-17",
 			wantUpdates: []string{"nodename=ip-10-1-42-17 state=drain reason=dlami: gpu,xid"}, wantReason: "dlami: gpu,xid"},
+		{name: "a down node without a reason is drained", state: "DOWN*", node: "ip-10-1-42-17",
+			wantUpdates: []string{"nodename=ip-10-1-42-17 state=drain reason=dlami: gpu,xid"}, wantReason: "dlami: gpu,xid"},
+		// An operator's `scontrol update state=down reason="hardware swap"` is theirs: kept.
+		{name: "operator's down is left with its reason", state: "DOWN+NOT_RESPONDING", reason: "hardware swap", node: "ip-10-1-42-17",
+			wantReason: "hardware swap", wantNote: `Slurm node ip-10-1-42-17 is set DOWN by the operator (state DOWN+NOT_RESPONDING, reason "hardware swap", set by root@2026-12-01T18:36:52): left as it is`},
 		{name: "operator's drain is left with its reason", state: "IDLE+DRAIN", reason: "fan replaced, burn-in", node: "ip-10-1-42-17",
 			wantReason: "fan replaced, burn-in", wantNote: `Slurm node ip-10-1-42-17 is drained by the operator (state IDLE+DRAIN, reason "fan replaced, burn-in", set by root@2026-12-01T18:36:52): left as it is; this run failed gpu,xid`},
 		{name: "operator's fail is left", state: "DOWN+FAIL", reason: "retire: ECC", node: "ip-10-1-42-17", wantReason: "retire: ECC"},
@@ -192,7 +201,7 @@ func TestSlurmDrain(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := &fakeSlurm{node: c.node, state: c.state, reason: c.reason}
+			f := &fakeSlurm{node: c.node, state: c.state, reason: c.reason, by: c.by}
 			d, err := f.slurm(c.env).Drain(context.Background(), []string{"gpu", "xid"})
 			note := d.Note
 			if (err != nil) != c.wantErr {
@@ -277,5 +286,26 @@ func TestDrainReasonFitsSinfo(t *testing.T) {
 	r := DrainReason([]string{"gpu", "xid", "first-boot-packages"})
 	if !strings.HasPrefix(r, "dlami: gpu,xid") || len("dlami: gpu,xid") > 20 {
 		t.Errorf("reason %q", r)
+	}
+}
+
+// Who holds a node, on real scontrol captures: an operator's drain, fail and DOWN are theirs;
+// the node check's drain is its own; an idle or never-registered node is nobody's.
+func TestHeldByOperatorOnRealRecords(t *testing.T) {
+	for file, want := range map[string]bool{
+		"down-operator.txt": true, "fail-operator.txt": true, "operator-drain-brackets.txt": true,
+		"drained-by-check.txt": false, "idle.txt": false, "unknown-never-registered.txt": false, "after-resume-slurmd-stopped.txt": false,
+	} {
+		node := "ip-10-1-42-17"
+		if file == "unknown-never-registered.txt" {
+			node = "gpu-st-p5-1"
+		}
+		n, err := ParseSlurmNode(scontrolCapture(t, file), node)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if got := n.HeldByOperator(); got != want {
+			t.Errorf("%s (state %s, reason %q by %q): held by the operator %v, want %v", file, n.State, n.Reason, n.ReasonSetBy, got, want)
+		}
 	}
 }
