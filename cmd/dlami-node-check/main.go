@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	o := nodecheck.Options{
 		Mode: *mode, Action: nodeconf.Action(cfg.Action), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
 		OutDir: or(cfg.OutDir, nodeconf.DefaultOutDir), Textfile: cfg.Textfile,
-		Timeout:      durationOr(cfg.Timeout.Duration(), nodeconf.DefaultTimeout),
+		Timeout:      nodeconf.Timeout(cfg.Timeout.Duration()),
 		CheckTimeout: settings.CheckTimeout(cfg.CheckTimeout.Duration()),
 		NCCL:         cfg.NCCL, DCGMLevel: cfg.DCGMLevel, EFATraffic: cfg.EFATraffic, GPUDirectRDMA: cfg.GPUDirectRDMA,
 		SkipChecks: cfg.SkipChecks, WarnChecks: cfg.WarnChecks,
@@ -198,13 +198,6 @@ func or(v, def string) string {
 		return def
 	}
 	return v
-}
-
-func durationOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // idList splits a comma-separated list of check ids.

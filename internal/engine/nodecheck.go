@@ -77,7 +77,7 @@ func lastLine(s string) string {
 func (b *Bake) nodeCheckVerify(ctx context.Context) error {
 	b.stage("first boot: the image's node check")
 	start := b.now()
-	timeout := nodeconf.DefaultTimeout
+	timeout := nodeconf.Timeout(0)
 	if data, err := b.host.ReadFile(ctx, nodeconf.ConfigPath); err == nil {
 		if c, err := nodeconf.DecodeConfig(data); err == nil && c.Timeout > 0 {
 			timeout = c.Timeout.Duration()

@@ -52,6 +52,16 @@ var (
 // from starting.
 const DefaultAction = ActionBlock
 
+// Timeout is node_check.timeout (or the config's timeout) as set, else (0) DefaultTimeout: the
+// one place the default is applied, by the provisioner, the command and the verification. A
+// negative bound is left for their validation to refuse.
+func Timeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return DefaultTimeout
+	}
+	return d
+}
+
 // Action returns action, or DefaultAction when it is empty.
 func Action(action string) string {
 	if action == "" {

@@ -128,15 +128,11 @@ var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 func (n *NodeCheckConfig) prepare(validate bool) []error {
 	n.Action = strings.TrimSpace(n.Action)
 	n.Replace, n.NPDCondition = strings.TrimSpace(n.Replace), strings.TrimSpace(n.NPDCondition)
-	if n.Action == "" {
-		n.Action = nodeconf.DefaultAction
-	}
+	n.Action = nodeconf.Action(n.Action)
 	if n.Before == nil {
 		n.Before = slices.Clone(nodeconf.DefaultBefore)
 	}
-	if n.Timeout == 0 {
-		n.Timeout = nodeconf.DefaultTimeout
-	}
+	n.Timeout = nodeconf.Timeout(n.Timeout)
 	if n.Textfile == "" {
 		n.Textfile = nodeconf.DefaultTextfile
 	}
