@@ -86,6 +86,11 @@ type Options struct {
 	ManifestPath  string
 	RebootTimeout time.Duration
 	Layers        []layer.Spec
+
+	// BuildInstanceID is the instance the builder launched (Packer's build.ID, amazon-ebs's
+	// instance id); "" when the builder gave none, and the host's own answer is used.
+	BuildInstanceID string
+
 	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
 	EFARetries    int
 	EFARetryDelay time.Duration

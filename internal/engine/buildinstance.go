@@ -14,12 +14,13 @@ const buildInstanceReadTimeout = 30 * time.Second
 // buildInstance is the bake's record of the instance it runs on: what the host said at the
 // start, and the bake's clock then.
 type buildInstance struct {
-	id, typ  string
-	bootedAt time.Time // zero when the uptime could not be read
-	unknown  string
+	id, idSource, typ string
+	bootedAt          time.Time // zero when the uptime could not be read
+	unknown           string
 }
 
-// readBuildInstance reads the build instance's id, type and uptime at the start of a bake, so
+// readBuildInstance reads the build instance's type and uptime (and its id, when the builder
+// gave none) at the start of a bake, so
 // the reports can say how long the instance had run when provisioning ended (a layer's reboot
 // later does not reset it). It never fails the bake: what it cannot read, the report says.
 func (b *Bake) readBuildInstance(ctx context.Context) error {
@@ -30,6 +31,9 @@ func (b *Bake) readBuildInstance(ctx context.Context) error {
 		return ctx.Err()
 	}
 	bi := &buildInstance{typ: b.opt.InstanceType}
+	if b.opt.BuildInstanceID != "" {
+		bi.id, bi.idSource = b.opt.BuildInstanceID, report.IDFromBuilder
+	}
 	switch {
 	case err != nil:
 		bi.unknown = "the host's uptime could not be read: " + err.Error()
@@ -42,8 +46,8 @@ func (b *Bake) readBuildInstance(ctx context.Context) error {
 		if self.Instance.Type != "" {
 			bi.typ = self.Instance.Type
 		}
-		if self.ID.OK() {
-			bi.id = self.ID.Value
+		if self.ID.OK() && bi.id == "" {
+			bi.id, bi.idSource = self.ID.Value, report.IDFromHost
 		}
 	}
 	b.mu.Lock()
@@ -58,7 +62,7 @@ func (bi *buildInstance) at(finished time.Time) *report.BuildInstance {
 	if bi == nil {
 		return nil
 	}
-	r := &report.BuildInstance{InstanceID: bi.id, InstanceType: bi.typ, Basis: report.BuildInstanceBasis}
+	r := &report.BuildInstance{InstanceID: bi.id, InstanceIDSource: bi.idSource, InstanceType: bi.typ, Basis: report.BuildInstanceBasis}
 	if bi.bootedAt.IsZero() {
 		r.Unknown = bi.unknown
 		return r

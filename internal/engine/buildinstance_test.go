@@ -20,16 +20,19 @@ func TestBakeRecordsItsBuildInstance(t *testing.T) {
 	base := time.Date(2026, 11, 12, 8, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name     string
+		builder  string // Packer's build.ID
 		id, up   fakeSection
 		known    bool
 		wantID   string
 		lastLine string
 	}{
-		{"read", fakeSection{out: "i-0123456789abcdef0\n"}, fakeSection{out: "600.25 4000.10\n"}, true, "i-0123456789abcdef0",
+		{"the builder's id first", "i-0fedcba9876543210", fakeSection{out: "i-0123456789abcdef0\n"}, fakeSection{out: "600.25 4000.10\n"}, true, "i-0fedcba9876543210",
+			"dlami: build instance i-0fedcba9876543210 (p6-b200.48xlarge) ran 10m"},
+		{"read", "", fakeSection{out: "i-0123456789abcdef0\n"}, fakeSection{out: "600.25 4000.10\n"}, true, "i-0123456789abcdef0",
 			"dlami: build instance i-0123456789abcdef0 (p6-b200.48xlarge) ran 10m"},
-		{"no uptime", fakeSection{out: "i-0123456789abcdef0\n"}, fakeSection{out: "cat: /proc/uptime: Permission denied", code: 1}, false, "i-0123456789abcdef0",
+		{"no uptime", "", fakeSection{out: "i-0123456789abcdef0\n"}, fakeSection{out: "cat: /proc/uptime: Permission denied", code: 1}, false, "i-0123456789abcdef0",
 			"dlami: build instance i-0123456789abcdef0 (p6-b200.48xlarge): its time up to the end of provisioning is unknown (/proc/uptime: "},
-		{"no id", fakeSection{out: "iid-datasource-none\n"}, fakeSection{out: "60.00 1.00\n"}, true, "",
+		{"no id", "", fakeSection{out: "iid-datasource-none\n"}, fakeSection{out: "60.00 1.00\n"}, true, "",
 			"dlami: build instance (p6-b200.48xlarge) ran 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +40,7 @@ func TestBakeRecordsItsBuildInstance(t *testing.T) {
 			h.hostOut["host.instance_id"], h.hostOut["host.uptime"] = tc.id, tc.up
 			opt := options(t, layer.Spec{Name: "drivers", Reboot: true})
 			opt.InstanceType = "p5.48xlarge" // the host's own answer (product_name) wins
+			opt.BuildInstanceID = tc.builder
 			// The bake's clock: base at its first reading, then a second per reading.
 			var ticks time.Duration
 			opt.Now = func() time.Time { ticks += time.Second; return base.Add(ticks - time.Second) }
@@ -56,7 +60,14 @@ func TestBakeRecordsItsBuildInstance(t *testing.T) {
 			if bi == nil {
 				t.Fatalf("no build_instance in the report:\n%s", data)
 			}
-			if bi.InstanceID != tc.wantID || bi.InstanceType != "p6-b200.48xlarge" || bi.Known != tc.known || bi.Basis != report.BuildInstanceBasis {
+			source := ""
+			switch {
+			case tc.builder != "":
+				source = report.IDFromBuilder
+			case tc.wantID != "":
+				source = report.IDFromHost
+			}
+			if bi.InstanceID != tc.wantID || bi.InstanceIDSource != source || bi.InstanceType != "p6-b200.48xlarge" || bi.Known != tc.known || bi.Basis != report.BuildInstanceBasis {
 				t.Errorf("build_instance %+v", bi)
 			}
 			if tc.known {

@@ -9,13 +9,23 @@ import (
 const BuildInstanceBasis = "from the host's boot (its /proc/uptime when the bake started) to the end of provisioning; " +
 	"amazon-ebs then stops the instance and registers the AMI, which is not counted, and EC2 bills from launch, shortly before the boot"
 
+// Where BuildInstance.InstanceID came from.
+const (
+	// IDFromBuilder: the builder's instance id, which Packer hands provisioners as build.ID.
+	IDFromBuilder = "builder"
+	// IDFromHost: the host's own (cloud-init's /var/lib/cloud/data/instance-id, else IMDSv2).
+	IDFromHost = "host"
+)
+
 // BuildInstance is the instance a provisioner's bake ran on (amazon-ebs's build instance) and
 // how long it had run when provisioning ended.
 type BuildInstance struct {
-	// InstanceID and InstanceType are what the host said (cloud-init's instance id, else
-	// IMDSv2; DMI product_name, else IMDSv2), else the configured type.
-	InstanceID   string `json:"instance_id,omitempty"`
-	InstanceType string `json:"instance_type,omitempty"`
+	// InstanceID is the builder's instance (Packer's build.ID), else what the host said
+	// (cloud-init's instance id, else IMDSv2); InstanceIDSource says which. InstanceType is
+	// what the host said (DMI product_name, else IMDSv2), else the configured type.
+	InstanceID       string `json:"instance_id,omitempty"`
+	InstanceIDSource string `json:"instance_id_source,omitempty"`
+	InstanceType     string `json:"instance_type,omitempty"`
 	// BootedAt is the bake's clock at its first read of the host less the host's uptime then.
 	BootedAt *time.Time `json:"booted_at,omitempty"`
 	// Known is false when the uptime could not be read; Unknown then says why.
