@@ -195,7 +195,7 @@ gkl() {
 gk() { gkl "$1" "$2"; if [ ${#GKL[@]} -gt 0 ]; then REPLY=${GKL[-1]}; else REPLY=$3; fi; }
 
 # state_dir: makes sure SIM_STATE exists (boot-hook creates it world-writable on a host).
-# Its parent (/var/lib) exists: only SIM_STATE itself needs mode 1777.
+# Only SIM_STATE itself must be world-writable: a parent mkdir -p makes (SIM_RUN) keeps the default mode.
 # shellcheck disable=SC2174
 state_dir() { [ -d "$SIM_STATE" ] || mkdir -p -m 1777 "$SIM_STATE" 2>/dev/null || mkdir -p "$SIM_STATE"; }
 # nccl_running: true while an all_reduce_perf stand-in runs (its marker names a live pid).
