@@ -86,6 +86,11 @@ type Options struct {
 	ManifestPath  string
 	RebootTimeout time.Duration
 	Layers        []layer.Spec
+
+	// BuildInstanceID is the instance the builder launched (Packer's build.ID, amazon-ebs's
+	// instance id); "" when the builder gave none, and the host's own answer is used.
+	BuildInstanceID string
+
 	// EFARetries and EFARetryDelay bound the second looks at a late EFA device count.
 	EFARetries    int
 	EFARetryDelay time.Duration
@@ -136,6 +141,9 @@ type Bake struct {
 	// rebootLayer names the last layer whose reboot (asked for or not) was seen: the kernel
 	// log is then a new boot's, and the xid check says so.
 	rebootLayer string
+	// build is the instance a bake runs on, read at its start (readBuildInstance); guarded by
+	// mu.
+	build *buildInstance
 	// plan is what this run does.
 	plan plan
 	// freshLogin: the SSH session is a fresh login of the image (a first boot), so its own
@@ -237,7 +245,7 @@ func (b *Bake) bakePlan() plan {
 	if b.opt.ImageHygiene != nil {
 		p.checkIDs = append(slices.Clone(p.checkIDs), result.ImageHygiene)
 	}
-	p.steps = append(p.steps, b.needRunUUID, b.makeWorkDir("dlami-bake"), b.startGuard)
+	p.steps = append(p.steps, b.needRunUUID, b.readBuildInstance, b.makeWorkDir("dlami-bake"), b.startGuard)
 	for _, l := range b.opt.Layers {
 		p.steps = append(p.steps, func(ctx context.Context) error { return b.runLayer(ctx, l) })
 	}
@@ -373,10 +381,12 @@ func (b *Bake) writeUnfinished(why string) {
 	b.mu.Lock()
 	r := b.rep
 	r.Checks = b.orderedLocked()
+	build := b.build
 	b.mu.Unlock()
 	r.Checks = append(r.Checks, b.notRun(r.Checks, why)...)
 	r.FinishedAt = b.now().UTC()
 	r.Result, r.Error = report.ResultCancelled, why
+	r.BuildInstance = build.at(r.FinishedAt)
 	if b.opt.ReportDir != "" {
 		_, _ = report.Write(b.opt.ReportDir, r, b.opt.Secrets...)
 	}
@@ -522,6 +532,10 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		return b.writeErr
 	}
 	b.ui.Say("dlami: result " + strings.ToUpper(n.Result) + "; reports: " + strings.Join(paths, ", "))
+	if n.BuildInstance != nil {
+		// Last: what the build instance cost in time up to here.
+		b.ui.Say("dlami: " + n.BuildInstance.Summary())
+	}
 	return leftErr
 }
 
@@ -534,6 +548,7 @@ func (b *Bake) writeFinal(ended, errText string) (n report.Report, paths []strin
 		r.FinishedAt = b.now().UTC()
 		r.Result = ended
 		r.Error = errText
+		r.BuildInstance = b.build.at(r.FinishedAt)
 	})
 	b.mu.Lock()
 	n, err = report.Normalize(b.rep)

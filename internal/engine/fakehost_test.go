@@ -54,8 +54,10 @@ type fakeHost struct {
 	// onHostBatch, when set, runs before each host-validation query is answered.
 	onHostBatch func(h *fakeHost)
 	reboots     int
-	held        [][]string
-	killed      []string
+	// rebootTakes and reconnectTakes are how long Reboot and Reconnect take.
+	rebootTakes, reconnectTakes time.Duration
+	held                        [][]string
+	killed                      []string
 	// settle is what the first-boot settle command prints.
 	settle fakeSection
 	// tempDirs are the folders MakeTempDir created, as "parent|prefix|dir".
@@ -436,7 +438,10 @@ func (h *fakeHost) BootID(context.Context) (string, error) {
 }
 
 // Reboot implements host.Power: the simulated boot loader boots the newest installed image.
-func (h *fakeHost) Reboot(context.Context) error {
+func (h *fakeHost) Reboot(ctx context.Context) error {
+	if err := h.wait(ctx, h.rebootTakes); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rebootLocked()
@@ -452,7 +457,20 @@ func (h *fakeHost) rebootLocked() {
 	h.newBoot()
 }
 
-func (h *fakeHost) Reconnect(context.Context) error { return nil }
+func (h *fakeHost) Reconnect(ctx context.Context) error { return h.wait(ctx, h.reconnectTakes) }
+
+// wait is how long a reboot or a reconnection takes on the fake (0: at once), cut short by ctx.
+func (h *fakeHost) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // installKernel1015 is what `apt-get install linux-image-7.0.0-1015-aws` does to the model.
 func installKernel1015(h *fakeHost) {

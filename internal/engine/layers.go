@@ -72,7 +72,9 @@ func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 	if l.Reboot {
 		b.ui.Say("dlami: rebooting the host (reboot = true)")
 		rctx, cancel := context.WithTimeout(ctx, b.opt.RebootTimeout)
+		stop := b.waiting("the host to reboot and answer SSH again (reboot_timeout)", b.opt.RebootTimeout)
 		err := b.host.Reboot(rctx)
+		stop()
 		cancel()
 		if err != nil {
 			done(result.Error, "reboot failed", err.Error())
@@ -93,11 +95,13 @@ func (b *Bake) runLayer(ctx context.Context, l layer.Spec) error {
 func (b *Bake) layerDropped(ctx context.Context, l layer.Spec, stage, bootBefore string, cause error, done func(result.Status, string, string)) error {
 	b.ui.Say(fmt.Sprintf("dlami: the connection dropped during %s; waiting up to %s (reboot_timeout) for the host", stage, b.opt.RebootTimeout))
 	rctx, cancel := context.WithTimeout(ctx, b.opt.RebootTimeout)
+	stop := b.waiting("the host to answer SSH again after the dropped connection (reboot_timeout)", b.opt.RebootTimeout)
 	err := b.host.Reconnect(rctx)
 	var bootAfter string
 	if err == nil {
 		bootAfter, err = b.host.BootID(rctx)
 	}
+	stop()
 	cancel()
 	if ctx.Err() != nil {
 		done(result.Error, "cancelled", "the bake was cancelled while waiting for the host")

@@ -334,3 +334,44 @@ func TestStagingFolderLeftInTheImageFails(t *testing.T) {
 		t.Errorf("the host's own verdicts changed: gpu %s", status(r, "gpu"))
 	}
 }
+
+// A reboot, asked for or done by a layer's own scripts, says at a steady pace what it waits
+// for, how long it has waited and its limit (reboot_timeout), and stops saying it once the
+// host is back.
+func TestRebootWaitsSayTheyWait(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(h *fakeHost) layer.Spec
+		what  string
+	}{
+		{"reboot = true", func(h *fakeHost) layer.Spec {
+			h.rebootTakes = 100 * time.Millisecond
+			return layer.Spec{Name: "drivers", Reboot: true}
+		}, "still waiting for the host to reboot and answer SSH again (reboot_timeout): "},
+		{"the layer rebooted", func(h *fakeHost) layer.Spec {
+			h.layerHook[0] = selfReboot
+			h.reconnectTakes = 100 * time.Millisecond
+			return layer.Spec{Name: "vendor", ExpectReboot: true}
+		}, "still waiting for the host to answer SSH again after the dropped connection (reboot_timeout): "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFakeHost(t)
+			opt := options(t, tc.setup(h))
+			opt.RebootTimeout = 7 * time.Minute
+			opt.ProgressEvery = 20 * time.Millisecond
+			ui := &recordingUI{}
+			if err := Run(context.Background(), h, ui, opt); err != nil {
+				t.Fatal(err)
+			}
+			out := ui.String()
+			if n := strings.Count(out, tc.what); n < 2 || !strings.Contains(out, " of at most 7m0s") {
+				t.Errorf("%d progress lines for a 100 ms wait at 20 ms:\n%s", n, out)
+			}
+			// Nothing is said about the wait after the host is back.
+			back := strings.Index(out, "the host is back")
+			if back < 0 || strings.Contains(out[back:], tc.what) {
+				t.Errorf("progress after the host was back, or it never came back:\n%s", out)
+			}
+		})
+	}
+}

@@ -3,8 +3,11 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/jsonschema"
@@ -105,16 +108,98 @@ func CostJSONSchema() ([]byte, error) {
 // WriteCost writes c as dir/dlami-cost.json (atomically, as the reports), its lists never
 // null, and returns the path.
 func WriteCost(dir string, c Cost) (string, error) {
-	c.SchemaVersion = CostSchemaVersion
-	for _, p := range []*CostPhase{&c.Build, &c.Verification, c.MultiNode} {
-		if p != nil && p.Instances == nil {
-			p.Instances = []CostInstance{}
-		}
-	}
+	c = normalizeCost(c)
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, CostFileName)
 	return path, WriteAtomic(path, append(data, '\n'))
+}
+
+// normalizeCost sets the schema version and makes every phase's list non-null, without
+// sharing the phases with the caller's copy.
+func normalizeCost(c Cost) Cost {
+	c.SchemaVersion = CostSchemaVersion
+	if c.MultiNode != nil {
+		m := *c.MultiNode
+		c.MultiNode = &m
+	}
+	for _, p := range []*CostPhase{&c.Build, &c.Verification, c.MultiNode} {
+		if p != nil {
+			p.Instances = append([]CostInstance{}, p.Instances...)
+		}
+	}
+	return c
+}
+
+// Summary is the run's instance time in one line, as the post-processor's last UI line and
+// the reports say it: "instance time: build 1 × p5.48xlarge 41m12s; verification 1 ×
+// p5.48xlarge 12m3s; total 53m15s".
+func (c Cost) Summary() string {
+	var parts []string
+	for _, ph := range []struct {
+		name  string
+		phase CostPhase
+	}{{PhaseBuild, c.Build}, {PhaseVerification, c.Verification}} {
+		if !ph.phase.Known {
+			parts = append(parts, fmt.Sprintf("%s unknown (%s)", ph.name, ph.phase.Unknown))
+			continue
+		}
+		if len(ph.phase.Instances) == 0 {
+			parts = append(parts, ph.name+" none")
+			continue
+		}
+		part := fmt.Sprintf("%s %s %s%s%s", ph.name, TypeCounts(ph.phase.Instances), costSeconds(ph.phase.InstanceSeconds), stillRunning(ph.phase.Instances), dollars(ph.phase.USD))
+		if ph.name == PhaseVerification && c.MultiNode != nil {
+			part += fmt.Sprintf(" (multi-node test %s%s of it)", costSeconds(c.MultiNode.InstanceSeconds), dollars(c.MultiNode.USD))
+		}
+		parts = append(parts, part)
+	}
+	total := "total " + costSeconds(c.InstanceSeconds)
+	if !c.Build.Known || !c.Verification.Known {
+		total += " known"
+	}
+	if c.USD != nil {
+		total += fmt.Sprintf(", $%.2f at On-Demand list price (Capacity Blocks, reservations and Savings Plans are billed differently)", *c.USD)
+	}
+	return "instance time: " + strings.Join(append(parts, total), "; ")
+}
+
+// TypeCounts is "2 × p5.48xlarge" (several types joined with " + ").
+func TypeCounts(instances []CostInstance) string {
+	counts := map[string]int{}
+	for _, ci := range instances {
+		counts[ci.InstanceType]++
+	}
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, fmt.Sprintf("%d × %s", counts[t], t))
+	}
+	return strings.Join(out, " + ")
+}
+
+func costSeconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
+
+func dollars(usd *float64) string {
+	if usd == nil {
+		return ""
+	}
+	return fmt.Sprintf(" ($%.2f)", *usd)
+}
+
+// stillRunning names the instances that ran when they were read: their time is until then.
+func stillRunning(instances []CostInstance) string {
+	var ids []string
+	for _, ci := range instances {
+		if ci.StillRunning {
+			ids = append(ids, ci.InstanceID)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(ids, ", ") + " still running: counted until now)"
 }

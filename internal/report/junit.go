@@ -144,6 +144,21 @@ func JUnit(r Report) ([]byte, error) {
 			s.Properties = append(s.Properties, p)
 		}
 	}
+	// The instance time, where the report carries it: the bake's build instance, the
+	// post-processor's whole run (dlami-cost.json).
+	if bi := r.BuildInstance; bi != nil {
+		s.Properties = append(s.Properties, junitProperty{"build_instance", oneLine(bi.Summary())})
+		if bi.Known {
+			s.Properties = append(s.Properties, junitProperty{"build_instance_seconds", fmt.Sprintf("%.0f", bi.Seconds)})
+		}
+	}
+	if c := r.Cost; c != nil {
+		s.Properties = append(s.Properties, junitProperty{"instance_time", oneLine(c.Summary())},
+			junitProperty{"instance_seconds", fmt.Sprintf("%.0f", c.InstanceSeconds)})
+		if c.USD != nil {
+			s.Properties = append(s.Properties, junitProperty{"instance_usd", fmt.Sprintf("%.2f", *c.USD)})
+		}
+	}
 	if len(r.Drift) > 0 {
 		lines := make([]string, len(r.Drift))
 		for i, d := range r.Drift {

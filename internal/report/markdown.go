@@ -94,6 +94,12 @@ func Markdown(r Report) string {
 		}
 		fmt.Fprintf(&b, "\n**Verified on:** %s\n", cell(v))
 	}
+	if bi := r.BuildInstance; bi != nil {
+		fmt.Fprintf(&b, "\n**Build instance time:** %s\n", cell(bi.Summary()))
+	}
+	if c := r.Cost; c != nil {
+		fmt.Fprintf(&b, "\n**Instance time of the run (%s):** %s\n", CostFileName, cell(c.Summary()))
+	}
 	if len(r.HeldByPlugin) > 0 {
 		fmt.Fprintf(&b, "\n**Put on hold by the plugin (hold_unheld):** %s\n", cell(strings.Join(r.HeldByPlugin, ", ")))
 	}

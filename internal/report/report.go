@@ -79,6 +79,12 @@ type Report struct {
 	// what it asked of the engine that replaces it; nil when it did neither.
 	Evidence    *Evidence    `json:"evidence,omitempty"`
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// BuildInstance is the instance a provisioner's bake ran on and how long it had run when
+	// provisioning ended; nil in the post-processor's and the node check's reports.
+	BuildInstance *BuildInstance `json:"build_instance,omitempty"`
+	// Cost is the run's instance time (dlami-cost.json), in the post-processor's reports: it
+	// adds it once every instance of the run is gone; nil before that and in a bake's report.
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // Launch is the verification instance the post-processor launched: the instance type and
@@ -186,6 +192,10 @@ func Normalize(r Report) (Report, error) {
 	}
 	if r.Manifest == nil {
 		r.Manifest = map[string]string{}
+	}
+	if r.Cost != nil {
+		c := normalizeCost(*r.Cost)
+		r.Cost = &c
 	}
 	return r, nil
 }

@@ -353,73 +353,7 @@ func ParseOnDemandHourly(entry string) ([]float64, error) {
 // costLine is the UI's summary: "instance time: build 1 × p5.48xlarge 41m12s; verification
 // 2 × p5.48xlarge 18m6s (multi-node test 2m20s of it); total 59m18s", with the dollars when
 // they are known.
-func costLine(c report.Cost) string {
-	var parts []string
-	for _, ph := range []struct {
-		name  string
-		phase report.CostPhase
-	}{{"build", c.Build}, {"verification", c.Verification}} {
-		if !ph.phase.Known {
-			parts = append(parts, fmt.Sprintf("%s unknown (%s)", ph.name, ph.phase.Unknown))
-			continue
-		}
-		if len(ph.phase.Instances) == 0 {
-			parts = append(parts, ph.name+" none")
-			continue
-		}
-		part := fmt.Sprintf("%s %s %s%s%s", ph.name, typeCounts(ph.phase.Instances), seconds(ph.phase.InstanceSeconds), stillRunning(ph.phase.Instances), dollars(ph.phase.USD))
-		if ph.name == "verification" && c.MultiNode != nil {
-			part += fmt.Sprintf(" (multi-node test %s%s of it)", seconds(c.MultiNode.InstanceSeconds), dollars(c.MultiNode.USD))
-		}
-		parts = append(parts, part)
-	}
-	total := "total " + seconds(c.InstanceSeconds)
-	if !c.Build.Known || !c.Verification.Known {
-		total += " known"
-	}
-	if c.USD != nil {
-		total += fmt.Sprintf(", $%.2f at On-Demand list price (Capacity Blocks, reservations and Savings Plans are billed differently)", *c.USD)
-	}
-	return "instance time: " + strings.Join(append(parts, total), "; ")
-}
-
-// typeCounts is "2 × p5.48xlarge" (several types joined with " + ").
-func typeCounts(instances []report.CostInstance) string {
-	counts := map[string]int{}
-	for _, ci := range instances {
-		counts[ci.InstanceType]++
-	}
-	var out []string
-	for _, t := range slices.Sorted(maps.Keys(counts)) {
-		out = append(out, fmt.Sprintf("%d × %s", counts[t], t))
-	}
-	return strings.Join(out, " + ")
-}
-
-func seconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
-}
-
-func dollars(usd *float64) string {
-	if usd == nil {
-		return ""
-	}
-	return fmt.Sprintf(" ($%.2f)", *usd)
-}
-
-// stillRunning names the instances that ran when they were read: their time is until then.
-func stillRunning(instances []report.CostInstance) string {
-	var ids []string
-	for _, ci := range instances {
-		if ci.StillRunning {
-			ids = append(ids, ci.InstanceID)
-		}
-	}
-	if len(ids) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(ids, ", ") + " still running: counted until now)"
-}
+func costLine(c report.Cost) string { return c.Summary() }
 
 // costTags are the AMI tags of the known phases: each phase's instance seconds, whole, and
 // the build's instance type.
@@ -427,7 +361,7 @@ func costTags(c report.Cost) map[string]string {
 	tags := map[string]string{}
 	if c.Build.Known && len(c.Build.Instances) > 0 {
 		tags[amitags.BuildInstanceSeconds] = strconv.FormatInt(int64(math.Round(c.Build.InstanceSeconds)), 10)
-		tags[amitags.BuildInstanceType] = typeCounts(c.Build.Instances)
+		tags[amitags.BuildInstanceType] = report.TypeCounts(c.Build.Instances)
 		if len(c.Build.Instances) == 1 {
 			tags[amitags.BuildInstanceType] = c.Build.Instances[0].InstanceType
 		}
@@ -452,8 +386,46 @@ func (p *PostProcessor) reportCost(ui packersdk.Ui, cost *report.Cost) {
 	} else if path, err := report.WriteCost(p.config.ReportDir, *cost); err != nil {
 		ui.Error(fmt.Sprintf("dlami: writing %s: %v", path, err))
 	}
+	for _, dir := range p.addCostToReports(*cost) {
+		ui.Error("dlami: adding the instance time to the report: " + dir)
+	}
 	ui.Say("dlami: " + costLine(*cost))
 	if p.config.PriceLookup && cost.USD == nil {
 		ui.Say("dlami: price: " + cost.Price)
 	}
+}
+
+// addCostToReports puts the run's instance time into the verification's reports people read
+// (report_dir/REGION and its multi-node report: JSON, Markdown and JUnit), now that it is
+// known: they were written before the instances were gone. It returns what it could not do.
+func (p *PostProcessor) addCostToReports(cost report.Cost) []string {
+	var dirs []string
+	for _, pattern := range []string{filepath.Join("*", report.JSONFile), filepath.Join("*", "multi-node", report.JSONFile)} {
+		found, _ := filepath.Glob(filepath.Join(p.config.ReportDir, pattern)) // the patterns are valid
+		for _, f := range found {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	var problems []string
+	for _, dir := range dirs {
+		if err := addCost(dir, cost); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", dir, err))
+		}
+	}
+	return problems
+}
+
+// addCost rewrites the reports in dir with cost in them.
+func addCost(dir string, cost report.Cost) error {
+	data, err := os.ReadFile(filepath.Join(dir, report.JSONFile))
+	if err != nil {
+		return err
+	}
+	var r report.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("reading %s: %w", report.JSONFile, err)
+	}
+	r.Cost = &cost
+	_, err = report.Write(dir, r)
+	return err
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
@@ -94,9 +95,12 @@ func costRig(t *testing.T, raw map[string]interface{}, verifyTook time.Duration)
 	}
 	p.ec2For = f.client
 	p.poll, p.cleanupTimeout, p.callTimeout = 10*time.Millisecond, 10*time.Second, 5*time.Second
-	p.checkBoot = func(context.Context, packersdk.Ui, *launch.Instance, target, string, func(string)) error {
+	p.checkBoot = func(_ context.Context, _ packersdk.Ui, _ *launch.Instance, tg target, typ string, _ func(string)) error {
 		clock.advance(verifyTook)
-		return nil
+		// The region's reports, as the engine writes them before the instance is gone.
+		_, err := report.Write(filepath.Join(p.config.ReportDir, tg.region), report.Report{BuildName: "unit", InstanceType: typ,
+			Checks: []result.Check{{ID: "kernel", Status: result.Pass, Expected: "7.0.0-1014-aws", Actual: "7.0.0-1014-aws"}}})
+		return err
 	}
 	p.pricingFor = func(context.Context) (PricingAPI, error) {
 		return pricing.NewFromConfig(aws.Config{Region: PricingRegion, BaseEndpoint: aws.String(f.url), RetryMaxAttempts: 1,
@@ -153,6 +157,27 @@ func TestCostOfAVerifiedBake(t *testing.T) {
 	}
 	if _, ok := img.Tags[amitags.MultiNodeInstanceSeconds]; ok {
 		t.Errorf("a multi-node tag without a test across nodes: %v", img.Tags)
+	}
+	// The reports people read carry it too: the region's Markdown and JUnit reports, and its
+	// JSON report the whole dlami-cost.json.
+	summary := strings.TrimPrefix(want, "dlami: ")
+	dir := filepath.Join(p.config.ReportDir, "us-east-1")
+	md, err := os.ReadFile(filepath.Join(dir, report.MarkdownFile))
+	if err != nil || !strings.Contains(string(md), "**Instance time of the run (dlami-cost.json):** "+summary) {
+		t.Errorf("%s (%v) lacks the instance time:\n%s", report.MarkdownFile, err, md)
+	}
+	ju, err := os.ReadFile(filepath.Join(dir, report.JUnitFile))
+	if err != nil || !strings.Contains(string(ju), `<property name="instance_time" value="`+summary) ||
+		!strings.Contains(string(ju), `<property name="instance_seconds" value="3015">`) || !strings.Contains(string(ju), `<property name="instance_usd" value="46.09">`) {
+		t.Errorf("%s (%v) lacks the instance time:\n%s", report.JUnitFile, err, ju)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, report.JSONFile))
+	var r report.Report
+	if err == nil {
+		err = json.Unmarshal(data, &r)
+	}
+	if err != nil || r.Cost == nil || r.Cost.InstanceSeconds != 3015 || r.Result != report.ResultPass || r.BuildInstance != nil {
+		t.Errorf("%s (%v): cost %+v", report.JSONFile, err, r.Cost)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/instanceid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
@@ -110,6 +111,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	ui = secrets.UI(ui)
 	opt := p.opt
 	opt.RunUUID = runUUID(generated)
+	opt.BuildInstanceID = builderInstanceID(generated)
 	if p.config.ImageHygiene {
 		opt.ImageHygiene = hygiene(generated, ui)
 	}
@@ -166,6 +168,18 @@ func hygiene(generated map[string]interface{}, ui packersdk.Ui) *engine.Hygiene 
 		}
 	}
 	return h
+}
+
+// builderInstanceID is the EC2 instance the builder launched: Packer hands provisioners the
+// builder's instance_id as ID (build.ID; "ERR_ID_NOT_IMPLEMENTED_BY_BUILDER" from a builder
+// without one, a container id from docker). Anything that is not an EC2 instance id is "".
+func builderInstanceID(generated map[string]interface{}) string {
+	v, _ := generated["ID"].(string)
+	id, err := instanceid.Parse(v)
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // runUUID takes PackerRunUUID from the generated data, else from PACKER_RUN_UUID.

@@ -54,6 +54,24 @@ func TestRunUUID(t *testing.T) {
 	}
 }
 
+// The build instance's id is the builder's (Packer's build.ID) when it is an EC2 instance id.
+func TestBuilderInstanceID(t *testing.T) {
+	for _, tc := range []struct {
+		id   any
+		want string
+	}{
+		{"i-0123456789abcdef0", "i-0123456789abcdef0"},
+		{"ERR_ID_NOT_IMPLEMENTED_BY_BUILDER", ""}, // a builder without instance_id
+		{"3f4e5d6c7b8a", ""},                      // docker's container id
+		{nil, ""},
+		{42, ""},
+	} {
+		if got := builderInstanceID(map[string]interface{}{"ID": tc.id}); got != tc.want {
+			t.Errorf("ID %v: %q, want %q", tc.id, got, tc.want)
+		}
+	}
+}
+
 func TestPrepareFullConfig(t *testing.T) {
 	var p Provisioner
 	raw := map[string]interface{}{

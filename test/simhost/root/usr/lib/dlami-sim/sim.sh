@@ -58,6 +58,8 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #                                 p5-*-16G), p4d/p4de 78 (2 × p4de, 78.3 GB/s at 2 GiB, the same
 #                                 README); p5en and p6-b200 480, p6-b300 960 UNSOURCED (the
 #                                 types' EFA bandwidth: 3200 Gbps like p5; 6400 Gbps)
+# layout sets the L_* variables for the stand-ins that source this file; many are read only there.
+# shellcheck disable=SC2034
 layout() {
 	[ -n "${L_TYPE:-}" ] && return 0
 	kv product-name p6-b200.48xlarge
@@ -166,6 +168,7 @@ loaded_version() {
 
 gpu_count() { layout; knob gpu-count "$L_GPUS"; }
 # gpu_uuid I: sets UUID to GPU I's UUID (nvidia-smi, nvlink headers, DCGM discovery).
+# shellcheck disable=SC2034 # UUID is read by the stand-ins that source this file
 gpu_uuid() { printf -v UUID 'GPU-%08x-%04x-%04x-%04x-%012x' $((0x3ba54f66 + $1)) $((0x1add + $1)) $((0x0c35 + $1)) $((0x8a7e + $1)) $((0x18400a7ecabe + $1)); }
 
 # gkl NAME GPU: sets GKL (an array) to the values the per-GPU knob NAME gives GPU. The knob
@@ -192,6 +195,8 @@ gkl() {
 gk() { gkl "$1" "$2"; if [ ${#GKL[@]} -gt 0 ]; then REPLY=${GKL[-1]}; else REPLY=$3; fi; }
 
 # state_dir: makes sure SIM_STATE exists (boot-hook creates it world-writable on a host).
+# Only SIM_STATE itself must be world-writable: a parent mkdir -p makes (SIM_RUN) keeps the default mode.
+# shellcheck disable=SC2174
 state_dir() { [ -d "$SIM_STATE" ] || mkdir -p -m 1777 "$SIM_STATE" 2>/dev/null || mkdir -p "$SIM_STATE"; }
 # nccl_running: true while an all_reduce_perf stand-in runs (its marker names a live pid).
 nccl_running() {
