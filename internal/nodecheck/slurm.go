@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -210,13 +211,7 @@ type SlurmNode struct {
 // Drained reports whether the node is drained (DRAIN, DRAINING and DRAINED in Slurm's words)
 // or failed by an operator (FAIL, FAILING): out of service until someone resumes it.
 func (n SlurmNode) Drained() bool {
-	for _, f := range strings.Split(n.State, "+") {
-		switch strings.TrimSuffix(f, "*") {
-		case "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING":
-			return true
-		}
-	}
-	return false
+	return n.hasFlag("DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING")
 }
 
 // HeldByOperator reports whether someone other than the node check holds the node out of
@@ -239,11 +234,11 @@ func (n SlurmNode) HeldByOperator() bool {
 // [slurm@...]"): the Debian and ParallelCluster default.
 const slurmUser = "slurm"
 
-// hasFlag reports whether the node's state carries flag ("DOWN", "DRAIN"), '*' (not
+// hasFlag reports whether the node's state carries one of flags ("DOWN", "DRAIN"), '*' (not
 // responding) aside.
-func (n SlurmNode) hasFlag(flag string) bool {
+func (n SlurmNode) hasFlag(flags ...string) bool {
 	for _, f := range strings.Split(n.State, "+") {
-		if strings.TrimSuffix(f, "*") == flag {
+		if slices.Contains(flags, strings.TrimSuffix(f, "*")) {
 			return true
 		}
 	}
@@ -256,13 +251,7 @@ func (n SlurmNode) hasFlag(flag string) bool {
 // for before it replaces a node (slurm_resources.py is_drained: DRAIN with IDLE or DOWN, and not
 // COMPLETING).
 func (n SlurmNode) HasJobs() bool {
-	for _, f := range strings.Split(n.State, "+") {
-		switch strings.TrimSuffix(f, "*") {
-		case "ALLOCATED", "ALLOC", "MIXED", "COMPLETING", "DRAINING":
-			return true
-		}
-	}
-	return false
+	return n.hasFlag("ALLOCATED", "ALLOC", "MIXED", "COMPLETING", "DRAINING")
 }
 
 // DrainedByCheck reports whether the node's reason is one this command set (DrainPrefix).
