@@ -359,6 +359,15 @@ func TestShippedManifests(t *testing.T) {
 			t.Errorf("no %s node-problem-detector-dlami shipped", kind)
 		}
 	}
+	// The node check reaches IMDSv2 (identity, evidence upload, the Auto Scaling group) with the
+	// instance role: from the node's network, where a hop limit of 1 still answers.
+	for _, o := range s.objects {
+		if d, ok := o.obj.(*appsv1.DaemonSet); ok && d.Name == "node-problem-detector-dlami" {
+			if spec := d.Spec.Template.Spec; !spec.HostNetwork || spec.DNSPolicy != "ClusterFirstWithHostNet" {
+				t.Errorf("DaemonSet %s: hostNetwork %v, dnsPolicy %q: want the node's network (IMDSv2 with a hop limit of 1) and cluster DNS", d.Name, spec.HostNetwork, spec.DNSPolicy)
+			}
+		}
+	}
 }
 
 // TestNPDRole: the ClusterRole grants what node-problem-detector does (get its node, patch the
