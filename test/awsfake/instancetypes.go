@@ -15,10 +15,11 @@ import (
 // g5.48xlarge DescribeInstanceTypes output, UG-EFA = EC2 User Guide "Maximize network bandwidth
 // on Amazon EC2 instances with multiple network cards", Pricing = the AWS Price List API).
 // A figure the fact sheet marks "not found" is nil here and left out of every answer; a launch
-// that needs it to be judged is refused, naming the figure (see checkLaunchLayout). Types the
-// fact sheet does not cover (g5.2xlarge, g6e.xlarge, t3.micro, …) are not described at all:
-// DescribeInstanceTypes answers InvalidInstanceType for them, and RunInstances launches them
-// with one default interface only.
+// that needs it to be judged is refused, naming the figure (see checkLaunchLayout). Every type
+// internal/profile knows is described: the profiled sizes outside the fact sheet's tables come
+// from the same Karpenter files (the block comment above them says which figure from which).
+// Other types (t3.micro, …) are not described at all: DescribeInstanceTypes answers
+// InvalidInstanceType for them, and RunInstances launches them with one default interface only.
 
 // InstanceTypeInfo is what the fake knows of one instance type.
 type InstanceTypeInfo struct {
@@ -28,7 +29,8 @@ type InstanceTypeInfo struct {
 	CPUManufacturer string // ProcessorInfo.Manufacturer; "" = not found
 	DefaultVCPUs    *int   // VCpuInfo.DefaultVCpus
 	MemoryMiB       *int   // MemoryInfo.SizeInMiB
-	// GPU: GpuInfo.Gpus[0]; GPUCount 0 = no GPU (the type has no GpuInfo).
+	// GPU: GpuInfo.Gpus[0]; GPUName "" = no GPU (the type has no GpuInfo). GPUCount 0 with a
+	// name is a fractional GPU (g6f, gr6f): Count is left out.
 	GPUName         string
 	GPUManufacturer string
 	GPUCount        int
@@ -48,7 +50,9 @@ type InstanceTypeInfo struct {
 	// EFACards are the network cards that take an EFA interface, where the User Guide says so
 	// (p6-b300 and p6e-gb200: not card 0); nil = not found, every card is allowed.
 	EFACards []int
-	Source   string
+	// BareMetal: BareMetal true and no Hypervisor (K-vpc IsBareMetal; g5g.metal).
+	BareMetal bool
+	Source    string
 }
 
 // num and flag make the pointers of a sourced figure; a nil pointer is a figure not found.
@@ -147,6 +151,194 @@ var instanceTypes = func() map[string]*InstanceTypeInfo {
 			EfaSupported: flag(true), MaximumEfaInterfaces: num(4), MaximumNetworkCards: num(4), MaximumNetworkInterfaces: num(40),
 			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(4, 10),
 			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
+		// Every other size internal/profile knows (G5, G6, G6e, Gr6, G5g, G6f, Gr6f), not in the
+		// fact sheet's tables but from the same two sources, read at aws/karpenter-provider-aws
+		// 1d927085: K-vpc (zz_generated.vpclimits.go, last change 7f27b4e8, 2026-08-18) for
+		// MaximumNetworkInterfaces, Ipv4AddressesPerInterface, DefaultNetworkCardIndex and
+		// NetworkCards; K-doc (website/content/en/preview/reference/instance-types.md, last change
+		// 692ccdd0, 2026-07-11) for vCPUs, memory, CPU manufacturer, architecture (amd64 = x86_64,
+		// arm64 = arm64), GPU name, count and per-GPU memory, and vpc.amazonaws.com/efa =
+		// EfaInfo.MaximumEfaInterfaces (no EFA resource: EfaSupported false, as the fact sheet reads
+		// it for g5.xlarge). K-doc lower-cases names: the case of A10G, L4 and L40S is the fact
+		// sheet's (A10G also K-fake), "AWS" for Graviton is K-fake's (c6g.large, t4g.*).
+		// Not found for any of them: NetworkPerformance (type and card), which cards take EFA (nil:
+		// every card; the single-card types have only card 0 anyway), EnaSupport.
+		{InstanceType: "g5.2xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(8), MemoryMiB: num(32768),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(65536),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5.8xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(32), MemoryMiB: num(131072),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g5.12xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(48), MemoryMiB: num(196608),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc, K-fake (GPU, EFA, interfaces); NetworkPerformance not found"},
+		{InstanceType: "g5.16xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(64), MemoryMiB: num(262144),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g5.24xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(96), MemoryMiB: num(393216),
+			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6.2xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(8), MemoryMiB: num(32768),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(65536),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6.8xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(32), MemoryMiB: num(131072),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6.12xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(48), MemoryMiB: num(196608),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6.16xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(64), MemoryMiB: num(262144),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6.24xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(96), MemoryMiB: num(393216),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6.48xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(192), MemoryMiB: num(786432),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 8, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		// g6e.24xlarge: 2 cards of 10 interfaces and 2 EFA (K-vpc, K-doc); an older EC2 page says
+		// G6e has "up to four network cards" (fact sheet), consistent with g6e.48xlarge's 4.
+		{InstanceType: "g6e.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(32768),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6e.2xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(8), MemoryMiB: num(65536),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6e.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(131072),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6e.8xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(32), MemoryMiB: num(262144),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6e.12xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(48), MemoryMiB: num(393216),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(10), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 10),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6e.16xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(64), MemoryMiB: num(524288),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		{InstanceType: "g6e.24xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(96), MemoryMiB: num(786432),
+			GPUName: "L40S", GPUManufacturer: "NVIDIA", GPUCount: 4, GPUMemoryMiB: num(45776),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(2), MaximumNetworkCards: num(2), MaximumNetworkInterfaces: num(20), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(2, 10),
+			Source: "K-vpc, K-doc; NetworkPerformance and EFA cards not found"},
+		{InstanceType: "gr6.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(131072),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "gr6.8xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(32), MemoryMiB: num(262144),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),
+			EfaSupported: flag(true), MaximumEfaInterfaces: num(1), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc; NetworkPerformance not found"},
+		// G5g (Graviton, arm64). GPU name: K-doc gives only the lower-cased "t4g"; the case EC2
+		// answers was not found in a public DescribeInstanceTypes output, so the name is K-doc's
+		// verbatim (compare GPU names case-insensitively). g5g.metal is bare metal: K-vpc
+		// IsBareMetal true with no hypervisor (K-fake's m5.metal shows the same shape).
+		{InstanceType: "g5g.xlarge", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(4), MemoryMiB: num(8192),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5g.2xlarge", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(8), MemoryMiB: num(16384),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5g.4xlarge", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(16), MemoryMiB: num(32768),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5g.8xlarge", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(32), MemoryMiB: num(65536),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5g.16xlarge", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(64), MemoryMiB: num(131072),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 2, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g5g.metal", Architecture: "arm64", CPUManufacturer: "AWS", DefaultVCPUs: num(64), MemoryMiB: num(131072),
+			GPUName: "t4g", GPUManufacturer: "NVIDIA", GPUCount: 2, GPUMemoryMiB: num(16384),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(15), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(1, 15), BareMetal: true,
+			Source: "K-vpc (IsBareMetal, no hypervisor), K-doc (no EFA resource); NetworkPerformance not found"},
+		// G6f / Gr6f: a fraction of one L4. K-doc shows instance-gpu-count 0, no nvidia.com/gpu
+		// resource, and the partition's memory (1/8, 1/8, 1/4, 1/2 of the L4's 22888 MiB); whether
+		// EC2 answers Count 0 or leaves Count out is not distinguishable there, so GpuInfo has the
+		// name, manufacturer and memory and no Count. The newer fractional-GPU fields (logical GPU
+		// count, partition size): not found in a public sample.
+		{InstanceType: "g6f.large", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(2), MemoryMiB: num(8192),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 0, GPUMemoryMiB: num(2861),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(2), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(10), CardInterfaces: cards(1, 2),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6f.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 0, GPUMemoryMiB: num(2861),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6f.2xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(8), MemoryMiB: num(32768),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 0, GPUMemoryMiB: num(5722),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(4), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(15), CardInterfaces: cards(1, 4),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "g6f.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(65536),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 0, GPUMemoryMiB: num(11444),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
+		{InstanceType: "gr6f.4xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(16), MemoryMiB: num(131072),
+			GPUName: "L4", GPUManufacturer: "NVIDIA", GPUCount: 0, GPUMemoryMiB: num(11444),
+			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
+			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
+			Source: "K-vpc, K-doc (no EFA resource); NetworkPerformance not found"},
 		{InstanceType: "c7i.8xlarge", Architecture: "x86_64", CPUManufacturer: "Intel", DefaultVCPUs: num(32), MemoryMiB: num(65536),
 			EfaSupported: flag(false), MaximumNetworkCards: num(1), MaximumNetworkInterfaces: num(8), DefaultNetworkCardIndex: num(0),
 			Ipv4AddressesPerInterface: num(30), CardInterfaces: cards(1, 8),
@@ -262,13 +454,19 @@ func instanceTypeField(t *InstanceTypeInfo, name string) []string {
 		}
 		return []string{t.Architecture}
 	case "gpu-info.count":
-		if t.GPUCount == 0 {
+		if t.GPUName == "" || t.GPUCount == 0 {
 			return nil
 		}
 		return []string{itoa(t.GPUCount)}
 	case "gpu-info.manufacturer":
+		if t.GPUName == "" {
+			return nil
+		}
 		return []string{t.GPUManufacturer}
 	case "gpu-info.name":
+		if t.GPUName == "" {
+			return nil
+		}
 		return []string{t.GPUName}
 	case "current-generation":
 		return []string{"true"}
@@ -305,7 +503,7 @@ type xmlGpuMemory struct {
 type xmlGpuDevice struct {
 	Name         string        `xml:"name"`
 	Manufacturer string        `xml:"manufacturer"`
-	Count        int           `xml:"count"`
+	Count        int           `xml:"count,omitempty"` // left out for a fractional GPU
 	MemoryInfo   *xmlGpuMemory `xml:"memoryInfo,omitempty"`
 }
 
@@ -329,7 +527,8 @@ type xmlProcessorInfo struct {
 type xmlInstanceTypeInfo struct {
 	InstanceType      string            `xml:"instanceType"`
 	CurrentGeneration bool              `xml:"currentGeneration"`
-	Hypervisor        string            `xml:"hypervisor"`
+	Hypervisor        string            `xml:"hypervisor,omitempty"`
+	BareMetal         bool              `xml:"bareMetal,omitempty"`
 	ProcessorInfo     *xmlProcessorInfo `xml:"processorInfo,omitempty"`
 	VCpuInfo          *xmlVCpuInfo      `xml:"vCpuInfo,omitempty"`
 	MemoryInfo        *xmlMemoryInfo    `xml:"memoryInfo,omitempty"`
@@ -345,8 +544,12 @@ type xmlDescribeInstanceTypes struct {
 }
 
 func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
-	// Every type of the fact sheet is Nitro ("All types below are Nitro"), current generation.
+	// Every type of the fact sheet is Nitro ("All types below are Nitro"), current generation;
+	// a bare-metal type has no hypervisor (K-vpc).
 	x := xmlInstanceTypeInfo{InstanceType: t.InstanceType, CurrentGeneration: true, Hypervisor: "nitro"}
+	if t.BareMetal {
+		x.Hypervisor, x.BareMetal = "", true
+	}
 	if t.Architecture != "" {
 		x.ProcessorInfo = &xmlProcessorInfo{SupportedArchitectures: []string{t.Architecture}, Manufacturer: t.CPUManufacturer}
 	}
@@ -356,7 +559,7 @@ func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
 	if t.MemoryMiB != nil {
 		x.MemoryInfo = &xmlMemoryInfo{SizeInMiB: *t.MemoryMiB}
 	}
-	if t.GPUCount > 0 {
+	if t.GPUName != "" {
 		d := xmlGpuDevice{Name: t.GPUName, Manufacturer: t.GPUManufacturer, Count: t.GPUCount}
 		if t.GPUMemoryMiB != nil {
 			d.MemoryInfo = &xmlGpuMemory{SizeInMiB: *t.GPUMemoryMiB}
