@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
 // iface is one NetworkInterface.N of a launch: card, device index, interface type.
@@ -103,6 +105,12 @@ func TestRunInstancesRefusesWhatEC2Refuses(t *testing.T) {
 	}{
 		{"EFA on a type without EFA", "g5.xlarge", withPrimary(iface{0, 1, "efa-only"}), nil,
 			"InvalidParameterCombination", "g5.xlarge instances do not support Elastic Fabric Adapters."},
+		{"EFA on a G size without EFA", "g6e.4xlarge", withPrimary(iface{0, 1, "efa-only"}), nil,
+			"InvalidParameterCombination", "g6e.4xlarge instances do not support Elastic Fabric Adapters."},
+		{"a second EFA on g6e.12xlarge", "g6e.12xlarge", []iface{{0, 0, "efa"}, {0, 1, "efa-only"}}, nil,
+			"InvalidParameterValue", "2 EFA network interfaces (InterfaceType efa or efa-only); g6e.12xlarge supports at most 1"},
+		{"a second card on g6e.12xlarge", "g6e.12xlarge", withPrimary(iface{1, 0, "efa-only"}), nil,
+			"InvalidParameterValue", "network card index '1' is not valid for g6e.12xlarge: it has 1 network cards"},
 		{"EFA on the CPU control type", "c7i.8xlarge", []iface{{0, 0, "efa"}}, nil,
 			"InvalidParameterCombination", "c7i.8xlarge instances do not support Elastic Fabric Adapters."},
 		{"more EFA interfaces than MaximumEfaInterfaces", "p6-b200.48xlarge", nineEFA, nil,
@@ -183,6 +191,11 @@ func TestEFALayoutsBecomeInterfacesAndDevices(t *testing.T) {
 		{"p6-b200.48xlarge, 8 EFA and 8 ENA, use case 2", "p6-b200.48xlarge", p6b200Layout(true), seq(0, 7)},
 		{"p6-b300.48xlarge, 16 EFA on cards 1-16", "p6-b300.48xlarge", p6b300Layout(), seq(1, 16)},
 		{"g5.48xlarge, its one EFA", "g5.48xlarge", []iface{{0, 0, "interface"}, {0, 1, "efa-only"}}, []int{0}},
+		// The generic User Guide rule on the G sizes: primary ENA at 0/0, efa-only at 0/1 (card 0
+		// takes EFA), then device 0 of each further card.
+		{"g6e.12xlarge, its one EFA", "g6e.12xlarge", []iface{{0, 0, "interface"}, {0, 1, "efa-only"}}, []int{0}},
+		{"g6e.24xlarge, 2 EFA on its 2 cards", "g6e.24xlarge", []iface{{0, 0, "interface"}, {0, 1, "efa-only"}, {1, 0, "efa-only"}}, []int{0, 1}},
+		{"gr6.8xlarge, its one EFA", "gr6.8xlarge", []iface{{0, 0, "interface"}, {0, 1, "efa-only"}}, []int{0}},
 		{"p5.48xlarge, a skipped card", "p5.48xlarge", []iface{{0, 0, "interface"}, {2, 0, "efa-only"}, {5, 1, "efa"}}, []int{2, 5}},
 	}
 	for _, tc := range tests {
@@ -320,15 +333,16 @@ func TestDescribeInstanceTypes(t *testing.T) {
 		gb.NetworkInfo.MaximumNetworkInterfaces != nil || len(gb.NetworkInfo.NetworkCards) != 0 || aws.ToInt32(gb.NetworkInfo.MaximumNetworkCards) != 17 {
 		t.Errorf("p6e-gb200.36xlarge answers figures the fact sheet does not have: %+v", gb)
 	}
-	_, err = c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"p5.48xlarge", "g5.2xlarge"}})
-	if errorCode(err) != "InvalidInstanceType" || !strings.Contains(err.Error(), "g5.2xlarge") {
+	_, err = c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"p5.48xlarge", "t3.micro"}})
+	if errorCode(err) != "InvalidInstanceType" || !strings.Contains(err.Error(), "t3.micro") {
 		t.Errorf("a type without figures: %v", err)
 	}
 	all, err := c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all.InstanceTypes) != len(DescribableInstanceTypes()) || len(DescribableInstanceTypes()) != 14 {
+	// 46 profiled types (internal/profile) and the c7i.8xlarge control.
+	if len(all.InstanceTypes) != len(DescribableInstanceTypes()) || len(DescribableInstanceTypes()) != 47 {
 		t.Errorf("all types: %d", len(all.InstanceTypes))
 	}
 	efa, err := c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{Filters: []ec2types.Filter{
@@ -336,8 +350,10 @@ func TestDescribeInstanceTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(efa.InstanceTypes) != 2 {
-		t.Errorf("EFA-capable g types: %d, want g5.48xlarge and g6e.48xlarge", len(efa.InstanceTypes))
+	// K-doc's vpc.amazonaws.com/efa: g5, g6 and g6e from 8xlarge up (five sizes each) and
+	// gr6.8xlarge.
+	if len(efa.InstanceTypes) != 16 {
+		t.Errorf("EFA-capable g types: %d, want 16", len(efa.InstanceTypes))
 	}
 	pager := ec2.NewDescribeInstanceTypesPaginator(c, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(5)})
 	seen := 0
@@ -348,8 +364,102 @@ func TestDescribeInstanceTypes(t *testing.T) {
 		}
 		seen += len(page.InstanceTypes)
 	}
-	if seen != 14 {
-		t.Errorf("paged through %d types, want 14", seen)
+	if seen != 47 {
+		t.Errorf("paged through %d types, want 47", seen)
+	}
+}
+
+// Every type internal/profile knows is described, in one call, and agrees with the profile on
+// what both state (architecture, GPU count, EFA maximum); a few of the rows outside the fact
+// sheet's tables are checked figure by figure against their sources.
+func TestDescribeInstanceTypesCoversEveryProfile(t *testing.T) {
+	e := newEC2Env(t, nil)
+	c := e.client("us-east-1")
+	var want []ec2types.InstanceType
+	for _, p := range profile.All() {
+		want = append(want, ec2types.InstanceType(p.InstanceType))
+	}
+	if len(want) != 46 {
+		t.Fatalf("internal/profile lists %d types; this test was written for 46: describe the new ones first", len(want))
+	}
+	out, err := c.DescribeInstanceTypes(context.Background(), &ec2.DescribeInstanceTypesInput{InstanceTypes: want})
+	if err != nil {
+		t.Fatalf("DescribeInstanceTypes of every profiled type: %v", err)
+	}
+	by := map[string]ec2types.InstanceTypeInfo{}
+	for _, it := range out.InstanceTypes {
+		by[string(it.InstanceType)] = it
+	}
+	for _, p := range profile.All() {
+		it, ok := by[p.InstanceType]
+		if !ok {
+			t.Errorf("%s is profiled but not described", p.InstanceType)
+			continue
+		}
+		if p.InstanceType == "p6e-gb200.36xlarge" {
+			continue // only UG-EFA's card count is public (checked in TestDescribeInstanceTypes)
+		}
+		if got := it.ProcessorInfo.SupportedArchitectures; !slices.Equal(got, []ec2types.ArchitectureType{ec2types.ArchitectureType(p.Arch)}) {
+			t.Errorf("%s architectures %v, profile %s", p.InstanceType, got, p.Arch)
+		}
+		if it.GpuInfo == nil || len(it.GpuInfo.Gpus) != 1 || aws.ToString(it.GpuInfo.Gpus[0].Manufacturer) != "NVIDIA" {
+			t.Errorf("%s GpuInfo %+v, want one NVIDIA entry", p.InstanceType, it.GpuInfo)
+			continue
+		}
+		// g6f/gr6f: a fractional L4 has no Count (K-doc: instance-gpu-count 0); the profile
+		// counts the one vGPU nvidia-smi shows.
+		fractional := strings.HasPrefix(p.InstanceType, "g6f.") || strings.HasPrefix(p.InstanceType, "gr6f.")
+		if got := it.GpuInfo.Gpus[0].Count; fractional && got != nil || !fractional && aws.ToInt32(got) != int32(p.GPUCount) {
+			t.Errorf("%s GPU count %v, profile %d", p.InstanceType, got, p.GPUCount)
+		}
+		n := it.NetworkInfo
+		maxEFA := 0
+		if n.EfaInfo != nil {
+			maxEFA = int(aws.ToInt32(n.EfaInfo.MaximumEfaInterfaces))
+		}
+		if maxEFA != p.MaxEFA || aws.ToBool(n.EfaSupported) != (p.MaxEFA > 0) {
+			t.Errorf("%s EfaSupported %v, MaximumEfaInterfaces %d; profile MaxEFA %d", p.InstanceType, aws.ToBool(n.EfaSupported), maxEFA, p.MaxEFA)
+		}
+		if len(n.NetworkCards) != int(aws.ToInt32(n.MaximumNetworkCards)) || len(n.NetworkCards) == 0 {
+			t.Errorf("%s lists %d network cards, MaximumNetworkCards %d", p.InstanceType, len(n.NetworkCards), aws.ToInt32(n.MaximumNetworkCards))
+		}
+	}
+
+	// Spot checks against the sources (Karpenter at 1d927085): K-vpc gives the interfaces and
+	// cards, K-doc the EFA count, GPUs, vCPUs and memory, K-fake a full g5.12xlarge.
+	type figures struct {
+		efa, cards, perCard, interfaces, ipv4 int32
+		gpu                                   string
+		gpus, gpuMiB, vcpus                   int32
+		memMiB                                int64
+	}
+	for typ, f := range map[string]figures{
+		"g6e.12xlarge": {efa: 1, cards: 1, perCard: 10, interfaces: 10, ipv4: 30, gpu: "L40S", gpus: 4, gpuMiB: 45776, vcpus: 48, memMiB: 393216},
+		"g6e.24xlarge": {efa: 2, cards: 2, perCard: 10, interfaces: 20, ipv4: 50, gpu: "L40S", gpus: 4, gpuMiB: 45776, vcpus: 96, memMiB: 786432},
+		"g5.12xlarge":  {efa: 1, cards: 1, perCard: 15, interfaces: 15, ipv4: 50, gpu: "A10G", gpus: 4, gpuMiB: 22888, vcpus: 48, memMiB: 196608},
+		"g6.48xlarge":  {efa: 1, cards: 1, perCard: 15, interfaces: 15, ipv4: 50, gpu: "L4", gpus: 8, gpuMiB: 22888, vcpus: 192, memMiB: 786432},
+		"gr6.8xlarge":  {efa: 1, cards: 1, perCard: 8, interfaces: 8, ipv4: 30, gpu: "L4", gpus: 1, gpuMiB: 22888, vcpus: 32, memMiB: 262144},
+	} {
+		it := by[typ]
+		n, g := it.NetworkInfo, it.GpuInfo.Gpus[0]
+		if aws.ToInt32(n.EfaInfo.MaximumEfaInterfaces) != f.efa || aws.ToInt32(n.MaximumNetworkCards) != f.cards || len(n.NetworkCards) != int(f.cards) ||
+			aws.ToInt32(n.NetworkCards[len(n.NetworkCards)-1].MaximumNetworkInterfaces) != f.perCard || aws.ToInt32(n.MaximumNetworkInterfaces) != f.interfaces ||
+			aws.ToInt32(n.Ipv4AddressesPerInterface) != f.ipv4 || n.NetworkPerformance != nil {
+			t.Errorf("%s network %+v, want %+v (NetworkPerformance not found: left out)", typ, n, f)
+		}
+		if aws.ToString(g.Name) != f.gpu || aws.ToInt32(g.Count) != f.gpus || aws.ToInt32(g.MemoryInfo.SizeInMiB) != f.gpuMiB ||
+			aws.ToInt32(it.VCpuInfo.DefaultVCpus) != f.vcpus || aws.ToInt64(it.MemoryInfo.SizeInMiB) != f.memMiB ||
+			it.Hypervisor != "nitro" || aws.ToBool(it.BareMetal) {
+			t.Errorf("%s GPU %+v vCPU %d memory %d hypervisor %q", typ, g, aws.ToInt32(it.VCpuInfo.DefaultVCpus), aws.ToInt64(it.MemoryInfo.SizeInMiB), it.Hypervisor)
+		}
+	}
+	if g := by["g5g.metal"]; !aws.ToBool(g.BareMetal) || g.Hypervisor != "" || aws.ToString(g.ProcessorInfo.Manufacturer) != "AWS" ||
+		aws.ToInt32(g.GpuInfo.Gpus[0].Count) != 2 || aws.ToInt32(g.GpuInfo.Gpus[0].MemoryInfo.SizeInMiB) != 16384 || aws.ToBool(g.NetworkInfo.EfaSupported) {
+		t.Errorf("g5g.metal (K-vpc: bare metal, no hypervisor; K-doc: 2 x t4g 16384 MiB, no EFA): %+v", g)
+	}
+	if g := by["g6f.large"]; aws.ToInt32(g.GpuInfo.Gpus[0].MemoryInfo.SizeInMiB) != 2861 || aws.ToString(g.GpuInfo.Gpus[0].Name) != "L4" ||
+		aws.ToInt32(g.NetworkInfo.MaximumNetworkInterfaces) != 2 || aws.ToInt32(g.VCpuInfo.DefaultVCpus) != 2 {
+		t.Errorf("g6f.large (K-doc: 1/8 of an L4, 2861 MiB, 2 vCPUs; K-vpc: 2 interfaces): %+v", g)
 	}
 }
 
