@@ -43,8 +43,9 @@ type report struct {
 	Result       string   `json:"result"`
 	FailedChecks []string `json:"failed_checks"`
 	Checks       []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID      string `json:"id"`
+		Status  string `json:"status"`
+		Message string `json:"message"`
 	} `json:"checks"`
 }
 

@@ -412,6 +412,16 @@ func checkStatus(r report, id string) string {
 	return "absent"
 }
 
+// checkMessage is the message of check id in r, "" when it has none.
+func checkMessage(r report, id string) string {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c.Message
+		}
+	}
+	return ""
+}
+
 // capacityScenario: InsufficientInstanceCapacity (HTTP 500, as EC2 answers it) on the first
 // RunInstances is absorbed by the retries of the amazon plugin's AWS SDK (v2, standard retryer,
 // max_retries = 10 attempts); when it persists the build fails after those 10 attempts (about

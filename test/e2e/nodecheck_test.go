@@ -102,6 +102,21 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		}
 	})
 
+	// A fleet node whose launch template attached no EFA interface (issue 25): the node check
+	// fails efa-devices naming the template, and slurmd does not start; it never passes a p6
+	// node whose multi-node jobs would fall back to sockets.
+	t.Run("no-efa-block", func(t *testing.T) {
+		n := boot(t, "no-efa", "efa-cards=none", nil)
+		j := n.journal(t)
+		if !strings.Contains(j, "dlami-node-check.service: dlami-node-check: FAIL efa-devices") || strings.Contains(j, "Started slurmd.service") {
+			t.Errorf("journal: want FAIL efa-devices and slurmd kept from starting:\n%s", j)
+		}
+		rep := n.report(t)
+		if st, msg := checkStatus(rep, "efa-devices"), checkMessage(rep, "efa-devices"); st != "fail" || !strings.Contains(msg, "launch template") {
+			t.Errorf("report: efa-devices %s %q: want a failure naming the launch template", st, msg)
+		}
+	})
+
 	t.Run("gpu-missing-drain", func(t *testing.T) {
 		// The same image set to drain (what an administrator changes on a fleet: the config
 		// and the unit's RequiredBy link), with a stand-in scontrol that records its calls.
@@ -213,7 +228,10 @@ func bootNode(t *testing.T, e ebsEnv, base string, layers []string, name, knobs 
 		all = append(all, l)
 	}
 	n := &simNode{state: filepath.Join(dir, "state")}
-	k := "product-name=p6-b200.48xlarge instance-id=i-0nodecheck" + strings.ReplaceAll(name, "-", "")
+	// A fleet node: its launch template attaches every EFA interface of p6-b200.48xlarge (cards
+	// 0-7) in a group that allows EFA traffic, as a launch writes its network knobs (simfleet):
+	// the AMI's layers carry the build instance's, whose amazon-ebs launch attached none.
+	k := "product-name=p6-b200.48xlarge efa-cards=0,1,2,3,4,5,6,7 efa-traffic=allowed instance-id=i-0nodecheck" + strings.ReplaceAll(name, "-", "")
 	if knobs != "" {
 		k += " " + knobs
 	}
