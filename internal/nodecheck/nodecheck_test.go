@@ -785,3 +785,24 @@ func TestNPDLineStartsWithFailedIDs(t *testing.T) {
 		t.Errorf("NPD line %q, want it to start with %q", out.Line, want)
 	}
 }
+
+// node_check.skip_checks and warn_checks (--skip-checks, --warn-checks) reach the node's
+// verdict: a skipped check is reported skipped, naming the setting, never passed; a check
+// that only warns does not fail the node, and says why.
+func TestSkipAndWarnChecksReachTheNode(t *testing.T) {
+	n := newNode(t)
+	n.dropGPU()
+	o := options(t, nodeconf.ModeBoot, nodeconf.ActionBlock)
+	o.SkipChecks = []string{result.NvidiaDriver}
+	o.WarnChecks = []string{result.GPU, result.GPUMemory, result.NVLink}
+	out := Run(context.Background(), n.env(n.bom()), o)
+	if c, _ := result.Find(out.Report.Checks, result.NvidiaDriver); c.Status != result.Skip || !strings.Contains(c.Message, "skip") {
+		t.Errorf("nvidia-driver %s %q: want skipped, naming the setting that skipped it", c.Status, c.Message)
+	}
+	if c, _ := result.Find(out.Report.Checks, result.GPU); c.Status != result.Warn || !strings.Contains(c.Message, "warn") {
+		t.Errorf("gpu %s %q on 7 of 8 GPUs: want a warning, naming the setting", c.Status, c.Message)
+	}
+	if out.Exit != 0 {
+		t.Errorf("exit %d (%s): the only failures are the ones warn_checks names", out.Exit, out.Line)
+	}
+}
