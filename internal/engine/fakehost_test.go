@@ -377,6 +377,14 @@ func (h *fakeHost) MakeTempDir(_ context.Context, parent, prefix string) (string
 	return dir, nil
 }
 
+// uploaded is what was uploaded to path, read under the lock: a job's hook runs while the
+// engine uploads the scripts of the jobs that run alongside it.
+func (h *fakeHost) uploaded(path string) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.files[path]
+}
+
 func (h *fakeHost) Upload(_ context.Context, dst string, data io.Reader) error {
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, data); err != nil {

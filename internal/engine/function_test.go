@@ -41,7 +41,7 @@ func functionHost(t testing.TB, failing string) *fakeHost {
 			return 0, nil
 		},
 		"efa-traffic.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
-			if !strings.Contains(string(h.files[j.Script]), "FI_EFA_ENABLE_SHM_TRANSFER=0") {
+			if !strings.Contains(string(h.uploaded(j.Script)), "FI_EFA_ENABLE_SHM_TRANSFER=0") {
 				t.Errorf("the traffic script leaves shared-memory transfer on")
 			}
 			for _, d := range p6Devices {
@@ -54,7 +54,7 @@ func functionHost(t testing.TB, failing string) *fakeHost {
 			return 0, nil
 		},
 		"gdr.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
-			if !regexp.MustCompile(`env_key_(\d+)='NCCL_P2P_DISABLE'\nenv_value_(\d+)='1'\n`).Match(h.files[j.Script]) {
+			if !regexp.MustCompile(`env_key_(\d+)='NCCL_P2P_DISABLE'\nenv_value_(\d+)='1'\n`).Match(h.uploaded(j.Script)) {
 				t.Errorf("the GPUDirect RDMA run leaves NVLink on")
 			}
 			io.WriteString(w, gdr)
@@ -187,7 +187,7 @@ func TestDCGMToldTheSlotWidth(t *testing.T) {
 		h := functionHost(t, "")
 		var script string
 		h.jobs["dcgm.sh"] = func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
-			script = string(h.files[j.Script])
+			script = string(h.uploaded(j.Script))
 			io.WriteString(w, "@@DLAMI-DCGM EXIT 0\n")
 			return 0, nil
 		}
