@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +22,8 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -32,7 +33,8 @@ var ErrDisconnected = host.ErrDisconnected
 // SSH implements host.Host over a Packer communicator.
 type SSH struct {
 	C packersdk.Communicator
-	// TempDir is where Install stages files before moving them into place; "" means /tmp.
+	// TempDir is where Install stages files before moving them into place (remote_folder,
+	// resolved by the caller); Install refuses to run without one.
 	TempDir string
 	// Poll is how often Reboot and Reconnect look again; 0 means 2s.
 	Poll time.Duration
@@ -134,6 +136,31 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 	return bundle.Parse(out, cmds)
 }
 
+// The shell this package runs on the host beyond one-line commands lives in scripts/*.sh
+// (shellcheck reads them as they are: GNUmakefile's LINT_SHELL); values reach them quoted, as
+// positional parameters or as variables set before the body (withVars).
+//
+//go:embed scripts/*.sh
+var scriptFiles embed.FS
+
+// scriptFile is an embedded script; a missing one is a bug of this package.
+func scriptFile(name string) string {
+	data, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("remote: embedded script %s: %v", name, err))
+	}
+	return string(data)
+}
+
+// withVars returns script with each variable set, quoted, before it.
+func withVars(script string, vars [][2]string) string {
+	var b strings.Builder
+	for _, v := range vars {
+		b.WriteString(v[0] + "=" + bundle.Quote(v[1]) + "\n")
+	}
+	return b.String() + script
+}
+
 // jobCommand is the command line that runs j through host.JobScript, watched by the SSH
 // session it runs under.
 func jobCommand(j host.Job) string {
@@ -176,13 +203,6 @@ func (s SSH) MakeDir(ctx context.Context, dir string) error {
 	return s.short(ctx, "creating "+dir, "mkdir -p -m 0700 "+bundle.Quote(dir))
 }
 
-// makeTempDirScript creates $1 if missing and a new directory in it with mktemp -d (mode 0700
-// whatever the umask, the login user's), and prints the new directory's path. $2 is the prefix.
-const makeTempDirScript = `mkdir -p -- "$1" || exit 1
-d=$(mktemp -d "${1%/}/$2.XXXXXXXXXX") || exit 1
-chmod 0700 -- "$d" || exit 1
-printf '%s\n' "$d"`
-
 // MakeTempDir implements host.Files.
 func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, error) {
 	if !strings.HasPrefix(parent, "/") {
@@ -196,7 +216,7 @@ func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, er
 	}
 	base := strings.TrimSuffix(parent, "/") + "/" + prefix + "."
 	var out, errOut Buffer
-	code, err := s.exec(ctx, ScriptCommand(makeTempDirScript)+" dlami-mktemp "+bundle.Quote(parent)+" "+bundle.Quote(prefix), &out, &errOut)
+	code, err := s.exec(ctx, shellCommand(false, scriptFile("mktemp.sh"), []string{"dlami-mktemp", parent, prefix}), &out, &errOut)
 	if err != nil {
 		return "", fmt.Errorf("creating a folder in %s: %w", parent, err)
 	}
@@ -228,8 +248,10 @@ func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 // Install implements host.Files: the data is uploaded beside the other staged files as the
 // login user, then moved into place by root with install(1), which creates the parents.
 func (s SSH) Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error {
-	dir := settings.RemoteFolder(s.TempDir)
-	tmp := strings.TrimRight(dir, "/") + "/.dlami-install-" + randomSuffix()
+	if s.TempDir == "" {
+		return fmt.Errorf("installing %s: no staging folder (remote.SSH.TempDir) was set", dst)
+	}
+	tmp := strings.TrimRight(s.TempDir, "/") + "/.dlami-install-" + randomSuffix()
 	if err := s.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)
 	}
@@ -273,23 +295,19 @@ func (s SSH) Hold(ctx context.Context, pkgs []string) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
-	return s.short(ctx, "apt-mark hold", ScriptCommand(holdScript("sudo -n /usr/bin/apt-mark", pkgs, 3)))
+	return s.short(ctx, "apt-mark hold", holdCommand("sudo -n /usr/bin/apt-mark", pkgs, 3))
 }
 
-// holdScript puts pkgs on hold with aptMark, waiting as the layers do (layer.AptLockTimeoutSeconds)
-// while cloud-init or unattended-upgrades hold the dpkg lock at first boot, instead of failing
-// at once.
-func holdScript(aptMark string, pkgs []string, retryEvery int) string {
-	args := make([]string, len(pkgs))
-	for i, p := range pkgs {
-		args[i] = bundle.Quote(p)
-	}
-	return fmt.Sprintf(`end=$(( $(date +%%s) + %d ))
-while :; do
-  out=$(%s -o DPkg::Lock::Timeout=%d hold -- %s 2>&1) && { printf '%%s\n' "$out"; exit 0; }
-  case $out in *lock*) if [ "$(date +%%s)" -lt "$end" ]; then sleep %d; continue; fi ;; esac
-  printf '%%s\n' "$out"; exit 1
-done`, layer.AptLockTimeoutSeconds, aptMark, layer.AptLockTimeoutSeconds, strings.Join(args, " "), retryEvery)
+// holdCommand is the command line that puts pkgs on hold with aptMark (scripts/hold.sh),
+// waiting as the layers do (hosttools.AptLockTimeoutSeconds) while cloud-init or
+// unattended-upgrades hold the dpkg lock at first boot, instead of failing at once.
+func holdCommand(aptMark string, pkgs []string, retryEvery int) string {
+	script := withVars(scriptFile("hold.sh"), [][2]string{
+		{"apt_mark", aptMark},
+		{"lock_timeout", strconv.Itoa(hosttools.AptLockTimeoutSeconds)},
+		{"retry_every", strconv.Itoa(retryEvery)},
+	})
+	return shellCommand(false, script, append([]string{"dlami-hold"}, pkgs...))
 }
 
 // BootID implements host.Power.
