@@ -39,23 +39,10 @@ const absent = "@dlami-guard absent"
 func snapshotCommands() []bundle.Command {
 	cmds := []bundle.Command{
 		{Name: sectionRunning, Shell: `"$1" -r`, Tool: hosttools.Ptr(hosttools.Uname)},
-		{Name: sectionGrubEnv, Shell: `f=/boot/grub/grubenv
-if [ -e "$f" ]; then
-  grep -aE '^(saved_entry|next_entry)=' "$f"; rc=$?
-  [ "$rc" -le 1 ] || exit "$rc"
-else
-  echo '` + absent + `'
-fi
-exit 0`},
-		// Only the default-entry lines of the header and the first linux line matter; the
-		// awk stops there so a long grub.cfg is not shipped back.
-		{Name: sectionGrubCfg, Shell: `f=/boot/grub/grub.cfg
-if [ -e "$f" ]; then
-  awk '/^[ \t]*set[ \t]+default=/ { print; next }
-       /^[ \t]*(linux|linuxefi|linux16)[ \t]/ { print; exit }' "$f"
-else
-  echo '` + absent + `'
-fi`},
+		{Name: sectionGrubEnv, Shell: commandShell("grubenv.sh", scriptVar{name: "absent", value: absent})},
+		// Only the default-entry lines of the header and the first linux line matter
+		// (commands/grubcfg.sh).
+		{Name: sectionGrubCfg, Shell: commandShell("grubcfg.sh", scriptVar{name: "absent", value: absent})},
 		// A glob loop instead of ls: no "cannot access" noise when there is no image.
 		{Name: sectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
 		{Name: sectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, Timeout: time.Minute, Tool: hosttools.Ptr(hosttools.DpkgQuery)},

@@ -10,14 +10,10 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 )
 
-// settleShell waits for the first boot to settle: cloud-init done (its per-instance and
-// per-boot scripts ran), then no apt, dpkg or unattended-upgrade process left. It prints
-// cloud-init's final status line. A first-boot upgrade that is still running would otherwise be
-// judged half done.
-const settleShell = `ci=/usr/bin/cloud-init
-if [ -x "$ci" ]; then "$ci" status --wait >/dev/null 2>&1; fi
-while pgrep -x 'apt|apt-get|dpkg|unattended-upgr|unattended-upgrade' >/dev/null 2>&1; do sleep 2; done
-if [ -x "$ci" ]; then "$ci" status 2>&1 | head -n 1; else echo "status: no cloud-init"; fi`
+// settleShell waits for the first boot to settle and prints cloud-init's final status line
+// (commands/settle.sh). A first-boot upgrade that is still running would otherwise be judged
+// half done.
+var settleShell = commandShell("settle.sh")
 
 // Settle waits at most timeout for a first boot to settle and reads cloud-init's status.
 func Settle(ctx context.Context, r Runner, timeout time.Duration) (facts.Fact[facts.Settle], error) {
