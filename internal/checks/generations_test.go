@@ -208,7 +208,7 @@ func TestGPUClocksByGeneration(t *testing.T) {
 		{"Ampere: 8 A100, no slowdown", load(q("q-8xA100-SXM4-40GB-535.129.03-nvswitch.txt")), result.Pass, ""},
 		{"Ampere: A10G, no slowdown", load(q("q-1xA10-550.90.12.txt")), result.Pass, ""},
 		{"Hopper: 8 H100, no slowdown", load(q("q-8xH100-80GB-HBM3-565.57.01.txt")), result.Pass, ""},
-		{"Hopper: hardware slowdown in a later sample", load(q("q-8xH100-80GB-HBM3-565.57.01.txt"), healthCSV(readFixture(t, gpuhealthFixtures+"derived-csv-noheader-8xH100-535.161.08-hw-slowdown-from-q.txt"))), result.Fail, "hardware slowdown"},
+		{"Hopper: hardware slowdown in a later sample", load(q("q-8xH100-80GB-HBM3-565.57.01.txt"), healthCSV(readFixture(t, gpuhealthFixtures+"derived-csv-header-8xH100-535.161.08-hw-slowdown-from-q.txt"))), result.Fail, "hardware slowdown"},
 		// No -q capture of a Blackwell GPU in testdata: the CSV query's shape, 8 GPUs.
 		{"Blackwell: 8 GPUs, no slowdown", load(healthCSV(healthRows(8, nil))), result.Pass, ""},
 		{"Blackwell: hardware slowdown [GPU is lost] on GPU 4", load(healthCSV(healthRows(8, gpuOnly(4, map[int]string{colHWSlow: "[GPU is lost]"})))), result.Fail, "GPU 4: hardware slowdown reads"},

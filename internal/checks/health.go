@@ -15,7 +15,7 @@ func init() {
 	register(Entry{
 		ID: result.GPUMemory, Phase: PhaseHost, Family: "gpu", Order: 230, Judge: judgeGPUMemory,
 		Doc:   "every expected GPU (`expect.gpu_count`, the profile, else the PCI bus) is listed; ECC enabled (a GPU without ECC warns); no volatile uncorrectable ECC error; the memory repair of the GPU's generation (the profile's, or `nvidia-smi -q`'s Product Architecture): no row remap pending or failed (Ampere and newer), no page retirement pending (older GPUs); a pending remap fails with \"reboot the instance to apply the remap, then rebake\". A value nvidia-smi could not give (`[Unknown Error]`, `[GPU is lost]`, `[N/A]` where the generation has the field) fails; a field the generation lacks is not judged; remapping `[Not Supported]` (MIG) warns",
-		Reads: "`nvidia-smi --query-gpu=index,pci.bus_id,persistence_mode,ecc.mode.current,ecc.errors.uncorrected.volatile.total,retired_pages.pending,remapped_rows.pending,remapped_rows.failure,pcie.link.*,clocks_event_reasons.* --format=csv,noheader`, `nvidia-smi -q` (Product Architecture)",
+		Reads: "`nvidia-smi --query-gpu=index,pci.bus_id,persistence_mode,ecc.mode.current,ecc.errors.uncorrected.volatile.total,retired_pages.pending,remapped_rows.pending,remapped_rows.failure,pcie.link.*,clocks_event_reasons.* --format=csv` (columns read by the header's names), `nvidia-smi -q` (Product Architecture)",
 	})
 	register(Entry{
 		ID: result.NVLink, Phase: PhaseHost, Family: "gpu", Order: 240, Judge: judgeNVLink,

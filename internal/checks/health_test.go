@@ -16,6 +16,7 @@ import (
 func sample(t *testing.T, n int, gen, width func(i int) int, reasons func(i int) [4]string) facts.Fact[[]gpuhealth.GPU] {
 	t.Helper()
 	var b strings.Builder
+	b.WriteString(healthHeader)
 	for i := range n {
 		r := [4]string{"Not Active", "Not Active", "Not Active", "Not Active"}
 		if reasons != nil {

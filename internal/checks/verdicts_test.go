@@ -19,7 +19,11 @@ const (
 	nvlinkFixtures    = "../parse/nvlink/testdata/"
 )
 
-// The columns of gpuhealth.Query, by position.
+// healthHeader is the header line `--format=csv` prints for the rows healthRow renders: the
+// parser reads their columns by these names.
+const healthHeader = "index, pci.bus_id, persistence_mode, ecc.mode.current, ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.pending, remapped_rows.failure, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, clocks_event_reasons.sw_power_cap\n"
+
+// The columns healthRow renders (healthHeader's fields), by position.
 const (
 	colECCMode = 3
 	colECCVol  = 4
@@ -68,13 +72,28 @@ func gpuOnly(k int, o map[int]string) func(int) map[int]string {
 }
 
 // healthCSV reads the health query's output as the probe does: a list nvidia-smi left
-// incomplete is unreadable, with its error.
+// incomplete is unreadable, with its error. Rows without their header line (healthRow's, a
+// fixture's rows) get healthHeader.
 func healthCSV(text string) facts.Fact[[]facts.GPUHealth] {
+	if !strings.HasPrefix(text, "index,") {
+		text = healthHeader + text
+	}
 	gpus, err := gpuhealth.Parse(text)
 	if err != nil {
 		return facts.Unread[[]facts.GPUHealth](err.Error(), text)
 	}
 	return facts.Read(gpus, text)
+}
+
+// healthFixtureRows is a health query fixture's rows, without its header line (healthCSV adds
+// healthHeader back, which names the same columns).
+func healthFixtureRows(t *testing.T, name string) string {
+	t.Helper()
+	head, rows, _ := strings.Cut(readFixture(t, gpuhealthFixtures+name), "\n")
+	if head+"\n" != healthHeader {
+		t.Fatalf("%s: header %q, not healthHeader's columns", name, head)
+	}
+	return rows
 }
 
 // healthQ reads `nvidia-smi -q`'s GPUs.
@@ -91,7 +110,7 @@ func healthQ(t *testing.T, text string) facts.Fact[[]facts.GPUHealth] {
 // values, each GPU keeping its index and bus ID).
 func faultyOf(t *testing.T, k int) string {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(readFixture(t, gpuhealthFixtures+"derived-csv-noheader-8xA100-535.129.03-unreadable-fields.txt")), "\n")
+	lines := strings.Split(strings.TrimSpace(healthFixtureRows(t, "derived-csv-header-8xA100-535.129.03-unreadable-fields.txt")), "\n")
 	healthy := strings.Split(lines[0], ", ")
 	var b strings.Builder
 	for i, line := range lines {
@@ -163,7 +182,7 @@ func TestGPUMemoryAda(t *testing.T) {
 }
 
 func TestGPUMemoryHopper(t *testing.T) {
-	csv := readFixture(t, gpuhealthFixtures+"derived-csv-noheader-8xH100-535.183.01-from-q.txt")
+	csv := healthFixtureRows(t, "derived-csv-header-8xH100-535.183.01-from-q.txt")
 	lines := strings.SplitAfter(strings.TrimSpace(csv)+"\n", "\n")
 	runMemory(t, profiled(t, "p5.48xlarge"), []memoryCase{
 		{"healthy H100s", healthCSV(csv), result.Pass, ""},

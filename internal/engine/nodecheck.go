@@ -87,7 +87,7 @@ func (b *Bake) nodeCheckVerify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.run.NodeCheck = n
+	b.run.NodeCheck = readNodeCheckReport(n)
 	for _, c := range b.judge(checks.PhaseNode, b.now().Sub(start)) {
 		if c.Status.Failing() {
 			b.ui.Error("dlami: node-check failed on the verification instance: " + c.Message)

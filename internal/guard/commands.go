@@ -4,15 +4,13 @@
 // first boot with the bill of materials. It runs nothing.
 package guard
 
-// BaselineDir holds the baselines on the host. One bake's baseline is keyed to its Packer run,
-// so a baseline an earlier bake left in a golden image is never taken for this one's.
-const BaselineDir = "/var/lib/dlami-bake"
+import "github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 
-// BaselinePath is where the bake of Packer run runUUID keeps its baseline Snapshot.
-func BaselinePath(runUUID string) string {
-	return BaselineDir + "/baseline-" + runUUID + ".json"
-}
+// BaselineDir is facts.BaselineDir: where the baselines live on the host.
+const BaselineDir = facts.BaselineDir
 
-// Modules are the out-of-tree kernel modules whose version the guard records. Each is probed
-// with modinfo for the running kernel; one that is not on the host is recorded as absent.
-var Modules = []string{"nvidia", "efa", "gdrdrv", "lustre"}
+// BaselinePath is facts.BaselinePath.
+func BaselinePath(runUUID string) string { return facts.BaselinePath(runUUID) }
+
+// Modules is facts.GuardedModules: the modules whose version the guard compares.
+var Modules = facts.GuardedModules

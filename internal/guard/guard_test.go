@@ -271,7 +271,7 @@ func TestJudgeScenarios(t *testing.T) {
 		},
 		{
 			name:       "module version changed",
-			mutate:     func(s *Snapshot) { s.ModuleVersions["nvidia"] = Module{true, "595.100.01"} },
+			mutate:     func(s *Snapshot) { s.ModuleVersions["nvidia"] = Module{Present: true, Version: "595.100.01"} },
 			want:       [5]st{P, P, P, P, F},
 			wantDrifts: []string{"module nvidia: 595.91.07 → 595.100.01"},
 		},

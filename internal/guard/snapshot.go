@@ -1,105 +1,22 @@
 package guard
 
-import (
-	"encoding/json"
-	"fmt"
-	"strings"
-	"time"
+import "github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
+// The guard judges the snapshot record package facts owns (facts.Snapshot); these are the names
+// its judging code and its callers use for it.
+type (
+	// Snapshot is facts.Snapshot.
+	Snapshot = facts.Snapshot
+	// Package is facts.SnapshotPackage.
+	Package = facts.SnapshotPackage
+	// Module is facts.SnapshotModule.
+	Module = facts.SnapshotModule
+	// SectionError is facts.SnapshotSectionError.
+	SectionError = facts.SnapshotSectionError
 )
 
-// SnapshotSchema is the version of the Snapshot JSON. DecodeSnapshot refuses any other, so a
-// baseline written by a different plugin version is never silently misread.
-const SnapshotSchema = 1
+// SnapshotSchema is facts.SnapshotSchema.
+const SnapshotSchema = facts.SnapshotSchema
 
-// Snapshot is what the guard knows about a host at one moment. It is stored on the host as
-// the baseline (BaselinePath) and read back by later provisioners, so it is plain JSON.
-type Snapshot struct {
-	Schema        int    `json:"schema"`
-	RunningKernel string `json:"running_kernel"`
-	// NextBootKernel is the kernel release grub will boot next; empty when it could not be
-	// determined. NextBootSource says how it was determined (see probe.Snapshot).
-	NextBootKernel string `json:"next_boot_kernel"`
-	NextBootSource string `json:"next_boot_source"`
-	// InstalledKernelImages are the kernel releases with a /boot/vmlinuz-<release>, newest
-	// first by Debian version ordering.
-	InstalledKernelImages []string `json:"installed_kernel_images"`
-	// Packages is keyed by package name; a second architecture of the same name (multiarch)
-	// is keyed "name:arch".
-	Packages map[string]Package `json:"packages"`
-	// DKMSAvailable is false when the host has no dkms command (then DKMS is empty).
-	DKMSAvailable  bool              `json:"dkms_available"`
-	DKMS           []dkms.Entry      `json:"dkms"`
-	DKMSWarnings   []string          `json:"dkms_warnings,omitempty"`
-	ModuleVersions map[string]Module `json:"module_versions"`
-	TakenAt        time.Time         `json:"taken_at"`
-}
-
-// Package is the dpkg state of one package.
-type Package struct {
-	Version string `json:"version"`
-	Held    bool   `json:"held"`
-	// Installed is true only for a fully installed package (status ?i?).
-	Installed bool `json:"installed"`
-	// Status is dpkg's three-character abbreviation ("hi ", "ii ", "rc ", "iF ").
-	Status string `json:"status"`
-	Arch   string `json:"arch,omitempty"`
-}
-
-// Present reports whether the package has files on the host: installed, or caught half way
-// (unpacked, half-configured, ...). Not-installed and config-files-only are not present.
-func (p Package) Present() bool {
-	return len(p.Status) >= 2 && p.Status[1] != 'n' && p.Status[1] != 'c'
-}
-
-// Module is what modinfo reported for one kernel module for the running kernel.
-type Module struct {
-	Present bool   `json:"present"`
-	Version string `json:"version,omitempty"`
-}
-
-// SectionError is a command whose output could not be turned into a Snapshot. It carries the
-// raw output so the failed check can show it as evidence.
-type SectionError struct {
-	Section  string
-	ExitCode int
-	Output   string
-	Err      error
-}
-
-func (e *SectionError) Error() string {
-	return fmt.Sprintf("%s (exit %d): %v", e.Section, e.ExitCode, e.Err)
-}
-
-func (e *SectionError) Unwrap() error { return e.Err }
-
-// Encode returns the Snapshot as indented JSON, for BaselinePath.
-func (s Snapshot) Encode() ([]byte, error) {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("guard: encoding snapshot: %w", err)
-	}
-	return append(b, '\n'), nil
-}
-
-// DecodeSnapshot reads a Snapshot written by Encode. It rejects another schema version, a
-// snapshot without a running kernel or without packages, and unknown fields, so a truncated
-// or foreign baseline fails the guard instead of passing it.
-func DecodeSnapshot(b []byte) (Snapshot, error) {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	var s Snapshot
-	if err := dec.Decode(&s); err != nil {
-		return Snapshot{}, fmt.Errorf("guard: the baseline is not a snapshot: %w", err)
-	}
-	switch {
-	case s.Schema != SnapshotSchema:
-		return Snapshot{}, fmt.Errorf("guard: the baseline has schema %d, this plugin reads %d (all dlami provisioners of one build must be the same plugin version)", s.Schema, SnapshotSchema)
-	case s.RunningKernel == "":
-		return Snapshot{}, fmt.Errorf("guard: the baseline has no running_kernel")
-	case len(s.Packages) == 0:
-		return Snapshot{}, fmt.Errorf("guard: the baseline has no packages")
-	}
-	return s, nil
-}
+// DecodeSnapshot is facts.DecodeSnapshot.
+func DecodeSnapshot(b []byte) (Snapshot, error) { return facts.DecodeSnapshot(b) }

@@ -5,9 +5,11 @@ package host
 
 import (
 	"context"
+	_ "embed" // the job script
 	"errors"
 	"io"
 	"io/fs"
+	"strconv"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 )
@@ -30,13 +32,15 @@ type Runner interface {
 	// one's section by name. Because they are read-only it may run them again after a dropped
 	// connection. A missing section is an error, never a partial map.
 	Query(ctx context.Context, cmds []bundle.Command) (map[string]bundle.Section, error)
-	// Run runs a long job (a layer, the NCCL test) in its own process group, streaming its
+	// Run runs a long job (a layer, the NCCL test) as the leader of a session of its own
+	// (JobScript), streaming its
 	// output, and returns its exit status. It returns an error wrapping ErrDisconnected when
 	// the connection dropped before the status came back, and ctx's error when ctx ended first
 	// (the job may still be running: call Kill).
 	Run(ctx context.Context, j Job) (int, error)
-	// Kill stops a job's whole process group (TERM, then KILL), over a new session. A job that
-	// already ended is not an error.
+	// Kill stops a job's whole session (TERM, then KILL: every process group in it, those
+	// timeout(1) makes included), over a new connection. A job that already ended is not an
+	// error.
 	Kill(ctx context.Context, j Job) error
 }
 
@@ -86,8 +90,30 @@ type Job struct {
 	Script string
 	// AsRoot runs the script through sudo.
 	AsRoot bool
-	// PIDFile is the remote path where the job records its process group id, for Kill.
+	// PIDFile is the remote path where the job records its session id, for Kill.
 	PIDFile string
 	// Output receives stdout and stderr together; nil discards them.
 	Output io.Writer
+}
+
+// JobScript is the one script that runs and stops a job, on every host implementation (job.sh
+// says how). It runs with /bin/sh -c; JobRunArgs and JobKillArgs are its arguments.
+//
+//go:embed job.sh
+var JobScript string
+
+// JobRunArgs are the arguments after `/bin/sh -c JobScript` that run j: $0 (a name for ps)
+// then "run", the pid file, the script and the process whose end stops the job (watch; 0 means
+// the SSH session the command runs under).
+func JobRunArgs(j Job, watch int) []string {
+	args := []string{"dlami-job", "run", j.PIDFile, j.Script}
+	if watch > 0 {
+		args = append(args, strconv.Itoa(watch))
+	}
+	return args
+}
+
+// JobKillArgs are the arguments after `/bin/sh -c JobScript` that stop j.
+func JobKillArgs(j Job) []string {
+	return []string{"dlami-kill", "kill", j.PIDFile}
 }

@@ -7,6 +7,11 @@ package hosttools
 
 import "github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 
+// AptLockTimeoutSeconds is how long apt waits for a dpkg lock held by cloud-init or
+// unattended-upgrades at first boot, instead of failing at once: the layers' apt-get and the
+// host's apt-mark hold both wait this long.
+const AptLockTimeoutSeconds = 900
+
 // Ubuntu 24.04 is usr-merged: /bin, /sbin and /lib point into /usr. The /usr paths come first;
 // the unmerged ones are kept for older images.
 var (

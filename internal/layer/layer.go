@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 )
 
 // Spec is one layer as configured.
@@ -60,10 +61,6 @@ type Plan struct {
 	// ScriptPath is the remote path of the layer script, also listed in Uploads.
 	ScriptPath string
 }
-
-// AptLockTimeoutSeconds is how long apt waits for a dpkg lock held by cloud-init or
-// unattended-upgrades at first boot, instead of failing at once.
-const AptLockTimeoutSeconds = 900
 
 var (
 	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -148,7 +145,7 @@ func Build(s Spec, dir string) Plan {
 	for _, k := range slices.Sorted(maps.Keys(s.Environment)) {
 		w("export %s=%s", k, q(s.Environment[k]))
 	}
-	w("apt_get() { apt-get -o DPkg::Lock::Timeout=%d -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \"$@\"; }", AptLockTimeoutSeconds)
+	w("apt_get() { apt-get -o DPkg::Lock::Timeout=%d -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \"$@\"; }", hosttools.AptLockTimeoutSeconds)
 	w("step() { printf '==> [%%s] %%s\\n' %s \"$*\"; }", q(s.Name))
 	// First boot on EC2: cloud-init may still be installing packages and holding dpkg.
 	w("if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1 || true; fi")

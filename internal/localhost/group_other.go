@@ -2,14 +2,15 @@
 
 package localhost
 
-import (
-	"context"
-	"os/exec"
-)
+import "os/exec"
 
 // setGroup: the node check runs on Linux; elsewhere (a developer's build) the process alone is
-// killed.
-func setGroup(*exec.Cmd) {}
-
-// killGroup: process groups are Unix's.
-func killGroup(context.Context, int) error { return nil }
+// killed, after beforeKill (when set) ran.
+func setGroup(cmd *exec.Cmd, beforeKill func()) {
+	cmd.Cancel = func() error {
+		if beforeKill != nil {
+			beforeKill()
+		}
+		return cmd.Process.Kill()
+	}
+}

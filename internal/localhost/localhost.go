@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,25 +59,18 @@ func Command(ctx context.Context, argv []string, env []string) (string, int, err
 	return out.String(), code, err
 }
 
-// run starts argv in a process group of its own, writing the group's id to pidFile when set.
-func run(ctx context.Context, argv []string, env []string, out io.Writer, pidFile *string) (int, error) {
+// run starts argv in a process group of its own; when ctx ends, beforeKill (when set) runs
+// before the group is killed.
+func run(ctx context.Context, argv []string, env []string, out io.Writer, beforeKill func()) (int, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if len(env) > 0 {
 		cmd.Env = append(cmd.Environ(), env...)
 	}
-	setGroup(cmd)
+	setGroup(cmd, beforeKill)
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return -1, err
-	}
-	if pidFile != nil && *pidFile != "" {
-		// The process group id is the child's pid (setGroup); Kill reads it.
-		if err := os.WriteFile(*pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
-			_ = cmd.Cancel()
-			_ = cmd.Wait()
-			return -1, fmt.Errorf("recording the job's process group: %w", err)
-		}
 	}
 	err := cmd.Wait()
 	var exit *exec.ExitError
@@ -93,39 +85,50 @@ func run(ctx context.Context, argv []string, env []string, out io.Writer, pidFil
 	return 0, nil
 }
 
-// Run implements host.Runner: the job's script runs with /bin/sh in a process group of its own
-// (through sudo -n when it must run as root and this process is not root).
-func (Host) Run(ctx context.Context, j host.Job) (int, error) {
-	argv := []string{"/bin/sh", j.Script}
-	if j.AsRoot && os.Geteuid() != 0 {
+// jobArgv is the command that runs host.JobScript with args, through sudo -n when it must run
+// as root and this process is not root.
+func jobArgv(asRoot bool, args []string) []string {
+	argv := append([]string{"/bin/sh", "-c", host.JobScript}, args...)
+	if asRoot && os.Geteuid() != 0 {
 		argv = append([]string{"/usr/bin/sudo", "-n"}, argv...)
 	}
+	return argv
+}
+
+// killBound bounds stopping a job: the job script gives its session 3 s between TERM and KILL.
+const killBound = 10 * time.Second
+
+// Run implements host.Runner with host.JobScript, as the SSH host does: the job leads a session
+// of its own, and the script stops that session when this process goes away (it watches this
+// process's pid). When ctx ends first the job's session is stopped before Run returns.
+func (h Host) Run(ctx context.Context, j host.Job) (int, error) {
 	w := j.Output
 	if w == nil {
 		w = io.Discard
 	}
-	code, err := run(ctx, argv, nil, w, &j.PIDFile)
+	stop := func() {
+		kctx, cancel := context.WithTimeout(context.Background(), killBound)
+		defer cancel()
+		_ = h.Kill(kctx, j)
+	}
+	code, err := run(ctx, jobArgv(j.AsRoot, host.JobRunArgs(j, os.Getpid())), nil, w, stop)
 	if err != nil && ctx.Err() == nil {
 		return code, fmt.Errorf("%s: %w", j.Name, err)
 	}
 	return code, err
 }
 
-// Kill implements host.Runner: TERM to the job's process group, then KILL. A job that already
-// ended, or never started, is not an error.
+// Kill implements host.Runner with host.JobScript: TERM to the job's session, then KILL. A job
+// that already ended, or never started, is not an error.
 func (Host) Kill(ctx context.Context, j host.Job) error {
-	data, err := os.ReadFile(j.PIDFile)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	out, code, err := Command(ctx, jobArgv(j.AsRoot, host.JobKillArgs(j)), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("stopping %s: %w", j.Name, err)
 	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pgid <= 1 {
-		return nil
+	if code != 0 {
+		return fmt.Errorf("stopping %s: exit status %d: %s", j.Name, code, textcut.Head(strings.TrimSpace(out), 500))
 	}
-	return killGroup(ctx, pgid)
+	return nil
 }
 
 // MakeDir implements host.Files.

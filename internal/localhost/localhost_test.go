@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +33,8 @@ func TestQueryKillsHungTools(t *testing.T) {
 	}
 }
 
-// A job runs in a process group of its own, recorded in its pid file: Kill stops the group
-// whole, the job's children included, and a job that ended is not an error to kill.
+// A job leads a session of its own, recorded in its pid file: Kill stops the session whole,
+// the job's children included, and a job that ended is not an error to kill.
 func TestJobAndKill(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "job.sh")
@@ -65,7 +68,7 @@ func TestJobAndKill(t *testing.T) {
 	os.Remove(marker)
 	time.Sleep(300 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
-		t.Error("the job's child outlived Kill: the process group was not stopped whole")
+		t.Error("the job's child outlived Kill: the session was not stopped whole")
 	}
 	if err := (Host{}).Kill(context.Background(), j); err != nil {
 		t.Errorf("killing a job that ended: %v", err)
@@ -94,4 +97,57 @@ func TestFiles(t *testing.T) {
 	if err := (Host{}).Hold(context.Background(), []string{"linux-aws"}); !errors.Is(err, ErrNotABake) {
 		t.Errorf("a node check held a package: %v", err)
 	}
+}
+
+// When the process that ran a job goes away without stopping it (the node check killed), the
+// job script's watchdog stops the job's whole session: the localhost host passes its own pid
+// as the process to watch.
+func TestJobStopsWhenItsRunnerGoes(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("timeout 60 sh -c 'sleep 300 & sleep 300' &\necho $! >"+dir+"/timeout\nwait\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runner := exec.Command("/bin/sleep", "300")
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j := host.Job{Script: script, PIDFile: filepath.Join(dir, "job.pid")}
+	job := exec.Command("/bin/sh", append([]string{"-c", host.JobScript}, host.JobRunArgs(j, runner.Process.Pid)...)...)
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer job.Wait()
+	var timeoutPID int
+	for deadline := time.Now().Add(5 * time.Second); timeoutPID == 0; {
+		b, _ := os.ReadFile(filepath.Join(dir, "timeout"))
+		timeoutPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(timeoutPID, syscall.SIGKILL) })
+	time.Sleep(1500 * time.Millisecond) // the watchdog has read the session id
+	if !running(timeoutPID) {
+		t.Fatal("the job's timeout child stopped before its runner went")
+	}
+	_ = runner.Process.Kill()
+	_ = runner.Wait()
+	for deadline := time.Now().Add(10 * time.Second); running(timeoutPID); {
+		if time.Now().After(deadline) {
+			t.Fatal("the job's timeout child outlived the process that ran the job by 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// running reports whether pid is a live process (not a zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }

@@ -728,7 +728,7 @@ func TestNodeMemlockOfTheLoginUser(t *testing.T) {
 	if st := status(t, out, result.Memlock); st != result.Pass {
 		t.Errorf("login user ubuntu, 01_efa.conf: memlock %s", st)
 	}
-	if sh := n.shells["host.login_user"]; !strings.Contains(sh, "u='ubuntu'") {
+	if sh := n.shells["host.login_user"]; !strings.Contains(sh, "user='ubuntu'") {
 		t.Errorf("the probe does not ask for ubuntu: %s", sh)
 	}
 

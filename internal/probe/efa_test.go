@@ -70,7 +70,7 @@ func TestEFAAbsentWhereNoneIsExpected(t *testing.T) {
 		set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
 		set(s, sectionLfs, "lfs: not found (looked in /usr/bin/lfs, /usr/sbin/lfs, PATH)", 127)
 		set(s, sectionModinfoLustre, "modinfo: ERROR: Module lustre not found.", 1)
-		set(s, sectionGPUHealth, "0, 00000000:00:1E.0, Enabled, Enabled, 0, [N/A], No, No, 1, 4, 16, 16, Not Active, Not Active, Not Active, Not Active", 0)
+		set(s, sectionGPUHealth, gpuHealthHeader+"\n"+"0, 00000000:00:1E.0, Enabled, Enabled, 0, [N/A], No, No, 1, 4, 16, 16, Not Active, Not Active, Not Active, Not Active", 0)
 		set(s, sectionNVLinkStatus, "", 0)
 		set(s, sectionNVLinkErrors, "", 0)
 	}

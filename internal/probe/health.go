@@ -12,8 +12,10 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/rdmastat"
 )
 
+// gpuHealthCommand asks for gpuhealth.Query with its header line (--format=csv): the parser
+// reads each column by the name the header gives it, not by its position.
 func gpuHealthCommand(timeout time.Duration) bundle.Command {
-	return bundle.Command{Name: sectionGPUHealth, Shell: `"$1" --query-gpu=` + gpuhealth.Query + ` --format=csv,noheader`,
+	return bundle.Command{Name: sectionGPUHealth, Shell: `"$1" --query-gpu=` + gpuhealth.Query + ` --format=csv`,
 		Timeout: timeout, Tool: hosttools.Ptr(hosttools.NvidiaSMI)}
 }
 

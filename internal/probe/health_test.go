@@ -10,12 +10,12 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// Fields of gpuhealth.Query, by position.
+// Fields of gpuhealth.Query, by name.
 const (
-	fieldECCMode     = 3
-	fieldECCVolatile = 4
-	fieldRemapPend   = 6
-	fieldRemapFail   = 7
+	fieldECCMode     = "ecc.mode.current"
+	fieldECCVolatile = "ecc.errors.uncorrected.volatile.total"
+	fieldRemapPend   = "remapped_rows.pending"
+	fieldRemapFail   = "remapped_rows.failure"
 )
 
 func TestGPUMemoryFaults(t *testing.T) {

@@ -18,50 +18,20 @@ const (
 	sectionLimitsBase  = "host.limits_base"
 )
 
-// dumpFilesShell prints the files the globs name, every line prefixed with "| " under a
-// "==> PATH" header (pamlimits.ParseFiles). A file that cannot be read fails the section:
-// pam_limits would refuse the login, and the probe must not guess.
-func dumpFilesShell(globs string) string {
-	return `for f in ` + globs + `; do
-  [ -f "$f" ] || continue
-  printf '==> %s\n' "$f"
-  sed 's/^/| /' "$f" || exit 1
-done`
-}
-
 // limitsFilesShell prints limits.conf and limits.d/*.conf; pamFilesShell the PAM
-// configuration, so that the parser can follow sshd's includes.
+// configuration, so that the parser can follow sshd's includes (commands/dump-files.sh).
 var (
-	limitsFilesShell = dumpFilesShell(pamlimits.ConfPath + ` ` + pamlimits.Dir + `/*.conf`)
-	pamFilesShell    = dumpFilesShell(`/etc/pam.d/*`)
+	limitsFilesShell = commandShell("dump-files.sh", scriptVar{name: "globs", value: pamlimits.ConfPath + ` ` + pamlimits.Dir + `/*.conf`})
+	pamFilesShell    = commandShell("dump-files.sh", scriptVar{name: "globs", value: `/etc/pam.d/*`})
 )
 
-// limitsBaseShell prints the memlock limits a login starts from where no limits file sets
-// them: PID 1's (Debian's and Ubuntu's pam_limits initialise every limit from
-// /proc/1/limits) and the SSH daemon's (upstream pam_limits keeps what the session inherited).
-// The daemon is the topmost sshd above this shell, else the one /run/sshd.pid names.
-const limitsBaseShell = `sed -n 's/^Max locked memory[[:space:]]*/init /p' /proc/1/limits || exit 1
-p=$$ top=
-while [ "${p:-0}" -gt 1 ] 2>/dev/null; do
-  [ "$(cat "/proc/$p/comm" 2>/dev/null)" = sshd ] && top=$p
-  p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
-done
-if [ -z "$top" ] && [ -r /run/sshd.pid ]; then read -r top </run/sshd.pid; fi
-case $top in
-'') ;;
-*[!0-9]*) echo "sshd pid file holds $top" >&2; exit 1 ;;
-*) sed -n "s/^Max locked memory[[:space:]]*/sshd $top /p" "/proc/$top/limits" || exit 1 ;;
-esac`
+// limitsBaseShell prints the memlock limits a login starts from (commands/limits-base.sh).
+var limitsBaseShell = commandShell("limits-base.sh")
 
-// loginUserShell prints the login user's name, uid, gid, gids and group names as a new
-// session gets them from the group database. An empty user is the probe's own.
+// loginUserShell prints the login user's name, uid, gid, gids and group names
+// (commands/login-user.sh). An empty user is the probe's own.
 func loginUserShell(user string) string {
-	u := `u=$(id -un) || exit 1`
-	if user != "" {
-		u = "u=" + bundle.Quote(user)
-	}
-	return u + `
-printf '%s\n' "$u" && id -u "$u" && id -g "$u" && id -G "$u" && id -Gn "$u"`
+	return commandShell("login-user.sh", scriptVar{name: "user", value: user})
 }
 
 // loginMemlockCommands are the read-only commands behind facts.LoginMemlock.

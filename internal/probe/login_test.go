@@ -2,6 +2,8 @@ package probe
 
 import (
 	"maps"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -141,14 +143,26 @@ func TestLoginMemlock(t *testing.T) {
 	}
 }
 
-// The login user option reaches the shell quoted; without it the probe's own user is read.
+// The login user option reaches the shell quoted, as a literal name; without it the probe's
+// own user is read.
 func TestLoginUserShell(t *testing.T) {
-	if sh := loginUserShell(""); !strings.Contains(sh, "u=$(id -un)") {
-		t.Errorf("no user: %s", sh)
+	self, err := exec.Command("id", "-un").Output()
+	if err != nil {
+		t.Fatal(err)
 	}
-	sh := loginUserShell("ubuntu'; touch /tmp/pwned; '")
-	if !strings.Contains(sh, "u="+bundle.Quote("ubuntu'; touch /tmp/pwned; '")) {
-		t.Errorf("user not quoted: %s", sh)
+	dir := t.TempDir()
+	for _, tc := range []struct{ user, want string }{
+		{"", strings.TrimSpace(string(self))},
+		{"ubuntu'; touch " + dir + "/pwned; '", "ubuntu'; touch " + dir + "/pwned; '"},
+		{"$(touch " + dir + "/pwned)", "$(touch " + dir + "/pwned)"},
+	} {
+		out, _ := exec.Command("/bin/sh", "-c", loginUserShell(tc.user)).Output()
+		if first, _, _ := strings.Cut(string(out), "\n"); first != tc.want {
+			t.Errorf("user %q: the shell printed %q first, want the name %q", tc.user, first, tc.want)
+		}
+		if _, err := os.Stat(dir + "/pwned"); err == nil {
+			t.Fatalf("user %q ran as shell", tc.user)
+		}
 	}
 }
 

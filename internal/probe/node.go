@@ -44,13 +44,11 @@ func fileShell(path string) string {
 }
 
 // containerdSpecShell prints the base runtime spec containerd's config names (specWord, its
-// path, then the file), noSpecWord when the config names none, absentWord without a config.
-const containerdSpecShell = `c=` + containerdConfigTOML + `
-if [ ! -e "$c" ]; then echo ` + absentWord + `; exit 0; fi
-p=$(sed -n 's/^[[:space:]]*base_runtime_spec[[:space:]]*=[[:space:]]*["'"'"']\([^"'"'"']*\)["'"'"'].*/\1/p' "$c" | head -n 1)
-if [ -z "$p" ]; then echo ` + noSpecWord + `; exit 0; fi
-echo "` + specWord + ` $p"
-cat "$p"`
+// path, then the file), noSpecWord when the config names none, absentWord without a config
+// (commands/containerd-spec.sh).
+var containerdSpecShell = commandShell("containerd-spec.sh",
+	scriptVar{name: "config", value: containerdConfigTOML}, scriptVar{name: "absent_word", value: absentWord},
+	scriptVar{name: "spec_word", value: specWord}, scriptVar{name: "no_spec_word", value: noSpecWord})
 
 // jobMemlockCommands are the read-only commands behind facts.JobMemlock.
 func jobMemlockCommands(o Options) []bundle.Command {

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -47,7 +45,8 @@ func NodeCheckEnableScript(unit, binary string) Script {
 }
 
 // NodeCheck runs the image's node check at binary in mode (report: judge and write, never
-// act) with --json, as root, bounded by timeout plus slack, and reads its JSON report. The
+// act) with --json, as root, bounded by timeout plus slack, and returns its run, the JSON
+// report unread (package engine reads it, readNodeCheckReport). The
 // NCCL test is left off: the verification runs its own.
 func NodeCheck(ctx context.Context, r Runner, binary, mode string, timeout time.Duration) (facts.NodeCheckRun, error) {
 	bin := bundle.Quote(binary)
@@ -69,21 +68,9 @@ func NodeCheck(ctx context.Context, r Runner, binary, mode string, timeout time.
 	return ParseNodeCheck(sections[sectionNodeCheckRun]), nil
 }
 
-// ParseNodeCheck reads the node check's JSON report from its section.
+// ParseNodeCheck keeps the node check's run from its section: its exit status and what it
+// printed (the JSON report, which the engine reads with the report's own types: a transport
+// reads no record format).
 func ParseNodeCheck(s bundle.Section) facts.NodeCheckRun {
-	n := facts.NodeCheckRun{ExitCode: s.ExitCode, TimedOut: s.TimedOut, Output: s.Output}
-	if s.TimedOut || s.ExitCode != 0 && s.ExitCode != 1 {
-		return n
-	}
-	var r report.Report
-	err := json.Unmarshal([]byte(s.Output), &r)
-	switch {
-	case err != nil:
-		n.Unreadable = err.Error()
-	case r.Result == "":
-		n.Unreadable = "the report has no result"
-	default:
-		n.Result, n.Checks, n.Failed, n.Table = r.Result, r.Checks, r.FailedChecks, report.Table(r.Checks)
-	}
-	return n
+	return facts.NodeCheckRun{ExitCode: s.ExitCode, TimedOut: s.TimedOut, Output: s.Output}
 }

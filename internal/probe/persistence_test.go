@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,18 +9,24 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
-// gpuHealthField sets the field'th value (0-based, in gpuhealth.Query order) of GPU gpu's
-// health line to v.
-func gpuHealthField(s map[string]bundle.Section, gpu, field int, v string) {
+// gpuHealthHeader is the header line of the health section's fixtures, as --format=csv prints it.
+const gpuHealthHeader = "index, pci.bus_id, persistence_mode, ecc.mode.current, ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.pending, remapped_rows.failure, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, clocks_event_reasons.sw_power_cap"
+
+// gpuHealthField sets field (a name of the section's header line) of GPU gpu's health line to v.
+func gpuHealthField(s map[string]bundle.Section, gpu int, field, v string) {
 	lines := strings.Split(s[sectionGPUHealth].Output, "\n")
-	cells := strings.Split(lines[gpu], ", ")
-	cells[field] = v
-	lines[gpu] = strings.Join(cells, ", ")
+	col := slices.Index(strings.Split(lines[0], ", "), field)
+	if col < 0 {
+		panic("the health section's header has no field " + field)
+	}
+	cells := strings.Split(lines[gpu+1], ", ")
+	cells[col] = v
+	lines[gpu+1] = strings.Join(cells, ", ")
 	set(s, sectionGPUHealth, strings.Join(lines, "\n"), 0)
 }
 
 func TestPersistenceFaults(t *testing.T) {
-	const persistence = 2
+	const persistence = "persistence_mode"
 	daemonOff := func(s map[string]bundle.Section) { set(s, sectionPersistenced, "inactive", 3) }
 	runFaults(t, []fault{
 		{"daemon off, one GPU without persistence mode", func(s map[string]bundle.Section) {

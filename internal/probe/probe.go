@@ -86,13 +86,9 @@ const (
 const imdsCommand = `case "$(cat /sys/devices/virtual/dmi/id/product_name 2>/dev/null)" in [a-z]*.*large|[a-z]*.metal*) exit 0;; esac; ` +
 	`TOKEN=$(curl -s -m 1 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token) && curl -s -m 1 -H "X-aws-ec2-metadata-token: $TOKEN" http://169.254.169.254/latest/meta-data/instance-type`
 
-// pciCommand prints "<address> <vendor> <device> <class>" per PCI function from sysfs with
-// shell builtins only: no lspci dependency and no fork per device.
-const pciCommand = `for d in /sys/bus/pci/devices/*; do
-  [ -r "$d/vendor" ] || continue
-  read -r v <"$d/vendor" && read -r i <"$d/device" && read -r c <"$d/class" || exit 1
-  echo "${d##*/} $v $i $c"
-done`
+// pciCommand prints "<address> <vendor> <device> <class>" per PCI function from sysfs
+// (commands/pci.sh).
+var pciCommand = commandShell("pci.sh")
 
 // dmesgShell reads the kernel log as root: directly when the probe already runs as root, else
 // through sudo -n (never prompting), falling back to an unprivileged read where

@@ -96,6 +96,31 @@ func ScriptNames() []string {
 	return names
 }
 
+// The longer commands of the probe's bundles are shell files too (commands/*.sh, shellchecked
+// as they are: GNUmakefile's LINT_SHELL). Their values are set, quoted, before the body.
+//
+//go:embed commands/*.sh
+var commandFiles embed.FS
+
+// commandShell returns commands/name without its header comment, each variable set before it.
+func commandShell(name string, vars ...scriptVar) string {
+	data, err := commandFiles.ReadFile("commands/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("probe: embedded command %s: %v", name, err))
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	head := 0
+	for head < len(lines) && strings.HasPrefix(lines[head], "#") {
+		head++
+	}
+	var b strings.Builder
+	for _, v := range vars {
+		fmt.Fprintf(&b, "%s=%s\n", v.name, bundle.Quote(v.value))
+	}
+	b.WriteString(strings.TrimRight(strings.Join(lines[head:], ""), "\n"))
+	return b.String()
+}
+
 // paths is a tool's real paths as one word list (they hold no spaces: see hosttools).
 func paths(t bundle.Tool) string { return strings.Join(t.Paths, " ") }
 

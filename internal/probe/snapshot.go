@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
@@ -24,7 +24,7 @@ const (
 	sectionBootImages = "guard.vmlinuz"
 	sectionPackages   = "guard.dpkg"
 	sectionDKMS       = "guard.dkms"
-	// sectionModinfoPrefix + module name, one section per entry of guard.Modules.
+	// sectionModinfoPrefix + module name, one section per entry of facts.GuardedModules.
 	sectionModinfoPrefix = "guard.modinfo."
 )
 
@@ -39,30 +39,17 @@ const absent = "@dlami-guard absent"
 func snapshotCommands() []bundle.Command {
 	cmds := []bundle.Command{
 		{Name: sectionRunning, Shell: `"$1" -r`, Tool: hosttools.Ptr(hosttools.Uname)},
-		{Name: sectionGrubEnv, Shell: `f=/boot/grub/grubenv
-if [ -e "$f" ]; then
-  grep -aE '^(saved_entry|next_entry)=' "$f"; rc=$?
-  [ "$rc" -le 1 ] || exit "$rc"
-else
-  echo '` + absent + `'
-fi
-exit 0`},
-		// Only the default-entry lines of the header and the first linux line matter; the
-		// awk stops there so a long grub.cfg is not shipped back.
-		{Name: sectionGrubCfg, Shell: `f=/boot/grub/grub.cfg
-if [ -e "$f" ]; then
-  awk '/^[ \t]*set[ \t]+default=/ { print; next }
-       /^[ \t]*(linux|linuxefi|linux16)[ \t]/ { print; exit }' "$f"
-else
-  echo '` + absent + `'
-fi`},
+		{Name: sectionGrubEnv, Shell: commandShell("grubenv.sh", scriptVar{name: "absent", value: absent})},
+		// Only the default-entry lines of the header and the first linux line matter
+		// (commands/grubcfg.sh).
+		{Name: sectionGrubCfg, Shell: commandShell("grubcfg.sh", scriptVar{name: "absent", value: absent})},
 		// A glob loop instead of ls: no "cannot access" noise when there is no image.
 		{Name: sectionBootImages, Shell: `for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "$f"; done; exit 0`},
 		{Name: sectionPackages, Shell: `"$1" ` + dpkg.QueryArgs, Timeout: time.Minute, Tool: hosttools.Ptr(hosttools.DpkgQuery)},
 		// No dkms on the host means no DKMS modules, which is fine.
 		{Name: sectionDKMS, Shell: `if [ -n "$1" ]; then "$1" status; else echo '` + absent + `'; fi`, Timeout: time.Minute, Tool: hosttools.Ptr(hosttools.DKMS)},
 	}
-	for _, m := range guard.Modules {
+	for _, m := range facts.GuardedModules {
 		cmds = append(cmds, bundle.Command{
 			Name:  sectionModinfoPrefix + m,
 			Shell: fmt.Sprintf(`"$1" -F version %s`, bundle.Quote(m)),
@@ -72,7 +59,7 @@ fi`},
 	return cmds
 }
 
-// ParseSnapshot builds a guard.Snapshot from the sections of the snapshot commands. A missing section, a
+// ParseSnapshot builds a facts.Snapshot from the sections of the snapshot commands. A missing section, a
 // non-zero exit, a timeout or output it cannot parse is an error (a *SectionError naming the
 // command): the guard never judges a partial picture.
 //
@@ -89,62 +76,62 @@ fi`},
 //
 // NextBootSource records which rule applied. TakenAt is left for the caller, who knows when
 // the commands ran.
-func ParseSnapshot(sections map[string]bundle.Section) (guard.Snapshot, error) {
-	s := guard.Snapshot{Schema: guard.SnapshotSchema}
+func ParseSnapshot(sections map[string]bundle.Section) (facts.Snapshot, error) {
+	s := facts.Snapshot{Schema: facts.SnapshotSchema}
 
 	out, err := section(sections, sectionRunning)
 	if err != nil {
-		return guard.Snapshot{}, err
+		return facts.Snapshot{}, err
 	}
 	s.RunningKernel = strings.TrimSpace(out)
 	if !kernelRelease.MatchString(s.RunningKernel) {
-		return guard.Snapshot{}, sectionErr(sections, sectionRunning, errors.New("uname -r did not print one kernel release"))
+		return facts.Snapshot{}, sectionErr(sections, sectionRunning, errors.New("uname -r did not print one kernel release"))
 	}
 
 	out, err = section(sections, sectionBootImages)
 	if err != nil {
-		return guard.Snapshot{}, err
+		return facts.Snapshot{}, err
 	}
 	s.InstalledKernelImages = parseBootImages(out)
 
 	env, envErr := grubEnv(sections)
 	if envErr != nil {
-		return guard.Snapshot{}, envErr
+		return facts.Snapshot{}, envErr
 	}
 	cfg, cfgErr := grubCfgSection(sections)
 	if cfgErr != nil {
-		return guard.Snapshot{}, cfgErr
+		return facts.Snapshot{}, cfgErr
 	}
 	s.NextBootKernel, s.NextBootSource = nextBoot(env, cfg, s.InstalledKernelImages)
 
 	out, err = section(sections, sectionPackages)
 	if err != nil {
-		return guard.Snapshot{}, err
+		return facts.Snapshot{}, err
 	}
 	q, err := dpkg.ParseQuery(out)
 	if err != nil {
-		return guard.Snapshot{}, sectionErr(sections, sectionPackages, err)
+		return facts.Snapshot{}, sectionErr(sections, sectionPackages, err)
 	}
 	if len(q.Packages) == 0 {
-		return guard.Snapshot{}, sectionErr(sections, sectionPackages, errors.New("dpkg-query listed no packages"))
+		return facts.Snapshot{}, sectionErr(sections, sectionPackages, errors.New("dpkg-query listed no packages"))
 	}
-	s.Packages = make(map[string]guard.Package, len(q.Packages))
+	s.Packages = make(map[string]facts.SnapshotPackage, len(q.Packages))
 	for _, p := range q.Packages {
 		key := p.Name
 		if _, dup := s.Packages[key]; dup {
 			key = p.Name + ":" + p.Architecture
 		}
-		s.Packages[key] = guard.Package{Version: p.Version, Held: p.Held, Installed: p.Installed, Status: p.Status, Arch: p.Architecture}
+		s.Packages[key] = facts.SnapshotPackage{Version: p.Version, Held: p.Held, Installed: p.Installed, Status: p.Status, Arch: p.Architecture}
 	}
 
 	out, err = section(sections, sectionDKMS)
 	if err != nil {
-		return guard.Snapshot{}, err
+		return facts.Snapshot{}, err
 	}
 	if strings.TrimSpace(out) != absent {
 		st, err := dkms.Parse(out)
 		if err != nil {
-			return guard.Snapshot{}, sectionErr(sections, sectionDKMS, err)
+			return facts.Snapshot{}, sectionErr(sections, sectionDKMS, err)
 		}
 		s.DKMSAvailable, s.DKMS, s.DKMSWarnings = true, st.Entries, st.Warnings
 	}
@@ -152,11 +139,11 @@ func ParseSnapshot(sections map[string]bundle.Section) (guard.Snapshot, error) {
 		s.DKMS = []dkms.Entry{}
 	}
 
-	s.ModuleVersions = make(map[string]guard.Module, len(guard.Modules))
-	for _, m := range guard.Modules {
+	s.ModuleVersions = make(map[string]facts.SnapshotModule, len(facts.GuardedModules))
+	for _, m := range facts.GuardedModules {
 		mod, err := parseModinfo(sections, sectionModinfoPrefix+m, m)
 		if err != nil {
-			return guard.Snapshot{}, err
+			return facts.Snapshot{}, err
 		}
 		s.ModuleVersions[m] = mod
 	}
@@ -167,42 +154,42 @@ func ParseSnapshot(sections map[string]bundle.Section) (guard.Snapshot, error) {
 func section(sections map[string]bundle.Section, name string) (string, error) {
 	sec, ok := sections[name]
 	if !ok {
-		return "", &guard.SectionError{Section: name, Err: errors.New("no output: the command did not run (the snapshot commands did not all run)")}
+		return "", &facts.SnapshotSectionError{Section: name, Err: errors.New("no output: the command did not run (the snapshot commands did not all run)")}
 	}
 	if sec.TimedOut {
-		return "", &guard.SectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: errors.New("timed out")}
+		return "", &facts.SnapshotSectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: errors.New("timed out")}
 	}
 	if sec.ExitCode != 0 {
-		return "", &guard.SectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: errors.New("command failed")}
+		return "", &facts.SnapshotSectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: errors.New("command failed")}
 	}
 	return sec.Output, nil
 }
 
 func sectionErr(sections map[string]bundle.Section, name string, err error) error {
 	sec := sections[name]
-	return &guard.SectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: err}
+	return &facts.SnapshotSectionError{Section: name, ExitCode: sec.ExitCode, Output: sec.Output, Err: err}
 }
 
 var kernelRelease = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
 
 var modNotFound = regexp.MustCompile(`^modinfo: ERROR: Module \S+ not found\.?$`)
 
-func parseModinfo(sections map[string]bundle.Section, name, module string) (guard.Module, error) {
+func parseModinfo(sections map[string]bundle.Section, name, module string) (facts.SnapshotModule, error) {
 	sec, ok := sections[name]
 	if !ok {
-		return guard.Module{}, &guard.SectionError{Section: name, Err: errors.New("no output: the command did not run (the snapshot commands did not all run)")}
+		return facts.SnapshotModule{}, &facts.SnapshotSectionError{Section: name, Err: errors.New("no output: the command did not run (the snapshot commands did not all run)")}
 	}
 	out := strings.TrimSpace(sec.Output)
 	if !sec.TimedOut && sec.ExitCode == 1 && modNotFound.MatchString(out) {
-		return guard.Module{Present: false}, nil
+		return facts.SnapshotModule{Present: false}, nil
 	}
 	if _, err := section(sections, name); err != nil {
-		return guard.Module{}, err
+		return facts.SnapshotModule{}, err
 	}
 	if strings.Contains(out, "\n") {
-		return guard.Module{}, sectionErr(sections, name, fmt.Errorf("modinfo -F version %s printed more than one line", module))
+		return facts.SnapshotModule{}, sectionErr(sections, name, fmt.Errorf("modinfo -F version %s printed more than one line", module))
 	}
-	return guard.Module{Present: true, Version: out}, nil
+	return facts.SnapshotModule{Present: true, Version: out}, nil
 }
 
 // parseBootImages turns /boot/vmlinuz-<release> paths into releases, newest first, skipping

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
@@ -51,7 +52,7 @@ func TestParseSnapshotDLAMI(t *testing.T) {
 	if !s.DKMSAvailable || len(s.DKMS) != 4 || len(s.DKMSWarnings) != 1 {
 		t.Errorf("dkms: %v %d %d", s.DKMSAvailable, len(s.DKMS), len(s.DKMSWarnings))
 	}
-	want := map[string]guard.Module{"nvidia": {Present: true, Version: "595.91.07"}, "efa": {Present: true, Version: "3.3.0"}, "gdrdrv": {Present: true, Version: "2.5.2"}, "lustre": {Present: true, Version: "2.15.6"}}
+	want := map[string]facts.SnapshotModule{"nvidia": {Present: true, Version: "595.91.07"}, "efa": {Present: true, Version: "3.3.0"}, "gdrdrv": {Present: true, Version: "2.5.2"}, "lustre": {Present: true, Version: "2.15.6"}}
 	if !reflect.DeepEqual(s.ModuleVersions, want) {
 		t.Errorf("modules %v", s.ModuleVersions)
 	}
@@ -125,9 +126,9 @@ func TestParseSnapshotErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
-			var se *guard.SectionError
+			var se *facts.SnapshotSectionError
 			if !errors.As(err, &se) || se.Section != tt.section {
-				t.Fatalf("error %v is not a guard.SectionError for %s", err, tt.section)
+				t.Fatalf("error %v is not a facts.SnapshotSectionError for %s", err, tt.section)
 			}
 			for _, c := range guard.Unjudgeable(`layer "slurm"`, err) {
 				if c.Status != result.Fail || !strings.Contains(c.Evidence, se.Output) || !strings.Contains(c.Message, `after layer "slurm"`) {
@@ -150,7 +151,7 @@ func TestParseSnapshotAbsentThings(t *testing.T) {
 	if s.DKMSAvailable || len(s.DKMS) != 0 {
 		t.Errorf("dkms: %v %v", s.DKMSAvailable, s.DKMS)
 	}
-	if s.ModuleVersions["lustre"] != (guard.Module{}) || s.ModuleVersions["gdrdrv"] != (guard.Module{Present: true}) {
+	if s.ModuleVersions["lustre"] != (facts.SnapshotModule{}) || s.ModuleVersions["gdrdrv"] != (facts.SnapshotModule{Present: true}) {
 		t.Errorf("modules: %+v", s.ModuleVersions)
 	}
 }
@@ -209,9 +210,9 @@ func FuzzParseSnapshot(f *testing.F) {
 		set(sectionModinfoPrefix+"nvidia", modinfo, modRC)
 		s, err := ParseSnapshot(in)
 		if err != nil {
-			var se *guard.SectionError
+			var se *facts.SnapshotSectionError
 			if !errors.As(err, &se) {
-				t.Fatalf("error %v is not a guard.SectionError", err)
+				t.Fatalf("error %v is not a facts.SnapshotSectionError", err)
 			}
 			return
 		}

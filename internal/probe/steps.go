@@ -7,17 +7,12 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 )
 
-// settleShell waits for the first boot to settle: cloud-init done (its per-instance and
-// per-boot scripts ran), then no apt, dpkg or unattended-upgrade process left. It prints
-// cloud-init's final status line. A first-boot upgrade that is still running would otherwise be
-// judged half done.
-const settleShell = `ci=/usr/bin/cloud-init
-if [ -x "$ci" ]; then "$ci" status --wait >/dev/null 2>&1; fi
-while pgrep -x 'apt|apt-get|dpkg|unattended-upgr|unattended-upgrade' >/dev/null 2>&1; do sleep 2; done
-if [ -x "$ci" ]; then "$ci" status 2>&1 | head -n 1; else echo "status: no cloud-init"; fi`
+// settleShell waits for the first boot to settle and prints cloud-init's final status line
+// (commands/settle.sh). A first-boot upgrade that is still running would otherwise be judged
+// half done.
+var settleShell = commandShell("settle.sh")
 
 // Settle waits at most timeout for a first boot to settle and reads cloud-init's status.
 func Settle(ctx context.Context, r Runner, timeout time.Duration) (facts.Fact[facts.Settle], error) {
@@ -45,16 +40,16 @@ func textOf(s string) string { return strings.TrimSpace(s) }
 
 // Snapshot reads the state the kernel guard compares: kernels, holds, packages, DKMS and the
 // guarded modules' versions. An unreadable part is an error: the guard fails closed on it.
-func Snapshot(ctx context.Context, r Runner) (guard.Snapshot, error) {
+func Snapshot(ctx context.Context, r Runner) (facts.Snapshot, error) {
 	sections, err := query(ctx, r, "kernel guard snapshot", snapshotCommands())
 	if err != nil {
-		return guard.Snapshot{}, err
+		return facts.Snapshot{}, err
 	}
 	return ParseSnapshot(sections)
 }
 
 // baselinesShell lists the baselines on the host, one path per line.
-const baselinesShell = `for f in ` + guard.BaselineDir + `/baseline*.json; do [ -e "$f" ] && echo "$f"; done; exit 0`
+const baselinesShell = `for f in ` + facts.BaselineDir + `/baseline*.json; do [ -e "$f" ] && echo "$f"; done; exit 0`
 
 // Baselines lists the guard baselines recorded on the host, so the bake can remove those of
 // other runs: they must not stay in the image.
@@ -65,7 +60,7 @@ func Baselines(ctx context.Context, r Runner) ([]string, error) {
 	}
 	var paths []string
 	for _, line := range strings.Split(sections[sectionBaselines].Output, "\n") {
-		if p := strings.TrimSpace(line); strings.HasPrefix(p, guard.BaselineDir+"/") {
+		if p := strings.TrimSpace(line); strings.HasPrefix(p, facts.BaselineDir+"/") {
 			paths = append(paths, p)
 		}
 	}

@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +22,8 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -32,7 +33,8 @@ var ErrDisconnected = host.ErrDisconnected
 // SSH implements host.Host over a Packer communicator.
 type SSH struct {
 	C packersdk.Communicator
-	// TempDir is where Install stages files before moving them into place; "" means /tmp.
+	// TempDir is where Install stages files before moving them into place (remote_folder,
+	// resolved by the caller); Install refuses to run without one.
 	TempDir string
 	// Poll is how often Reboot and Reconnect look again; 0 means 2s.
 	Poll time.Duration
@@ -134,102 +136,45 @@ func (s SSH) Query(ctx context.Context, cmds []bundle.Command) (map[string]bundl
 	return bundle.Parse(out, cmds)
 }
 
-// stopSession defines stop_session SID, which both scripts use to stop a job: TERM to every
-// process in the job's session, up to 3 s for them to go, then KILL. It walks /proc instead of
-// killing one process group because tools inside a job make groups of their own (timeout(1)
-// does, around mpirun) and those must stop too. The session id is the fourth field after the
-// ")" that closes the command name in /proc/PID/stat (the name may hold spaces); zombies have
-// already exited and only wait for their parent, so they are not waited for.
-const stopSession = `session_pids() {
-  want=$1
-  for f in /proc/[0-9]*/stat; do
-    { read -r st <"$f"; } 2>/dev/null || continue
-    set -- ${st##*) }
-    [ "${4:-}" = "$want" ] || continue
-    [ "$1" = Z ] && continue
-    p=${f#/proc/}
-    echo "${p%/stat}"
-  done
-}
-stop_session() {
-  pids=$(session_pids "$1")
-  [ -n "$pids" ] || return 0
-  /bin/kill -TERM $pids 2>/dev/null
-  i=0
-  while [ "$i" -lt 30 ]; do
-    pids=$(session_pids "$1")
-    [ -n "$pids" ] || return 0
-    sleep 0.1
-    i=$((i + 1))
-  done
-  /bin/kill -KILL $pids 2>/dev/null
-  return 0
-}
-`
+// The shell this package runs on the host beyond one-line commands lives in scripts/*.sh
+// (shellcheck reads them as they are: GNUmakefile's LINT_SHELL); values reach them quoted, as
+// positional parameters or as variables set before the body (withVars).
+//
+//go:embed scripts/*.sh
+var scriptFiles embed.FS
 
-// jobScript starts the job's script as the leader of a new session, records the session id
-// (its pid), and waits for it. A watchdog stops the session when the SSH session it was
-// started from goes away (Packer cancelled and killed, the connection dropped): nobody would
-// read its output or stop it any more, and a hung NCCL test would hold the GPUs. A session
-// process that exited but was not collected by its parent yet (a zombie) counts as gone: its
-// pid stays in /proc until then. The watchdog reads the session id as soon as the job wrote
-// it, so removing the staging folder does not disarm it. When the script exits, whatever it
-// left running in its session (`cmd &`, a subshell that sleeps and then runs apt-get) is
-// named on stderr and stopped: it would change the image after the drift check that follows
-// the job. Daemons are not touched: systemd starts services outside the session, as does
-// anything that called setsid itself. The pid file is removed when the job ends, so a later
-// Kill cannot reach a process that reused the id. setsid is called by its absolute path:
-// Packer's commands get no login PATH. $1 is the pid file, $2 the script.
-const jobScript = stopSession + `gone() {
-  { read -r st <"/proc/$1/stat"; } 2>/dev/null || return 0
-  case ${st##*) } in Z*|X*) return 0 ;; esac
-  return 1
+// scriptFile is an embedded script; a missing one is a bug of this package.
+func scriptFile(name string) string {
+	data, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("remote: embedded script %s: %v", name, err))
+	}
+	return string(data)
 }
-s=$$
-while [ "$s" -gt 1 ]; do
-  read -r _ c _ p _ <"/proc/$s/stat" || break
-  case $c in "(sshd)"|"(sshd-session)") break ;; esac
-  s=$p
-done
-set=/usr/bin/setsid; [ -x "$set" ] || set=setsid
-"$set" -w /bin/sh -c 'echo $$ >"$1" && exec /bin/sh "$2"' dlami-job "$1" "$2" &
-job=$!
-if [ "$s" -gt 1 ]; then
-  (
-    g=
-    while kill -0 "$job" 2>/dev/null; do
-      if [ -z "$g" ]; then
-        g=$(cat "$1" 2>/dev/null)
-        case $g in *[!0-9]*) g= ;; esac
-      fi
-      if gone "$s"; then
-        [ -z "$g" ] || stop_session "$g"
-        exit 0
-      fi
-      if [ -z "$g" ]; then sleep 0.1; else sleep 1; fi
-    done
-  ) </dev/null >/dev/null 2>&1 &
-fi
-wait "$job"
-rc=$?
-g=$(cat "$1" 2>/dev/null)
-case $g in ''|*[!0-9]*) g=$job ;; esac
-left=$(session_pids "$g")
-if [ -n "$left" ]; then
-  echo "dlami: the job ended and left processes running in its session; stopping them:" >&2
-  for p in $left; do
-    c=$({ tr '\000' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)
-    echo "dlami:   pid $p: ${c:-?}" >&2
-  done
-  stop_session "$g"
-fi
-rm -f "$1"
-exit "$rc"`
 
-// jobCommand is the command line that runs j through jobScript.
+// withVars returns script with each variable set, quoted, before it.
+func withVars(script string, vars [][2]string) string {
+	var b strings.Builder
+	for _, v := range vars {
+		b.WriteString(v[0] + "=" + bundle.Quote(v[1]) + "\n")
+	}
+	return b.String() + script
+}
+
+// jobCommand is the command line that runs j through host.JobScript, watched by the SSH
+// session it runs under.
 func jobCommand(j host.Job) string {
-	cmd := "/bin/sh -c " + bundle.Quote(jobScript) + " dlami-job " + bundle.Quote(j.PIDFile) + " " + bundle.Quote(j.Script)
-	if j.AsRoot {
+	return shellCommand(j.AsRoot, host.JobScript, host.JobRunArgs(j, 0))
+}
+
+// shellCommand is the command line that runs script with /bin/sh -c and args ($0 first), every
+// word quoted, through sudo -n when asRoot.
+func shellCommand(asRoot bool, script string, args []string) string {
+	cmd := "/bin/sh -c " + bundle.Quote(script)
+	for _, a := range args {
+		cmd += " " + bundle.Quote(a)
+	}
+	if asRoot {
 		cmd = "sudo -n " + cmd
 	}
 	return cmd
@@ -248,33 +193,15 @@ func (s SSH) Run(ctx context.Context, j host.Job) (int, error) {
 	return code, nil
 }
 
-// killScript stops the job whose session id is in the pid file. A missing or empty pid file
-// means the job never started or already ended.
-const killScript = stopSession + `g=$(cat "$1" 2>/dev/null) || exit 0
-case $g in ''|*[!0-9]*) exit 0 ;; esac
-stop_session "$g"
-exit 0`
-
 // Kill implements host.Runner.
 func (s SSH) Kill(ctx context.Context, j host.Job) error {
-	cmd := "/bin/sh -c " + bundle.Quote(killScript) + " dlami-kill " + bundle.Quote(j.PIDFile)
-	if j.AsRoot {
-		cmd = "sudo -n " + cmd
-	}
-	return s.short(ctx, "stopping "+j.Name, cmd)
+	return s.short(ctx, "stopping "+j.Name, shellCommand(j.AsRoot, host.JobScript, host.JobKillArgs(j)))
 }
 
 // MakeDir implements host.Files.
 func (s SSH) MakeDir(ctx context.Context, dir string) error {
 	return s.short(ctx, "creating "+dir, "mkdir -p -m 0700 "+bundle.Quote(dir))
 }
-
-// makeTempDirScript creates $1 if missing and a new directory in it with mktemp -d (mode 0700
-// whatever the umask, the login user's), and prints the new directory's path. $2 is the prefix.
-const makeTempDirScript = `mkdir -p -- "$1" || exit 1
-d=$(mktemp -d "${1%/}/$2.XXXXXXXXXX") || exit 1
-chmod 0700 -- "$d" || exit 1
-printf '%s\n' "$d"`
 
 // MakeTempDir implements host.Files.
 func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, error) {
@@ -289,7 +216,7 @@ func (s SSH) MakeTempDir(ctx context.Context, parent, prefix string) (string, er
 	}
 	base := strings.TrimSuffix(parent, "/") + "/" + prefix + "."
 	var out, errOut Buffer
-	code, err := s.exec(ctx, ScriptCommand(makeTempDirScript)+" dlami-mktemp "+bundle.Quote(parent)+" "+bundle.Quote(prefix), &out, &errOut)
+	code, err := s.exec(ctx, shellCommand(false, scriptFile("mktemp.sh"), []string{"dlami-mktemp", parent, prefix}), &out, &errOut)
 	if err != nil {
 		return "", fmt.Errorf("creating a folder in %s: %w", parent, err)
 	}
@@ -321,8 +248,10 @@ func (s SSH) Upload(ctx context.Context, dst string, data io.Reader) error {
 // Install implements host.Files: the data is uploaded beside the other staged files as the
 // login user, then moved into place by root with install(1), which creates the parents.
 func (s SSH) Install(ctx context.Context, data []byte, dst string, mode fs.FileMode) error {
-	dir := settings.RemoteFolder(s.TempDir)
-	tmp := strings.TrimRight(dir, "/") + "/.dlami-install-" + randomSuffix()
+	if s.TempDir == "" {
+		return fmt.Errorf("installing %s: no staging folder (remote.SSH.TempDir) was set", dst)
+	}
+	tmp := strings.TrimRight(s.TempDir, "/") + "/.dlami-install-" + randomSuffix()
 	if err := s.Upload(ctx, tmp, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)
 	}
@@ -366,23 +295,19 @@ func (s SSH) Hold(ctx context.Context, pkgs []string) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
-	return s.short(ctx, "apt-mark hold", ScriptCommand(holdScript("sudo -n /usr/bin/apt-mark", pkgs, 3)))
+	return s.short(ctx, "apt-mark hold", holdCommand("sudo -n /usr/bin/apt-mark", pkgs, 3))
 }
 
-// holdScript puts pkgs on hold with aptMark, waiting as the layers do (layer.AptLockTimeoutSeconds)
-// while cloud-init or unattended-upgrades hold the dpkg lock at first boot, instead of failing
-// at once.
-func holdScript(aptMark string, pkgs []string, retryEvery int) string {
-	args := make([]string, len(pkgs))
-	for i, p := range pkgs {
-		args[i] = bundle.Quote(p)
-	}
-	return fmt.Sprintf(`end=$(( $(date +%%s) + %d ))
-while :; do
-  out=$(%s -o DPkg::Lock::Timeout=%d hold -- %s 2>&1) && { printf '%%s\n' "$out"; exit 0; }
-  case $out in *lock*) if [ "$(date +%%s)" -lt "$end" ]; then sleep %d; continue; fi ;; esac
-  printf '%%s\n' "$out"; exit 1
-done`, layer.AptLockTimeoutSeconds, aptMark, layer.AptLockTimeoutSeconds, strings.Join(args, " "), retryEvery)
+// holdCommand is the command line that puts pkgs on hold with aptMark (scripts/hold.sh),
+// waiting as the layers do (hosttools.AptLockTimeoutSeconds) while cloud-init or
+// unattended-upgrades hold the dpkg lock at first boot, instead of failing at once.
+func holdCommand(aptMark string, pkgs []string, retryEvery int) string {
+	script := withVars(scriptFile("hold.sh"), [][2]string{
+		{"apt_mark", aptMark},
+		{"lock_timeout", strconv.Itoa(hosttools.AptLockTimeoutSeconds)},
+		{"retry_every", strconv.Itoa(retryEvery)},
+	})
+	return shellCommand(false, script, append([]string{"dlami-hold"}, pkgs...))
 }
 
 // BootID implements host.Power.

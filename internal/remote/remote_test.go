@@ -55,14 +55,14 @@ echo "$* set on hold."
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("/bin/sh", "-c", holdScript(fake, []string{"linux-aws", "nvidia-open"}, 0)).CombinedOutput()
+	out, err := exec.Command("/bin/sh", "-c", holdCommand(fake, []string{"linux-aws", "nvidia-open"}, 0)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "set on hold") {
 		t.Fatalf("held after the lock was released: %v: %s", err, out)
 	}
 	if n, _ := os.ReadFile(fake + ".count"); strings.TrimSpace(string(n)) != "3" {
 		t.Errorf("apt-mark ran %s times, want 3", n)
 	}
-	cmd := exec.Command("/bin/sh", "-c", holdScript(fake, []string{"nope"}, 0))
+	cmd := exec.Command("/bin/sh", "-c", holdCommand(fake, []string{"nope"}, 0))
 	cmd.Env = append(os.Environ(), "FAIL=other")
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "Unable to locate") {
 		t.Errorf("a failure that is not the lock: %v: %s", err, out)

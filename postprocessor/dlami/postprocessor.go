@@ -620,7 +620,7 @@ func (p *PostProcessor) connect(ctx context.Context, in *launch.Instance, say fu
 	if err != nil {
 		return nil, bom.BOM{}, err
 	}
-	h := remote.SSH{C: comm}
+	h := remote.SSH{C: comm, TempDir: settings.RemoteFolder("")}
 	data, err := h.ReadFile(ctx, c.ManifestPath)
 	if err != nil {
 		return nil, bom.BOM{}, fmt.Errorf("reading the bill of materials %s from the instance (was the image baked by the dlami provisioner? manifest_path): %w", c.ManifestPath, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func repoRoot(tb testing.TB) string {
@@ -79,7 +80,7 @@ func dial(tb testing.TB, state string) remote.SSH {
 	if err != nil {
 		tb.Fatalf("ssh to the simulated host: %v", err)
 	}
-	return remote.SSH{C: comm}
+	return remote.SSH{C: comm, TempDir: settings.DefaultRemoteFolder}
 }
 
 func readEnv(tb testing.TB, path string) map[string]string {

@@ -210,7 +210,7 @@ func sshTo(b *testing.B, in *launch.Instance) remote.SSH {
 	if err != nil {
 		b.Fatalf("ssh to %s: %v", hostport, err)
 	}
-	return remote.SSH{C: comm}
+	return remote.SSH{C: comm, TempDir: settings.DefaultRemoteFolder}
 }
 
 // discardUI drops what the engine says.

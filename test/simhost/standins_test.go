@@ -136,7 +136,12 @@ func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
 			}
 			check := func(gen uint64) {
 				t.Helper()
-				gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+				out := h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv")
+				// The header line as the real nvidia-smi prints it: the queried names, ", "-separated.
+				if head, _, _ := strings.Cut(out, "\n"); head != strings.ReplaceAll(gpuhealth.Query, ",", ", ") {
+					t.Fatalf("header line %q, want the queried names", head)
+				}
+				gpus, err := gpuhealth.Parse(out)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -199,7 +204,7 @@ func TestGPUHealthG6SlotWidth(t *testing.T) {
 		if load {
 			defer h.underLoad()()
 		}
-		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv"))
 		if err != nil || len(gpus) != 1 || gpus[0].PCIeWidthCurrent.N != 8 || gpus[0].PCIeWidthMax.N != 16 {
 			t.Fatalf("load %v: %+v %v", load, gpus, err)
 		}
@@ -241,7 +246,7 @@ func TestGPUHealthQueryKnobs(t *testing.T) {
 		"gpu-sw-power-cap":          "all",
 	})
 	parse := func() []gpuhealth.GPU {
-		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv,noheader"))
+		gpus, err := gpuhealth.Parse(h.run(nil, smi, "--query-gpu="+gpuhealth.Query, "--format=csv"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Package gpuhealth parses the per-GPU health fields of `nvidia-smi --query-gpu=<Query>
-// --format=csv[,noheader]`: persistence and ECC mode, uncorrected ECC errors, memory repairs
+// --format=csv`, each column read by the name its header line gives it: persistence and ECC mode, uncorrected ECC errors, memory repairs
 // pending or failed, the PCIe link against its maximum, and the hardware clock slowdowns.
 //
 // Every value is typed and keeps its text: a Flag or a Count is known (true/false, a number)
@@ -13,6 +13,7 @@ package gpuhealth
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,8 +21,9 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
-// Query is the --query-gpu field list the probe asks for and Parse reads, in this order: the
-// one owner of it. Drivers before R535 name clocks_event_reasons "clocks_throttle_reasons"
+// Query is the --query-gpu field list the probe asks for and Parse reads: the one owner of it.
+// Parse reads the columns by the names of the header line, so a field added here leaves
+// output from the shorter list readable (the new field KindNotQueried). Drivers before R535 name clocks_event_reasons "clocks_throttle_reasons"
 // (LegacyQuery); R535 and later accept both names, and both parse the same.
 const Query = "index,pci.bus_id,persistence_mode,ecc.mode.current,ecc.errors.uncorrected.volatile.total," +
 	"retired_pages.pending,remapped_rows.pending,remapped_rows.failure," +
@@ -280,14 +282,28 @@ func canonical(field string) string {
 	return field
 }
 
-// Parse reads the output of `nvidia-smi --query-gpu=` Query (or LegacyQuery) `--format=csv`,
-// with or without the header line.
-func Parse(text string) ([]GPU, error) { return ParseFields(text, Fields(Query)) }
+// Parse reads the output of `nvidia-smi --query-gpu=` Query (or LegacyQuery) `--format=csv`:
+// the header line nvidia-smi prints first names the columns, and each is read by its name, so
+// output from a query with fewer fields (an older probe, a fixture) parses, its missing fields
+// KindNotQueried. Output without the header line is an error: the probe asks for it.
+func Parse(text string) ([]GPU, error) {
+	r, err := parseReport(text, Fields(Query), true)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Incomplete(); err != nil {
+		return nil, err
+	}
+	return r.GPUs, nil
+}
 
-// ParseFields reads the output of a --query-gpu whose field list was fields, in that order.
-// The list must hold "index". A header line, when present, must name the same fields. A list
-// nvidia-smi left incomplete (a GPU it could not open, a row with no readable field, a gap in
-// the indexes) is a *nvsmi.MissingGPUsError: see ParseReport for the GPUs it did list.
+// ParseFields reads the output of a --query-gpu whose field list was fields. With its header
+// line (--format=csv) the columns are read by name: the header may name fewer of the fields
+// (those left out stay KindNotQueried), never one the list does not hold, and must name
+// "index". Without it (--format=csv,noheader) the columns are read by position, in the order
+// of fields, which must then hold "index". A list nvidia-smi left incomplete (a GPU it could
+// not open, a row with no readable field, a gap in the indexes) is a *nvsmi.MissingGPUsError:
+// see ParseReport for the GPUs it did list.
 func ParseFields(text string, fields []string) ([]GPU, error) {
 	r, err := ParseReport(text, fields)
 	if err != nil {
@@ -328,23 +344,27 @@ func (r Report) indexes() []int {
 	return out
 }
 
-// ParseReport reads the output of a --query-gpu whose field list was fields, keeping the GPUs
-// it lists beside the signs of GPUs it could not list. It fails on text that is not such a
-// list, and when it lists nothing at all.
+// ParseReport reads the output of a --query-gpu whose field list was fields (see ParseFields),
+// keeping the GPUs it lists beside the signs of GPUs it could not list. It fails on text that
+// is not such a list, and when it lists nothing at all.
 func ParseReport(text string, fields []string) (Report, error) {
-	canon := make([]string, len(fields))
-	indexCol := -1
-	for i, f := range fields {
-		canon[i] = canonical(f)
-		if canon[i] == "index" {
-			indexCol = i
-		}
+	return parseReport(text, fields, false)
+}
+
+// parseReport is ParseReport; needHeader refuses output without its header line.
+func parseReport(text string, fields []string, needHeader bool) (Report, error) {
+	const tool = "nvidia-smi --query-gpu"
+	asked := map[string]bool{}
+	for _, f := range fields {
+		asked[canonical(f)] = true
 	}
-	if indexCol < 0 {
-		return Report{}, errors.New("nvidia-smi --query-gpu: the field list has no \"index\"")
-	}
-	var r Report
-	seen := map[int]bool{}
+	var (
+		r       Report
+		seen    = map[int]bool{}
+		columns []string // the canonical name of each column; nil until the first line
+		names   []string // each column's name as printed (the header) or asked
+		indexAt = -1
+	)
 	for n, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
 		if line == "" {
@@ -358,17 +378,31 @@ func ParseReport(text string, fields []string) (Report, error) {
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
-		if len(r.GPUs) == 0 && len(seen) == 0 && isHeader(cells, canon) {
-			if err := checkHeader(cells, canon); err != nil {
-				return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: %w", n+1, err)
+		if columns == nil {
+			var err error
+			if columns, names, err = header(cells, asked); err != nil {
+				return Report{}, fmt.Errorf("%s: line %d: %w", tool, n+1, err)
 			}
-			continue
+			if columns != nil {
+				indexAt = slices.Index(columns, "index")
+				continue
+			}
+			if needHeader {
+				return Report{}, fmt.Errorf("%s: line %d: no header line naming the fields (the query asks --format=csv for one): %q", tool, n+1, textcut.Head(line, 160))
+			}
+			// No header (--format=csv,noheader): the columns are the asked fields, in order.
+			for _, f := range fields {
+				columns, names = append(columns, canonical(f)), append(names, f)
+			}
+			if indexAt = slices.Index(columns, "index"); indexAt < 0 {
+				return Report{}, fmt.Errorf("%s: the field list has no \"index\"", tool)
+			}
 		}
-		if len(cells) != len(fields) {
-			return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: want %d fields (%s), got %d: %q",
-				n+1, len(fields), textcut.Head(strings.Join(fields, ","), 60), len(cells), textcut.Head(line, 160))
+		if len(cells) != len(columns) {
+			return Report{}, fmt.Errorf("%s: line %d: want %d fields (%s), got %d: %q",
+				tool, n+1, len(columns), textcut.Head(strings.Join(names, ","), 60), len(cells), textcut.Head(line, 160))
 		}
-		if k := kindOf(cells[indexCol]); k != KindValue {
+		if k := kindOf(cells[indexAt]); k != KindValue {
 			if allUnavailable(cells) {
 				r.UnreadableRows++
 				continue
@@ -376,18 +410,18 @@ func ParseReport(text string, fields []string) (Report, error) {
 		}
 		g := GPU{Index: -1}
 		for i, raw := range cells {
-			if err := g.set(canon[i], fields[i], raw); err != nil {
-				return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: %s: %w", n+1, textcut.Head(fields[i], 60), err)
+			if err := g.set(columns[i], names[i], raw); err != nil {
+				return Report{}, fmt.Errorf("%s: line %d: %s: %w", tool, n+1, textcut.Head(names[i], 60), err)
 			}
 		}
 		if seen[g.Index] {
-			return Report{}, fmt.Errorf("nvidia-smi --query-gpu: line %d: GPU index %d listed twice", n+1, g.Index)
+			return Report{}, fmt.Errorf("%s: line %d: GPU index %d listed twice", tool, n+1, g.Index)
 		}
 		seen[g.Index] = true
 		r.GPUs = append(r.GPUs, g)
 	}
 	if len(r.GPUs) == 0 && len(r.Handles) == 0 && r.UnreadableRows == 0 {
-		return Report{}, errors.New("nvidia-smi --query-gpu: no GPU listed")
+		return Report{}, errors.New(tool + ": no GPU listed")
 	}
 	return r, nil
 }
@@ -447,22 +481,38 @@ func (g *GPU) set(canon, field, raw string) error {
 	return nil
 }
 
-// isHeader reports whether cells are a header line: the first cell names the first field
-// (with any " [unit]" suffix).
-func isHeader(cells, canon []string) bool {
-	return len(cells) > 0 && canonical(stripUnit(cells[0])) == canon[0]
-}
-
-func checkHeader(cells, canon []string) error {
-	if len(cells) != len(canon) {
-		return fmt.Errorf("header names %d fields, the query %d", len(cells), len(canon))
-	}
-	for i, c := range cells {
-		if canonical(stripUnit(c)) != canon[i] {
-			return fmt.Errorf("header field %d is %q, the query asked for %q", i+1, textcut.Head(c, 60), canon[i])
+// header reads cells as the header line nvidia-smi prints with --format=csv: the fields' names,
+// with a " [unit]" suffix where they have one. It returns nil columns when cells are not a
+// header (no cell names a field that was asked for, as on a row of values), and an error for a
+// header that names a field twice, one the query did not ask for, or no "index".
+func header(cells []string, asked map[string]bool) (columns, names []string, err error) {
+	named := false
+	for _, c := range cells {
+		if asked[canonical(stripUnit(c))] {
+			named = true
+			break
 		}
 	}
-	return nil
+	if !named {
+		return nil, nil, nil
+	}
+	seen := map[string]bool{}
+	for i, c := range cells {
+		name := stripUnit(c)
+		canon := canonical(name)
+		switch {
+		case !asked[canon]:
+			return nil, nil, fmt.Errorf("header field %d is %q, a field the query did not ask for", i+1, textcut.Head(c, 60))
+		case seen[canon]:
+			return nil, nil, fmt.Errorf("header names %q twice", textcut.Head(c, 60))
+		}
+		seen[canon] = true
+		columns, names = append(columns, canon), append(names, name)
+	}
+	if !seen["index"] {
+		return nil, nil, errors.New("the header names no \"index\" field")
+	}
+	return columns, names, nil
 }
 
 // stripUnit drops the " [MiB]" nvidia-smi appends to a header field that has a unit.

@@ -3,6 +3,7 @@ package gpuhealth
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 
 func TestQuery(t *testing.T) {
 	f := Fields(Query)
-	if len(f) != 16 || f[0] != "index" || f[1] != "pci.bus_id" || f[15] != "clocks_event_reasons.sw_power_cap" {
+	if len(f) < 16 || f[0] != "index" || f[1] != "pci.bus_id" || !slices.Contains(f, "clocks_event_reasons.sw_power_cap") {
 		t.Fatalf("Fields(Query) = %q", f)
 	}
 	for _, name := range f[2:] {
@@ -38,13 +39,13 @@ func TestParseTestdata(t *testing.T) {
 		busIDs  [2]string
 		healthy []bool
 	}{
-		{"derived-csv-noheader-8xH100-535.183.01-from-q.txt", Query, [2]string{"00000000:53:00.0", "00000000:CA:00.0"},
+		{"derived-csv-header-8xH100-535.183.01-from-q.txt", Query, [2]string{"00000000:53:00.0", "00000000:CA:00.0"},
 			[]bool{true, true, false, true, true, true, true, true}},
 		{"derived-csv-header-legacy-throttle-names-8xH100-535.183.01.txt", LegacyQuery, [2]string{"00000000:53:00.0", "00000000:CA:00.0"},
 			[]bool{true, true, false, true, true, true, true, true}},
-		{"derived-csv-noheader-8xH100-535.161.08-hw-slowdown-from-q.txt", Query, [2]string{"00000000:19:00.0", "00000000:DB:00.0"},
+		{"derived-csv-header-8xH100-535.161.08-hw-slowdown-from-q.txt", Query, [2]string{"00000000:19:00.0", "00000000:DB:00.0"},
 			[]bool{false, false, false, false, false, false, false, false}},
-		{"derived-csv-noheader-8xH100-faults-injected.txt", Query, [2]string{"00000000:53:00.0", "00000000:CA:00.0"},
+		{"derived-csv-header-8xH100-faults-injected.txt", Query, [2]string{"00000000:53:00.0", "00000000:CA:00.0"},
 			[]bool{true, false, false, false, false, false, false, false}},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestParseTestdata(t *testing.T) {
 }
 
 func TestParseValues(t *testing.T) {
-	gpus, err := Parse(fixture.Read(t, "derived-csv-noheader-8xH100-faults-injected.txt"))
+	gpus, err := Parse(fixture.Read(t, "derived-csv-header-8xH100-faults-injected.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestParseValues(t *testing.T) {
 	if g := gpus[7]; g.HWSlowdown.State != Unknown || g.HWSlowdown.Kind != KindNotSupported || g.HWSlowdown.Raw != "[Not Supported]" || g.HWSlowdown.String() == "" {
 		t.Errorf("GPU 7 = %+v", g)
 	}
-	real, _ := Parse(fixture.Read(t, "derived-csv-noheader-8xH100-535.183.01-from-q.txt"))
+	real, _ := Parse(fixture.Read(t, "derived-csv-header-8xH100-535.183.01-from-q.txt"))
 	if g := real[2]; !g.HWPowerBrakeSlowdown.IsTrue() || !g.SWPowerCap.IsTrue() || g.HWSlowdown.IsTrue() {
 		t.Errorf("real GPU 2 clocks = %+v", g)
 	}
@@ -122,6 +123,9 @@ func TestParseFieldsSubset(t *testing.T) {
 	}
 }
 
+// fixtureHeader is the header line of the fixtures' 16 columns, as `--format=csv` prints it.
+const fixtureHeader = "index, pci.bus_id, persistence_mode, ecc.mode.current, ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.pending, remapped_rows.failure, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, clocks_event_reasons.sw_power_cap\n"
+
 func TestParseErrors(t *testing.T) {
 	row := "0, 00000000:53:00.0, Enabled, Enabled, 0, [N/A], No, No, 5, 5, 16, 16, Not Active, Not Active, Not Active, Not Active"
 	for _, tt := range []struct{ name, in, mention string }{
@@ -131,18 +135,22 @@ func TestParseErrors(t *testing.T) {
 		{"driver down", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n", "couldn't communicate"},
 		// The message drivers print for a field they do not know (e.g. the new clock names on an old driver).
 		{"invalid field", "Field \"clocks_event_reasons.hw_slowdown\" is not a valid field to query.\n\n", "not a valid field"},
-		{"header only", "index, pci.bus_id, persistence_mode, ecc.mode.current, ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.pending, remapped_rows.failure, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, clocks_event_reasons.sw_power_cap\n", "no GPU"},
-		{"header mismatch", "index, pci.bus_id, persistence_mode\n" + row, "header"},
-		{"short row", "0, 00000000:53:00.0, Enabled\n", "want 16 fields"},
-		{"bad index", strings.Replace(row, "0,", "x,", 1), "GPU index"},
-		{"negative index", strings.Replace(row, "0,", "-1,", 1), "GPU index"},
-		{"no bus id", strings.Replace(row, "00000000:53:00.0", "[N/A]", 1), "bus ID"},
-		{"bad flag", strings.Replace(row, "Enabled, Enabled", "On, Enabled", 1), "persistence_mode"},
-		{"yes for enabled", strings.Replace(row, "Enabled, Enabled", "Enabled, Yes", 1), "ecc.mode.current"},
-		{"bad count", strings.Replace(row, "Enabled, 0,", "Enabled, -3,", 1), "ecc.errors.uncorrected.volatile.total"},
-		{"bad remap", strings.Replace(row, "No, No", "Maybe, No", 1), "remapped_rows.pending"},
-		{"width with x", strings.Replace(row, "16, 16", "16x, 16", 1), "pcie.link.width.current"},
-		{"duplicate index", row + "\n" + row, "twice"},
+		{"header only", fixtureHeader, "no GPU"},
+		{"no header", row, "no header line"},
+		{"header shorter than its rows", "index, pci.bus_id, persistence_mode\n" + row, "want 3 fields"},
+		{"header naming a field not asked", "index, uuid, persistence_mode\n0, GPU-1, Enabled", "did not ask"},
+		{"header without index", "pci.bus_id, persistence_mode\n00000000:53:00.0, Enabled", "no \"index\""},
+		{"header naming a field twice", "index, persistence_mode, persistence_mode\n0, Enabled, Enabled", "twice"},
+		{"short row", fixtureHeader + "0, 00000000:53:00.0, Enabled\n", "want 16 fields"},
+		{"bad index", fixtureHeader + strings.Replace(row, "0,", "x,", 1), "GPU index"},
+		{"negative index", fixtureHeader + strings.Replace(row, "0,", "-1,", 1), "GPU index"},
+		{"no bus id", fixtureHeader + strings.Replace(row, "00000000:53:00.0", "[N/A]", 1), "bus ID"},
+		{"bad flag", fixtureHeader + strings.Replace(row, "Enabled, Enabled", "On, Enabled", 1), "persistence_mode"},
+		{"yes for enabled", fixtureHeader + strings.Replace(row, "Enabled, Enabled", "Enabled, Yes", 1), "ecc.mode.current"},
+		{"bad count", fixtureHeader + strings.Replace(row, "Enabled, 0,", "Enabled, -3,", 1), "ecc.errors.uncorrected.volatile.total"},
+		{"bad remap", fixtureHeader + strings.Replace(row, "No, No", "Maybe, No", 1), "remapped_rows.pending"},
+		{"width with x", fixtureHeader + strings.Replace(row, "16, 16", "16x, 16", 1), "pcie.link.width.current"},
+		{"duplicate index", fixtureHeader + row + "\n" + row, "twice"},
 	} {
 		_, err := Parse(tt.in)
 		if err == nil {
@@ -152,6 +160,63 @@ func TestParseErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.mention) {
 			t.Errorf("%s: error %q does not mention %q", tt.name, err, tt.mention)
 		}
+	}
+}
+
+// TestColumnsByName: the header says which column is which, in whatever order, and a field the
+// header does not name is KindNotQueried (Raw ""): unknown, never a healthy reading.
+func TestColumnsByName(t *testing.T) {
+	gpus, err := Parse("remapped_rows.pending, index, ecc.mode.current, pci.bus_id\n[N/A], 0, Enabled, 00000000:53:00.0\nYes, 1, Disabled, 00000000:64:00.0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := gpus[1]; g.Index != 1 || g.BusID != "00000000:64:00.0" || !g.RemappedRowsPending.IsTrue() || !g.ECCMode.IsFalse() {
+		t.Errorf("GPU 1 read by position, not by name: %+v", g)
+	}
+	g := gpus[0]
+	if g.RemappedRowsPending.Kind != KindNotApplicable || !g.ECCMode.IsTrue() {
+		t.Errorf("GPU 0: %+v", g)
+	}
+	for name, f := range map[string]Flag{"persistence_mode": g.Persistence, "remapped_rows.failure": g.RemappedRowsFailure, "hw_slowdown": g.HWSlowdown} {
+		if f.Kind != KindNotQueried || f.Known() || f.Raw != "" || f.Kind.String() != "not queried" {
+			t.Errorf("%s, not in the header: %+v, want not queried", name, f)
+		}
+	}
+	if c := g.ECCUncorrectedVolatile; c.Known || c.Kind != KindNotQueried {
+		t.Errorf("ECC count, not in the header: %+v, want not queried", c)
+	}
+}
+
+// TestAddingAFieldBreaksNoFixture: with the query one field longer (as when the probe asks for
+// a new health field), every fixture Parse reads still parses to the same GPUs, the new field
+// not queried.
+func TestAddingAFieldBreaksNoFixture(t *testing.T) {
+	longer := append(Fields(Query), "clocks_event_reasons.sync_boost", "temperature.gpu")
+	files := []string{
+		"derived-csv-header-8xH100-535.183.01-from-q.txt", "derived-csv-header-legacy-throttle-names-8xH100-535.183.01.txt",
+		"derived-csv-header-8xH100-535.161.08-hw-slowdown-from-q.txt", "derived-csv-header-8xH100-faults-injected.txt",
+		"derived-csv-header-8xA100-535.129.03-unreadable-fields.txt",
+	}
+	for _, file := range files {
+		t.Run(file, func(t *testing.T) {
+			text := fixture.Read(t, file)
+			want, err := parseReport(text, Fields(Query), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := parseReport(text, longer, true)
+			if err != nil {
+				t.Fatalf("the longer query breaks the fixture: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the longer query reads other GPUs:\n%+v\nwant\n%+v", got.GPUs, want.GPUs)
+			}
+			for _, g := range got.GPUs {
+				if _, ok := g.Other["temperature.gpu"]; ok {
+					t.Errorf("GPU %d: a field the fixture lacks has a value", g.Index)
+				}
+			}
+		})
 	}
 }
 
@@ -179,7 +244,7 @@ func FuzzParse(f *testing.F) {
 // TestKinds: each way nvidia-smi prints "no value" keeps its own Kind, distinct from a
 // number and from "[N/A]", on the fields the judges read (derived from a real A100 host).
 func TestKinds(t *testing.T) {
-	gpus, err := Parse(fixture.Read(t, "derived-csv-noheader-8xA100-535.129.03-unreadable-fields.txt"))
+	gpus, err := Parse(fixture.Read(t, "derived-csv-header-8xA100-535.129.03-unreadable-fields.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

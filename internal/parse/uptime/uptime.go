@@ -12,7 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
+
+// maxQuoted bounds how much of the host's text an error quotes.
+const maxQuoted = 80
 
 // maxUptime bounds what is believed: a century. A larger number is not an uptime.
 const maxUptime = 100 * 365 * 24 * time.Hour
@@ -21,21 +26,14 @@ const maxUptime = 100 * 365 * 24 * time.Hour
 func Parse(text string) (time.Duration, error) {
 	fields := strings.Fields(text)
 	if len(fields) != 2 {
-		return 0, fmt.Errorf("/proc/uptime: want two numbers (uptime and idle seconds), got %q", cut(text))
+		return 0, fmt.Errorf("/proc/uptime: want two numbers (uptime and idle seconds), got %q", textcut.Head(text, maxQuoted))
 	}
 	secs, err := strconv.ParseFloat(fields[0], 64)
 	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || strings.ContainsAny(fields[0], "eEpPxX_+-") {
-		return 0, fmt.Errorf("/proc/uptime: the uptime %q is not a number of seconds", cut(fields[0]))
+		return 0, fmt.Errorf("/proc/uptime: the uptime %q is not a number of seconds", textcut.Head(fields[0], maxQuoted))
 	}
 	if secs > maxUptime.Seconds() {
-		return 0, fmt.Errorf("/proc/uptime: an uptime of %s seconds is not believable", cut(fields[0]))
+		return 0, fmt.Errorf("/proc/uptime: an uptime of %s seconds is not believable", textcut.Head(fields[0], maxQuoted))
 	}
 	return time.Duration(math.Round(secs * float64(time.Second))), nil
-}
-
-func cut(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
