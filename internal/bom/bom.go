@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -47,10 +45,10 @@ type BOM struct {
 	NCCL *report.NCCLFigures `json:"nccl"`
 	// GuardPolicy is the guard's include/exclude the bake used: the first boot and every node
 	// are judged with it, so a package the bake excluded never fails them. Schema 2 lacked it.
-	GuardPolicy *guard.Policy `json:"guard_policy,omitempty"`
+	GuardPolicy *settings.GuardPolicy `json:"guard_policy,omitempty"`
 	// Expect is the expect block the bake judged the host with: a node booted from the image
 	// is judged with the same expectations.
-	Expect *checks.Expectations `json:"expect,omitempty"`
+	Expect *settings.Expectations `json:"expect,omitempty"`
 	// Deferred is set when the bake deferred the host suite and the NCCL test to the
 	// post-processor (defer_validation = true, a build instance without GPUs): the image is not
 	// validated until a post-processor with complete_validation = true has judged them on a GPU

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestRoundTripAndRejects(t *testing.T) {
@@ -44,7 +44,7 @@ func TestRoundTripAndRejects(t *testing.T) {
 // A bill of materials carries the guard policy the bake used; one of schema 2 (before it did)
 // still reads, without one.
 func TestGuardPolicyAndSchema2(t *testing.T) {
-	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}, GuardPolicy: &guard.Policy{Exclude: []string{"nvidia-container-*"}}}
+	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}, GuardPolicy: &settings.GuardPolicy{Exclude: []string{"nvidia-container-*"}}}
 	data, err := b.Encode()
 	if err != nil {
 		t.Fatal(err)

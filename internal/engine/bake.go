@@ -48,10 +48,10 @@ type Common struct {
 	CheckTimeout time.Duration
 	// RemoteFolder is where scripts are uploaded; it must allow execution.
 	RemoteFolder string
-	Policy       guard.Policy
+	Policy       settings.GuardPolicy
 	// Checks are what the judges compare against: the expect block, the NCCL and function
 	// tests' settings, and the checks skipped or demoted.
-	Checks checks.Settings
+	Checks settings.Checks
 	// LoginUser is the user whose new logins the memlock check judges; "" is the user the
 	// probe runs as (the SSH user).
 	LoginUser string

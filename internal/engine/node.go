@@ -79,7 +79,7 @@ func CheckNode(ctx context.Context, h host.Host, ui UI, o NodeOptions) (report.R
 // nodeSettings are what a node judges with: the bake's expectations, test settings and check
 // selection from the bill of materials, the node's own selection on top, and only the load
 // and function tests the node's settings turn on.
-func nodeSettings(o NodeOptions, doc bom.BOM) checks.Settings {
+func nodeSettings(o NodeOptions, doc bom.BOM) settings.Checks {
 	s := o.Checks
 	if doc.Expect != nil {
 		s.Expect = *doc.Expect

@@ -121,7 +121,7 @@ func TestDeferredBakeWithNCCLSkip(t *testing.T) {
 }
 
 // deferredBOM is the bill of materials of a first phase.
-func deferredBOM(t *testing.T, expect checks.Expectations) bom.BOM {
+func deferredBOM(t *testing.T, expect settings.Expectations) bom.BOM {
 	h, _ := cpuBuildHost(t)
 	opt := options(t)
 	opt.DeferValidation, opt.Checks.Expect = true, expect
@@ -138,7 +138,7 @@ func deferredBOM(t *testing.T, expect checks.Expectations) bom.BOM {
 // A verification refuses a deferred bill of materials unless it completes the validation;
 // completing it runs the host suite and the NCCL test with the bake's expect block.
 func TestVerifyDeferred(t *testing.T) {
-	b := deferredBOM(t, checks.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "B200"})
+	b := deferredBOM(t, settings.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "B200"})
 
 	h := newFakeHost(t)
 	o := verifyOptions(t, b)
@@ -175,7 +175,7 @@ func TestVerifyDeferred(t *testing.T) {
 	}
 
 	// The bake's expect block is what the deferred checks are judged with.
-	b = deferredBOM(t, checks.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "H100"})
+	b = deferredBOM(t, settings.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "H100"})
 	o = verifyOptions(t, b)
 	o.CompleteValidation = true
 	if err := Verify(context.Background(), newFakeHost(t), &recordingUI{}, o); err == nil || status(readReport(t, o.ReportDir), "gpu") != "fail" {
@@ -220,7 +220,7 @@ func TestVerifyUsesTheBakesTestSettings(t *testing.T) {
 		}
 		o := verifyOptions(t, b)
 		o.CompleteValidation = true
-		o.Checks = checks.Settings{}
+		o.Checks = settings.Checks{}
 		if err := Verify(context.Background(), fh, &recordingUI{}, o); err != nil {
 			t.Fatalf("level %d: %v", tc.level, err)
 		}

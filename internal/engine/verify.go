@@ -37,7 +37,7 @@ type VerifyOptions struct {
 // completing is what a verification that completes the bake's validation judges with: the
 // bake's own expect block where this verification sets none, and the bake's tests, with the
 // NCCL test on.
-func completing(s checks.Settings, doc bom.BOM) checks.Settings {
+func completing(s settings.Checks, doc bom.BOM) settings.Checks {
 	if reflect.ValueOf(s.Expect).IsZero() && doc.Expect != nil {
 		s.Expect = *doc.Expect
 	}
@@ -50,7 +50,7 @@ func completing(s checks.Settings, doc bom.BOM) checks.Settings {
 // and adds the bake's check selection to s's; an older bill of materials without them gets a
 // bake's defaults. s's NCCL environment stays its own: the bill of materials never carries
 // one (its values may be secret).
-func BakeTests(s checks.Settings, doc bom.BOM) checks.Settings {
+func BakeTests(s settings.Checks, doc bom.BOM) settings.Checks {
 	env, skip := s.NCCL.Env, s.NCCL.Skip
 	if t := doc.Tests; t != nil {
 		s.NCCL, s.Function = t.NCCL, t.Function

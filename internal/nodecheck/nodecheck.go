@@ -203,7 +203,7 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	o := engine.NodeOptions{
 		Common: engine.Common{
 			PluginVersion: opt.Version, ReportDir: opt.OutDir, CheckTimeout: opt.CheckTimeout, Now: env.Now, LoginUser: opt.LoginUser,
-			Checks: checks.Settings{Skip: opt.SkipChecks, Warn: opt.WarnChecks, SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)"},
+			Checks: settings.Checks{Skip: opt.SkipChecks, Warn: opt.WarnChecks, SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)"},
 			// A fleet node was launched by its fleet's own launch template, which can attach
 			// EFA: an EFA-capable node without EFA is the fleet's fault, not a builder's limit.
 			Launch: checks.Launch{FleetNode: true},

@@ -20,11 +20,11 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -130,7 +130,7 @@ func (n *fakeNode) bom() []byte {
 	doc := bom.BOM{
 		BuildName: "golden", PluginVersion: "0.1.0", InstanceType: "p6-b200.48xlarge",
 		Kernel: "7.0.0-1014-aws", NextBootKernel: "7.0.0-1014-aws", Guarded: map[string]bom.Package{},
-		GuardPolicy: &guard.Policy{}, Expect: &checks.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"},
+		GuardPolicy: &settings.GuardPolicy{}, Expect: &settings.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"},
 	}
 	for name, p := range n.pkgs {
 		doc.Guarded[name] = bom.Package{Version: p.version, Held: p.held}

@@ -226,7 +226,7 @@ func FuzzParseSnapshot(f *testing.F) {
 		if err != nil {
 			t.Fatalf("snapshot does not survive the baseline file: %v", err)
 		}
-		checks := guard.Judge(back, s, guard.Guarded(s, guard.Policy{}), "fuzz", guard.Options{})
+		checks := guard.Judge(back, s, guard.Guarded(s, settings.GuardPolicy{}), "fuzz", guard.Options{})
 		if len(checks) != 5 {
 			t.Fatalf("%d checks", len(checks))
 		}

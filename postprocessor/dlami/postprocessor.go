@@ -848,8 +848,8 @@ func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Sig
 // EFA (gpudirect-rdma), which runs only with it; not DCGM. nccl = false keeps the EFA traffic
 // test only. Otherwise none of them, so a verification stays a first-boot check that costs no
 // GPU minutes.
-func verifySettings(c *Config, doc bom.BOM, efa int) checks.Settings {
-	s := checks.Settings{
+func verifySettings(c *Config, doc bom.BOM, efa int) settings.Checks {
+	s := settings.Checks{
 		Expect: c.Expect, NCCL: settings.NCCL{Skip: true},
 		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
 		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",

@@ -16,7 +16,6 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -74,7 +73,7 @@ type Config struct {
 	Layers []Layer `mapstructure:"layer"`
 	// What the host must look like; unset values come from the instance type's profile, then
 	// from the host's PCI inventory.
-	Expect checks.Expectations `mapstructure:"expect"`
+	Expect settings.Expectations `mapstructure:"expect"`
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
 	// DCGM diagnostics level: `dcgmi diag -r <level>` after the NCCL test. 0 turns them off;
@@ -131,8 +130,8 @@ type GuardConfig struct {
 	Exclude []string `mapstructure:"exclude"`
 }
 
-func (g GuardConfig) policy() guard.Policy {
-	return guard.Policy{Include: g.Include, Exclude: g.Exclude}
+func (g GuardConfig) policy() settings.GuardPolicy {
+	return settings.GuardPolicy{Include: g.Include, Exclude: g.Exclude}
 }
 
 // Validate reports every bad pattern, in order.

@@ -3,7 +3,7 @@
 package dlami
 
 import (
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -11,37 +11,37 @@ import (
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	PackerBuildName     *string                  `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
-	PackerBuilderType   *string                  `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
-	PackerCoreVersion   *string                  `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
-	PackerDebug         *bool                    `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
-	PackerForce         *bool                    `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
-	PackerOnError       *string                  `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
-	PackerUserVars      map[string]string        `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
-	PackerSensitiveVars []string                 `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
-	ReportDir           *string                  `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
-	InstanceType        *string                  `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
-	KeepGoing           *bool                    `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
-	HoldUnheld          *bool                    `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
-	RequireHolds        *bool                    `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
-	Validate            *bool                    `mapstructure:"validate" cty:"validate" hcl:"validate"`
-	DeferValidation     *bool                    `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
-	CheckTimeout        *string                  `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
-	RemoteFolder        *string                  `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
-	ManifestPath        *string                  `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
-	RebootTimeout       *string                  `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
-	Guard               *FlatGuardConfig         `mapstructure:"guard" cty:"guard" hcl:"guard"`
-	Layers              []FlatLayer              `mapstructure:"layer" cty:"layer" hcl:"layer"`
-	Expect              *checks.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
-	NCCL                *FlatNCCLConfig          `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel           *int                     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	NodeCheck           *FlatNodeCheckConfig     `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
-	SkipChecks          []string                 `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks          []string                 `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	SiteChecksDir       *string                  `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
-	ImageHygiene        *bool                    `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
+	PackerBuildName     *string                    `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
+	PackerBuilderType   *string                    `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
+	PackerCoreVersion   *string                    `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
+	PackerDebug         *bool                      `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
+	PackerForce         *bool                      `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
+	PackerOnError       *string                    `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
+	PackerUserVars      map[string]string          `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
+	PackerSensitiveVars []string                   `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	ReportDir           *string                    `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
+	InstanceType        *string                    `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
+	KeepGoing           *bool                      `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
+	HoldUnheld          *bool                      `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
+	RequireHolds        *bool                      `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
+	Validate            *bool                      `mapstructure:"validate" cty:"validate" hcl:"validate"`
+	DeferValidation     *bool                      `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
+	CheckTimeout        *string                    `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
+	RemoteFolder        *string                    `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
+	ManifestPath        *string                    `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
+	RebootTimeout       *string                    `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
+	Guard               *FlatGuardConfig           `mapstructure:"guard" cty:"guard" hcl:"guard"`
+	Layers              []FlatLayer                `mapstructure:"layer" cty:"layer" hcl:"layer"`
+	Expect              *settings.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
+	NCCL                *FlatNCCLConfig            `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel           *int                       `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic          *FlatEFATrafficConfig      `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA       *FlatGPUDirectRDMAConfig   `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	NodeCheck           *FlatNodeCheckConfig       `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
+	SkipChecks          []string                   `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks          []string                   `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	SiteChecksDir       *string                    `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
+	ImageHygiene        *bool                      `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -77,7 +77,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"reboot_timeout":             &hcldec.AttrSpec{Name: "reboot_timeout", Type: cty.String, Required: false},
 		"guard":                      &hcldec.BlockSpec{TypeName: "guard", Nested: hcldec.ObjectSpec((*FlatGuardConfig)(nil).HCL2Spec())},
 		"layer":                      &hcldec.BlockListSpec{TypeName: "layer", Nested: hcldec.ObjectSpec((*FlatLayer)(nil).HCL2Spec())},
-		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*checks.FlatExpectations)(nil).HCL2Spec())},
+		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*settings.FlatExpectations)(nil).HCL2Spec())},
 		"nccl":                       &hcldec.BlockSpec{TypeName: "nccl", Nested: hcldec.ObjectSpec((*FlatNCCLConfig)(nil).HCL2Spec())},
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
