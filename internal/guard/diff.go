@@ -70,12 +70,12 @@ func imageDrift(base, cur []string) []result.Drift {
 	b, c := toSet(base), toSet(cur)
 	for _, k := range sortedKeys(c) {
 		if !b[k] {
-			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-" + k, absentWord, "installed"))
+			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-"+k, absentWord, "installed"))
 		}
 	}
 	for _, k := range sortedKeys(b) {
 		if !c[k] {
-			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-" + k, "installed", absentWord))
+			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-"+k, "installed", absentWord))
 		}
 	}
 	return d
@@ -103,7 +103,7 @@ func packageDrift(base, cur Snapshot, guarded []string) []result.Drift {
 		case b.Version != c.Version:
 			d = append(d, drift(DriftPackageVersion, name, b.Version, c.Version))
 		case b.Installed && !c.Installed:
-			d = append(d, drift(DriftPackageState, name, "installed (" + strings.TrimSpace(b.Status) + ")", "dpkg status " + quote(c.Status)))
+			d = append(d, drift(DriftPackageState, name, "installed ("+strings.TrimSpace(b.Status)+")", "dpkg status "+quote(c.Status)))
 		}
 	}
 	return d
@@ -161,7 +161,7 @@ func dkmsDrift(base, cur Snapshot) []result.Drift {
 		bv, bphrase := dkmsFor(base.DKMS, m, base.RunningKernel)
 		cv, cphrase := dkmsFor(cur.DKMS, m, cur.RunningKernel)
 		if cv == "" || (bv != "" && bv != cv) {
-			d = append(d, drift(DriftDKMS, "dkms " + m, bphrase, cphrase))
+			d = append(d, drift(DriftDKMS, "dkms "+m, bphrase, cphrase))
 		}
 	}
 	return d
@@ -177,9 +177,9 @@ func moduleDrift(base, cur Snapshot) []result.Drift {
 		c, ok := cur.ModuleVersions[m]
 		switch {
 		case !ok || !c.Present:
-			d = append(d, drift(DriftModuleMissing, "module " + m, modVersion(b), absentWord))
+			d = append(d, drift(DriftModuleMissing, "module "+m, modVersion(b), absentWord))
 		case b.Version != c.Version:
-			d = append(d, drift(DriftModuleVersion, "module " + m, modVersion(b), modVersion(c)))
+			d = append(d, drift(DriftModuleVersion, "module "+m, modVersion(b), modVersion(c)))
 		}
 	}
 	return d
