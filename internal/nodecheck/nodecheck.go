@@ -203,23 +203,24 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	o := engine.NodeOptions{
 		Common: engine.Common{
 			PluginVersion: opt.Version, ReportDir: opt.OutDir, CheckTimeout: opt.CheckTimeout, Now: env.Now, LoginUser: opt.LoginUser,
-			Checks: settings.Checks{Skip: opt.SkipChecks, Warn: opt.WarnChecks, SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)"},
 			// A fleet node was launched by its fleet's own launch template, which can attach
 			// EFA: an EFA-capable node without EFA is the fleet's fault, not a builder's limit.
 			Launch: checks.Launch{FleetNode: true},
 		},
-		NCCL: opt.NCCL, DCGMLevel: settings.DCGMLevel(opt.DCGMLevel), EFATraffic: opt.EFATraffic, GPUDirectRDMA: opt.GPUDirectRDMA,
 		Timeout: opt.Timeout, TimeoutSetting: "--timeout", Read: &r.facts,
 	}
 	if opt.LoginUser == "" {
 		o.LoginUnjudged = "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + nodeconf.ConfigPath + ")"
 	}
+	var bake *settings.Checks
 	if doc, err := r.readBOM(); err != nil {
 		o.BOMProblem = err.Error()
 	} else {
 		o.BOM = &doc
 		r.bomDoc = &doc
+		bake = doc.Checks
 	}
+	o.Checks = bake.Overlay(opt.overlay())
 	rep, werr := engine.CheckNode(ctx, env.Host, quietUI{}, o)
 	rep.Stage = "node check (" + opt.Mode + ")"
 	if opt.Simulate != "" {
@@ -235,6 +236,23 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 		}
 	}
 	return out
+}
+
+// overlay is what the node sets of its own on the bake's settings: its check selection, and
+// the load and function tests its settings turn on, with the bake's floors and bounds.
+func (o Options) overlay() settings.Overlay {
+	on := func(b bool) settings.Run {
+		if b {
+			return settings.RunOn
+		}
+		return settings.RunOff
+	}
+	return settings.Overlay{
+		Skip: o.SkipChecks, Warn: o.WarnChecks,
+		SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)",
+		NCCL: on(o.NCCL), EFATraffic: on(o.EFATraffic), GDR: on(o.GPUDirectRDMA),
+		DCGM: settings.RunOn, DCGMLevel: settings.DCGMLevel(o.DCGMLevel),
+	}
 }
 
 // readBOM reads the bill of materials; without it the node cannot be compared with its image,
