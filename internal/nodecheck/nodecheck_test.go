@@ -130,7 +130,7 @@ func (n *fakeNode) bom() []byte {
 	doc := bom.BOM{
 		BuildName: "golden", PluginVersion: "0.1.0", InstanceType: "p6-b200.48xlarge",
 		Kernel: "7.0.0-1014-aws", NextBootKernel: "7.0.0-1014-aws", Guarded: map[string]bom.Package{},
-		GuardPolicy: &settings.GuardPolicy{}, Expect: &settings.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"},
+		GuardPolicy: &settings.GuardPolicy{}, Checks: &settings.Checks{Expect: settings.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"}},
 	}
 	for name, p := range n.pkgs {
 		doc.Guarded[name] = bom.Package{Version: p.version, Held: p.held}
@@ -453,7 +453,7 @@ func TestFleetNodeWithoutEFA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc.Expect.EFACount = -1
+	doc.Checks.Expect.EFACount = -1
 	data, err := doc.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func BenchmarkP5VerificationStages(b *testing.B) {
 		common := benchCommon()
 		doc := writeBOM(ctx, b, h, common)
 		common.ReportDir = b.TempDir()
-		common.Checks = engine.BakeTests(settings.Checks{}, doc)
+		common.Checks = doc.Checks.Overlay(settings.Overlay{NCCL: settings.RunOn, DCGM: settings.RunAsBaked, EFATraffic: settings.RunAsBaked, GDR: settings.RunAsBaked})
 		common.Launch = checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: `efa = "all"`, SecurityGroups: in.SecurityGroups}
 		start := time.Now()
 		err = engine.Verify(ctx, h, discardUI{}, engine.VerifyOptions{Common: common, BOM: doc, SettleTimeout: 5 * time.Minute, CompleteValidation: true})
