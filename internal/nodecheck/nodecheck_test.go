@@ -299,13 +299,16 @@ func (n *fakeNode) scontrolCalls() [][]string {
 	return out
 }
 
-func options(t *testing.T, mode, action string) Options {
+func options(t *testing.T, mode nodeconf.Mode, action nodeconf.Action) Options {
 	dir := t.TempDir()
 	return Options{
-		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
-		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
-		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
-		Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")}.Resolved(),
+		Mode: mode, Version: "0.1.0-test",
+		Config: nodeconf.Config{
+			Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
+			Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
+			CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol,
+			Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")},
+		}.Resolved(),
 	}
 }
 

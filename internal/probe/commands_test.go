@@ -11,7 +11,7 @@ import (
 )
 
 func TestHostCommands(t *testing.T) {
-	cmds := hostCommands(Options{NVMePath: "/opt/dlami/nvme"})
+	cmds := hostCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout})
 	byName := map[string]bundle.Command{}
 	for _, c := range cmds {
 		byName[c.Name] = c

@@ -48,7 +48,7 @@ func healthySections(t testing.TB) map[string]bundle.Section {
 		body = append(body, line)
 	}
 	flush()
-	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme"}) {
+	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout}) {
 		if _, ok := sections[c.Name]; !ok {
 			t.Fatalf("fixture lacks section %s", c.Name)
 		}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"reflect"
@@ -158,7 +159,7 @@ func TestParseSnapshotAbsentThings(t *testing.T) {
 func TestCommands(t *testing.T) {
 	cmds := snapshotCommands()
 	for i := range cmds {
-		cmds[i].Timeout = settings.CheckTimeout(cmds[i].Timeout) // as query bounds them
+		cmds[i].Timeout = cmp.Or(cmds[i].Timeout, settings.DefaultCheckTimeout) // as query bounds them
 	}
 	if _, err := bundle.Script(cmds); err != nil {
 		t.Fatal(err)

@@ -639,7 +639,7 @@ func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.
 		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
-			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.RemoteFolder(""),
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
 			Checks: verifySettings(c, b, in.DescribedEFA), Secrets: c.Secrets(),
 			// What this launch attached: the judges demand exactly that many EFA devices, and
 			// name the groups EFA traffic depends on.

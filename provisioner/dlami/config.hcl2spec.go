@@ -3,6 +3,7 @@
 package dlami
 
 import (
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -37,7 +38,7 @@ type FlatConfig struct {
 	DCGMLevel           *int                       `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
 	EFATraffic          *FlatEFATrafficConfig      `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA       *FlatGPUDirectRDMAConfig   `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	NodeCheck           *FlatNodeCheckConfig       `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
+	NodeCheck           *nodeconf.FlatConfig       `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
 	SkipChecks          []string                   `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
 	WarnChecks          []string                   `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
 	SiteChecksDir       *string                    `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
@@ -82,7 +83,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
-		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*FlatNodeCheckConfig)(nil).HCL2Spec())},
+		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*nodeconf.FlatConfig)(nil).HCL2Spec())},
 		"skip_checks":                &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
@@ -269,55 +270,6 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 		"timeout":      &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 		"env":          &hcldec.AttrSpec{Name: "env", Type: cty.Map(cty.String), Required: false},
 		"transport":    &hcldec.AttrSpec{Name: "transport", Type: cty.String, Required: false},
-	}
-	return s
-}
-
-// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
-// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
-type FlatNodeCheckConfig struct {
-	Action        *string                      `mapstructure:"action" cty:"action" hcl:"action"`
-	Before        []string                     `mapstructure:"before" cty:"before" hcl:"before"`
-	NCCL          *bool                        `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel     *int                         `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic    *bool                        `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA *bool                        `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	SkipChecks    []string                     `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks    []string                     `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	Timeout       *string                      `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	Textfile      *string                      `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
-	LoginUser     *string                      `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
-	Replace       *string                      `mapstructure:"replace" cty:"replace" hcl:"replace"`
-	NPDCondition  *string                      `mapstructure:"npd_condition" cty:"npd_condition" hcl:"npd_condition"`
-	Evidence      *FlatNodeCheckEvidenceConfig `mapstructure:"evidence" cty:"evidence" hcl:"evidence"`
-}
-
-// FlatMapstructure returns a new FlatNodeCheckConfig.
-// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
-// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
-func (*NodeCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
-	return new(FlatNodeCheckConfig)
-}
-
-// HCL2Spec returns the hcl spec of a NodeCheckConfig.
-// This spec is used by HCL to read the fields of NodeCheckConfig.
-// The decoded values from this spec will then be applied to a FlatNodeCheckConfig.
-func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
-	s := map[string]hcldec.Spec{
-		"action":         &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
-		"before":         &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
-		"nccl":           &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
-		"dcgm_level":     &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
-		"efa_traffic":    &hcldec.AttrSpec{Name: "efa_traffic", Type: cty.Bool, Required: false},
-		"gpudirect_rdma": &hcldec.AttrSpec{Name: "gpudirect_rdma", Type: cty.Bool, Required: false},
-		"skip_checks":    &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
-		"warn_checks":    &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
-		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
-		"textfile":       &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
-		"login_user":     &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
-		"replace":        &hcldec.AttrSpec{Name: "replace", Type: cty.String, Required: false},
-		"npd_condition":  &hcldec.AttrSpec{Name: "npd_condition", Type: cty.String, Required: false},
-		"evidence":       &hcldec.BlockSpec{TypeName: "evidence", Nested: hcldec.ObjectSpec((*FlatNodeCheckEvidenceConfig)(nil).HCL2Spec())},
 	}
 	return s
 }

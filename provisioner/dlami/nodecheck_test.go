@@ -22,8 +22,8 @@ func TestNodeCheckDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.opt.NodeCheck
-	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.Timeout.Duration() != 300*time.Second ||
-		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeout.Duration() != time.Minute {
+	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.Timeout != 300*time.Second ||
+		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeout != time.Minute {
 		t.Errorf("defaults: %+v", c)
 	}
 	var off Provisioner
@@ -59,7 +59,7 @@ func TestNodeCheckSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.Timeout.Duration() != 90*time.Second {
+	if c := q.opt.NodeCheck; c.Action != "drain" || c.TextfilePath() != "" || !c.NCCL || c.Timeout != 90*time.Second {
 		t.Errorf("settings: %+v", c)
 	}
 	if u := nodeconf.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
@@ -68,8 +68,8 @@ func TestNodeCheckSettings(t *testing.T) {
 }
 
 // The fleet settings: refused with the setting's name, the one combination that would fight
-// refused naming both, and what is accepted reaches the command's config as written (the
-// command owns the defaults).
+// refused naming both, and what is accepted reaches the command's config resolved (the
+// defaults filled in, as the command fills them in a config without them).
 func TestNodeCheckFleetSettings(t *testing.T) {
 	var p Provisioner
 	err := p.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
@@ -118,7 +118,7 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := q.opt.NodeCheck
-	want := nodeconf.Evidence{S3URI: "s3://gpu-evidence/fleet", DCGMLevel: 3, MaxBytes: 256 << 20, MaxBundles: 4, BugReportTimeout: nodeconf.Duration(5 * time.Minute)}
+	want := nodeconf.Evidence{S3URI: "s3://gpu-evidence/fleet", DCGMLevel: 3, MaxSizeMB: 256, MaxBundles: 4, BugReportTimeout: 5 * time.Minute, Dir: nodeconf.DefaultEvidenceDir}
 	if c.Replace != "asg" || c.Evidence != want {
 		t.Errorf("config: replace %q, evidence %+v", c.Replace, c.Evidence)
 	}

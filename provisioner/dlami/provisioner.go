@@ -92,9 +92,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			return err
 		}
 	}
-	if c.NodeCheck != nil {
-		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
-	}
+	p.opt.NodeCheck = c.NodeCheck
 	return nil
 }
 
