@@ -192,6 +192,9 @@ type Config struct {
 	userData []byte
 	// efa is the efa setting resolved: launch.EFAAll, 0 or a count.
 	efa int
+	// multi is nodes and the multi_node block resolved once, by Prepare: the test across
+	// nodes runs with it, and multi.On() says whether there is one.
+	multi settings.MultiNode
 }
 
 // What to do with a failed AMI.
