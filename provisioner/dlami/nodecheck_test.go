@@ -1,10 +1,12 @@
 package dlami
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
@@ -125,5 +127,38 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 	// The unit waits for the bundle too: 5m run + 20s + 5m bug report + 1h DCGM + 30s.
 	if u := nodeconf.Unit(*c); !strings.Contains(u, "TimeoutStartSec=4250\n") {
 		t.Errorf("unit:\n%s", u)
+	}
+}
+
+// The file the bake installs is what the command reads back, unchanged, and the command's
+// validation (the same rule) accepts it in every mode.
+func TestNodeCheckFileReadsBackInTheCommand(t *testing.T) {
+	var p Provisioner
+	err := p.Prepare(map[string]interface{}{"check_timeout": "45s", "manifest_path": "/etc/golden/manifest.json", "node_check": map[string]interface{}{
+		"action": "drain", "before": []string{"slurmd.service"}, "timeout": "4m", "nccl": true, "dcgm_level": 1, "textfile": "none",
+		"skip_checks": []string{"nvme"}, "npd_condition": "AcceleratedHardwareReady",
+		"evidence": map[string]interface{}{"max_size_mb": 64, "bug_report_timeout": "2m", "disable": true},
+	}})
+	if nodecheckbin.Available() != nil {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := *p.opt.NodeCheck
+	back, err := nodeconf.DecodeConfig(installed.Encode())
+	if err != nil || !reflect.DeepEqual(back, installed) {
+		t.Fatalf("read back %+v, %v\nwant %+v", back, err, installed)
+	}
+	if back.BOMPath != "/etc/golden/manifest.json" || back.CheckTimeout != 45*time.Second || back.Evidence.MaxBytes() != 64<<20 || !back.Evidence.Disable {
+		t.Errorf("the file: %+v", back)
+	}
+	if !reflect.DeepEqual(back.Resolved(), back) {
+		t.Errorf("the command would resolve the file differently: %+v", back.Resolved())
+	}
+	for _, mode := range nodeconf.Modes {
+		if err := (nodecheck.Options{Config: back.Resolved(), Mode: mode}).Validate(); err != nil {
+			t.Errorf("mode %s refuses the installed file: %v", mode, err)
+		}
 	}
 }
