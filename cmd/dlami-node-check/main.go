@@ -70,13 +70,13 @@ func realEnv() nodecheck.Env {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodecheck.Env) int {
 	fl := flag.NewFlagSet("dlami-node-check", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	mode := fl.String("mode", nodeconf.ModeReport, "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
+	mode := fl.String("mode", string(nodeconf.ModeReport), "boot (the systemd unit), report, slurm (HealthCheckProgram) or npd (node-problem-detector custom plugin)")
 	configPath := fl.String("config", nodeconf.ConfigPath, "the settings the provisioner installed; flags override them")
 	action := fl.String("action", "", "on a failure in boot mode: block, drain or report (default: the config's, else block)")
 	bomPath := fl.String("bom", "", "the bill of materials (default: the config's, else "+bom.DefaultPath+")")
 	outDir := fl.String("out", "", "directory for dlami-report.json, .junit.xml and .md (default: the config's, else "+nodeconf.DefaultOutDir+")")
-	textfile := fl.String("textfile", "", "node_exporter textfile to write (*.prom; default: the config's)")
-	timeout := fl.Duration("timeout", 0, "bound of the whole run; reaching it fails the node (default: the config's, else 5m; slurm mode at most 50s)")
+	textfile := fl.String("textfile", "", "node_exporter textfile to write (*.prom), or none (default: the config's, else "+nodeconf.DefaultTextfile+")")
+	timeout := fl.Duration("timeout", 0, "bound of the whole run; reaching it fails the node (10s to 1h, as node_check.timeout; default: the config's, else 5m; slurm mode at most 50s)")
 	checkTimeout := fl.Duration("check-timeout", 0, "bound of each probe command (default: the config's, else 60s)")
 	nccl := fl.Bool("nccl", false, "run the 1-node NCCL test too (default: the config's)")
 	dcgmLevel := fl.Int("dcgm-level", 0, "run DCGM's diagnostics at this level too, 0 off (default: the config's)")
@@ -112,29 +112,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	cfg, err := readConfig(env, *configPath, set["config"])
 	if err != nil {
 		fmt.Fprintln(stderr, "dlami-node-check: "+err.Error())
-		if *mode == nodeconf.ModeNPD {
+		if nodeconf.Mode(*mode) == nodeconf.ModeNPD {
 			fmt.Fprintln(stdout, "DLAMI node check could not run: bad config")
 			return nodeconf.NPDUnknown
 		}
 		return usage
 	}
-	o := nodecheck.Options{
-		Mode: *mode, Action: nodeconf.Action(cfg.Action), BOMPath: or(cfg.BOMPath, bom.DefaultPath),
-		OutDir: or(cfg.OutDir, nodeconf.DefaultOutDir), Textfile: cfg.Textfile,
-		Timeout:      nodeconf.Timeout(cfg.Timeout.Duration()),
-		CheckTimeout: settings.CheckTimeout(cfg.CheckTimeout.Duration()),
-		NCCL:         cfg.NCCL, DCGMLevel: cfg.DCGMLevel, EFATraffic: cfg.EFATraffic, GPUDirectRDMA: cfg.GPUDirectRDMA,
-		SkipChecks: cfg.SkipChecks, WarnChecks: cfg.WarnChecks,
-		Scontrol: or(cfg.Scontrol, nodeconf.DefaultScontrol),
-		Version:  version.PluginVersion.FormattedVersion(), LoginUser: cfg.LoginUser,
-		Replace: nodeconf.ReplaceOf(cfg.Replace), NPDCondition: nodeconf.NPDConditionOf(cfg.NPDCondition), Evidence: cfg.Evidence.Resolved(),
-	}
+	// The installed file's settings, resolved by the provisioner's own rule, with the flags
+	// given over them; validated below by the provisioner's own rule too.
+	o := nodecheck.Options{Config: cfg.Resolved(), Mode: nodeconf.Mode(*mode), Version: version.PluginVersion.FormattedVersion()}
 	apply := map[string]func(){
-		"action": func() { o.Action = *action }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
+		"action": func() { o.Action = nodeconf.Action(*action) }, "bom": func() { o.BOMPath = *bomPath }, "out": func() { o.OutDir = *outDir },
 		"textfile": func() { o.Textfile = *textfile }, "timeout": func() { o.Timeout = *timeout },
 		"check-timeout": func() { o.CheckTimeout = *checkTimeout }, "nccl": func() { o.NCCL = *nccl }, "scontrol": func() { o.Scontrol = *scontrol },
 		"login-user": func() { o.LoginUser = *loginUser },
-		"dcgm-level": func() { o.DCGMLevel = *dcgmLevel }, "efa-traffic": func() { o.EFATraffic = *efaTraffic },
+		"dcgm-level": func() { o.DCGMLevel = settings.DCGMLevel(*dcgmLevel) }, "efa-traffic": func() { o.EFATraffic = *efaTraffic },
 		"gpudirect-rdma": func() { o.GPUDirectRDMA = *gdr },
 		"skip-checks":    func() { o.SkipChecks = idList(*skipChecks) }, "warn-checks": func() { o.WarnChecks = idList(*warnChecks) },
 		"replace": func() { o.Replace = *replace }, "npd-condition": func() { o.NPDCondition = *npdCondition },
@@ -191,13 +183,6 @@ func readConfig(env nodecheck.Env, path string, explicit bool) (nodeconf.Config,
 		return nodeconf.Config{}, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return c, nil
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // idList splits a comma-separated list of check ids.

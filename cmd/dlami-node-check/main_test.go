@@ -76,6 +76,11 @@ func TestUsage(t *testing.T) {
 	}{
 		{[]string{"--mode", "bogus", "--out", dir}, 2, "", `--mode "bogus"`},
 		{[]string{"--mode", "npd", "--timeout", "0s"}, nodeconf.NPDUnknown, "DLAMI node check could not run: bad flags\n", "--timeout 0s"},
+		// One rule with node_check.timeout: a manual run is bounded like a boot.
+		{[]string{"--timeout", "5s"}, 2, "", "--timeout 5s: use 10s to 1h"},
+		{[]string{"--timeout", "2h"}, 2, "", "--timeout 2h0m0s: use 10s to 1h"},
+		{[]string{"--textfile", "/tmp/x.txt"}, 2, "", `--textfile "/tmp/x.txt": an absolute path ending in .prom`},
+		{[]string{"--action", "explode"}, 2, "", `--action "explode": use block, drain, report`},
 		{[]string{"--config", "/etc/missing.json"}, 2, "", "--config /etc/missing.json"},
 		{[]string{"--version"}, 0, "dlami-node-check ", ""},
 		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
@@ -94,7 +99,7 @@ func TestUsage(t *testing.T) {
 // prints a report that says why.
 func TestNoBOM(t *testing.T) {
 	dir := t.TempDir()
-	code, out, _ := runCmd(t, nil, "--mode", "report", "--json", "--out", dir, "--timeout", "5s")
+	code, out, _ := runCmd(t, nil, "--mode", "report", "--json", "--out", dir, "--timeout", "10s", "--textfile", "none")
 	var r report.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("--json printed %q: %v", out, err)
@@ -102,7 +107,7 @@ func TestNoBOM(t *testing.T) {
 	if code != 1 || r.Result != "fail" || r.FailedChecks[0] != "stage:bill-of-materials" {
 		t.Errorf("exit %d result %s failed %v", code, r.Result, r.FailedChecks)
 	}
-	code, out, _ = runCmd(t, nil, "--mode", "npd", "--out", dir, "--timeout", "5s")
+	code, out, _ = runCmd(t, nil, "--mode", "npd", "--out", dir, "--timeout", "10s", "--textfile", "none")
 	if code != nodeconf.NPDProblem || strings.Count(out, "\n") != 1 || len(out) > nodeconf.NPDMaxMessage+1 {
 		t.Errorf("npd: exit %d out %q", code, out)
 	}
@@ -112,7 +117,7 @@ func TestNoBOM(t *testing.T) {
 // misspelt setting is refused.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg := nodeconf.Config{Action: "drain", OutDir: dir, Timeout: nodeconf.Duration(5 * time.Second)}
+	cfg := nodeconf.Config{Action: "drain", OutDir: dir, Timeout: 10 * time.Second, Textfile: nodeconf.TextfileNone}
 	files := map[string]string{nodeconf.ConfigPath: string(cfg.Encode())}
 	code, _, errs := runCmd(t, files, "--mode", "boot")
 	if code != 1 || !strings.Contains(errs, "drained Slurm node node-1") {

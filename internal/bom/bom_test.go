@@ -2,11 +2,14 @@ package bom
 
 import (
 	"fmt"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestRoundTripAndRejects(t *testing.T) {
@@ -44,7 +47,7 @@ func TestRoundTripAndRejects(t *testing.T) {
 // A bill of materials carries the guard policy the bake used; one of schema 2 (before it did)
 // still reads, without one.
 func TestGuardPolicyAndSchema2(t *testing.T) {
-	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}, GuardPolicy: &guard.Policy{Exclude: []string{"nvidia-container-*"}}}
+	b := BOM{Kernel: "k", Guarded: map[string]Package{"a": {"1", true}}, GuardPolicy: &settings.GuardPolicy{Exclude: []string{"nvidia-container-*"}}}
 	data, err := b.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +98,66 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("accepted an incomplete BOM")
 		}
 	})
+}
+
+// An image baked by the previous release (schema 4: the expect block and the tests beside
+// each other, durations in nanoseconds) still reads, with its settings in Checks; one of
+// schema 3 (an expect block, no tests) and 2 (neither) get a bake's defaults for what they
+// lack. A schema 5 BOM that writes the old fields, or an older one that writes the new, is
+// refused.
+func TestOlderSchemasReadIntoChecks(t *testing.T) {
+	data, err := os.ReadFile("testdata/schema4-manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Checks
+	if c == nil || c.Expect.GPUCount != 8 || c.Expect.EFACount != 32 || c.Expect.NvidiaDriver != "595.91.07" ||
+		c.NCCL.Timeout != 7*time.Minute || c.NCCL.Transport != settings.TransportEFA ||
+		c.Function.DCGMLevel != 1 || c.Function.EFATraffic.MinBandwidthMBps != 3000 || c.Function.EFATraffic.Timeout != 20*time.Second ||
+		c.Function.EFATraffic.Concurrency != settings.DefaultEFATrafficConcurrency || !c.Function.GDR.Skip || c.Function.GDR.BusBWFloorGBps != 40 ||
+		!slices.Equal(c.Skip, []string{"lustre"}) || !slices.Equal(c.Warn, []string{"gpu-clocks"}) {
+		t.Errorf("schema 4 read as %+v", c)
+	}
+	if b.GuardPolicy == nil || !slices.Equal(b.GuardPolicy.Exclude, []string{"nvidia-container-*"}) {
+		t.Errorf("guard policy %+v", b.GuardPolicy)
+	}
+	// Written again, it is a schema 5 BOM with the same settings.
+	again, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b5, err := Decode(again)
+	if err != nil || !reflect.DeepEqual(b5.Checks, b.Checks) || strings.Contains(string(again), `"tests"`) {
+		t.Errorf("re-encoded: %v\n%s", err, again)
+	}
+
+	guarded := `"kernel": "k", "guarded": {"a": {"version": "1", "held": true}}`
+	for _, tc := range []struct {
+		name   string
+		in     string
+		expect settings.Expectations
+	}{
+		{"schema 3", `{"schema_version": 3, ` + guarded + `, "expect": {"gpu_model": "H100"}}`, settings.Expectations{GPUModel: "H100"}},
+		{"schema 2", `{"schema_version": 2, ` + guarded + `}`, settings.Expectations{}},
+	} {
+		b, err := Decode([]byte(tc.in))
+		want := settings.BakeDefaults()
+		want.Expect = tc.expect
+		if err != nil || b.Checks == nil || !reflect.DeepEqual(*b.Checks, want) {
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, b.Checks, err, want)
+		}
+	}
+	for name, in := range map[string]string{
+		"schema 5 with tests":  `{"schema_version": 5, ` + guarded + `, "tests": {"nccl": {}, "function": {}}}`,
+		"schema 5 with expect": `{"schema_version": 5, ` + guarded + `, "expect": {}}`,
+		"schema 4 with checks": `{"schema_version": 4, ` + guarded + `, "checks": {}}`,
+	} {
+		if _, err := Decode([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
 }

@@ -27,6 +27,9 @@ var forbidden = []struct {
 	{"internal/localhost", "internal/settings", "a transport runs what it is given"},
 	{"internal/localhost", "internal/probe", "a transport runs what it is given"},
 	{"internal/host", "internal/settings", "the host API names no settings"},
+	{"internal/bom", "internal/checks", "the bill of materials is a record; settings.Checks carries the checks' settings"},
+	{"internal/bom", "internal/guard", "the drift record is result.Drift"},
+	{"internal/report", "internal/guard", "a report renders result.Drift, it judges nothing"},
 }
 
 // deps returns the module's packages pkg imports, directly or not, from their non-test files.

@@ -8,6 +8,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // The catalog holds every check once, in report order, each with its docs; the guard's own
@@ -64,7 +65,7 @@ func TestJudgePhase(t *testing.T) {
 // warn_checks turns a failure into a warning that says what would have failed, and leaves a
 // pass alone.
 func TestSkipAndWarnChecks(t *testing.T) {
-	tg := Target{Settings: Settings{Skip: []string{result.GPU}, SkipSetting: "skip_checks", Warn: []string{result.NvidiaDriver, result.GDRCopy}, WarnSetting: "warn_checks"}}
+	tg := Target{Checks: settings.Checks{Skip: []string{result.GPU}, SkipSetting: "skip_checks", Warn: []string{result.NvidiaDriver, result.GDRCopy}, WarnSetting: "warn_checks"}}
 	cs := JudgePhase(PhaseHost, facts.Run{}, tg)
 	gpu, _ := result.Find(cs, result.GPU)
 	if gpu.Status != result.Skip || !strings.Contains(gpu.Message, "skip_checks") {
@@ -119,11 +120,11 @@ func TestJudgeSite(t *testing.T) {
 			t.Errorf("%+v: %s %s %q", tc.run, c.ID, c.Status, c.Message)
 		}
 	}
-	skip := Target{Settings: Settings{Skip: []string{"site:fans"}}}
+	skip := Target{Checks: settings.Checks{Skip: []string{"site:fans"}}}
 	if c := JudgeSite(facts.SiteRun{Name: "fans", ExitCode: 1}, skip); c.Status != result.Skip {
 		t.Errorf("skipped site check: %s", c.Status)
 	}
-	warn := Target{Settings: Settings{Warn: []string{"site:fans"}}}
+	warn := Target{Checks: settings.Checks{Warn: []string{"site:fans"}}}
 	if c := JudgeSite(facts.SiteRun{Name: "fans", ExitCode: 1, Output: "x"}, warn); c.Status != result.Warn {
 		t.Errorf("demoted site check: %s", c.Status)
 	}

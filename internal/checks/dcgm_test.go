@@ -48,7 +48,9 @@ func profiled(t *testing.T, typ string) Target {
 }
 
 // gpuCount is a Target without a profile whose expect.gpu_count is n.
-func gpuCount(n int) Target { return Target{Settings: Settings{Expect: Expectations{GPUCount: n}}} }
+func gpuCount(n int) Target {
+	return Target{Checks: settings.Checks{Expect: settings.Expectations{GPUCount: n}}}
+}
 
 func TestJudgeDCGM(t *testing.T) {
 	eight := gpuCount(8)

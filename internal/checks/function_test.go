@@ -70,7 +70,7 @@ func TestEFATraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		return judgeEFATraffic(facts.Run{EFATraffic: facts.EFATraffic{Tested: devs, Devices: pp, StatsBefore: before, StatsAfter: after}},
-			Target{Settings: Settings{Function: settings.Function{EFATraffic: o}}})
+			Target{Checks: settings.Checks{Function: settings.Function{EFATraffic: o}}})
 	}
 	floor := settings.EFATraffic{MinBandwidthMBps: 1000}
 	tests := []struct {
@@ -151,7 +151,7 @@ func TestJudgeGPUDirectRDMA(t *testing.T) {
 	for _, tt := range tests {
 		run := probe.ParseNCCLRun(tt.out, 0, false, time.Minute)
 		c := judgeGPUDirectRDMA(facts.Run{GDR: run, Host: facts.Host{EFAInstaller: rec, Loaded: tt.loaded}},
-			Target{Settings: Settings{Function: settings.Function{GDR: tt.o}}})
+			Target{Checks: settings.Checks{Function: settings.Function{GDR: tt.o}}})
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.mention) {
 			t.Errorf("%s: %s %q: %s", tt.name, c.Status, c.Actual, c.Message)
 		}

@@ -63,7 +63,7 @@ func twoNodes(t *testing.T, log string, code int, timedOut bool) facts.MultiNode
 
 func p5Target(floor float64) Target {
 	p, _ := profile.Lookup("p5.48xlarge")
-	return Target{InstanceType: "p5.48xlarge", Profile: &p, Settings: Settings{MultiNode: settings.MultiNode{Nodes: 2, BusBWFloorGBps: floor}},
+	return Target{InstanceType: "p5.48xlarge", Profile: &p, Checks: settings.Checks{MultiNode: settings.MultiNode{Nodes: 2, BusBWFloorGBps: floor}},
 		Launch: Launch{Known: true, EFA: 32, SecurityGroups: []string{"sg-0efa"}}}
 }
 
@@ -167,7 +167,7 @@ func TestJudgeNCCLMultiNodeRealP4dLog(t *testing.T) {
 	mn.Nodes[0].HostName, mn.Nodes[1].HostName = "nccl-tests-efa-16-worker-0", "nccl-tests-efa-16-worker-1"
 	mn.Nodes[0].EFA, mn.Nodes[1].EFA = 4, 4
 	p, _ := profile.Lookup("p4d.24xlarge")
-	tg := Target{InstanceType: "p4d.24xlarge", Profile: &p, Settings: Settings{MultiNode: settings.MultiNode{Nodes: 2}}}
+	tg := Target{InstanceType: "p4d.24xlarge", Profile: &p, Checks: settings.Checks{MultiNode: settings.MultiNode{Nodes: 2}}}
 	c := judgeNCCLMultiNode(facts.Run{MultiNode: mn}, tg)
 	if c.Status != result.Warn || !strings.Contains(c.Message, "did not print how many NICs") || !strings.Contains(c.Message, "set multi_node.busbw_floor_gbps") {
 		t.Errorf("%s: %s", c.Status, c.Message)

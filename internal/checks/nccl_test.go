@@ -227,28 +227,28 @@ func TestTargetNCCLExpect(t *testing.T) {
 	}
 	p6 := strings.Repeat("0000:51:00.0 0x10de 0x2901 0x030200\n", 8) + strings.Repeat("0000:82:00.0 0x1d0f 0xefa3 0x020000\n", 8)
 	s := facts.Host{Instance: facts.Instance{Type: "p6-b200.48xlarge", Source: "product_name"}, PCI: inv(p6)}
-	x := Resolve(s, Settings{Expect: Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect()
+	x := Resolve(s, settings.Checks{Expect: settings.Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect()
 	if x.Transport != settings.TransportEFA || x.EFACount != 8 || x.BusBWFloorGBps != 600 || x.FloorBasis != "profile p6-b200.48xlarge" || x.Ranks != 8 {
 		t.Errorf("p6: %+v", x)
 	}
 	s = facts.Host{Instance: facts.Instance{Type: "p7-future.48xlarge", Source: "product_name"}, PCI: inv("0000:05:00.0 0x1d0f 0xec20 0x020000\n0000:51:00.0 0x10de 0x2901 0x030200\n")}
-	x = Resolve(s, Settings{Expect: Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect()
+	x = Resolve(s, settings.Checks{Expect: settings.Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect()
 	if x.Transport != settings.TransportAny || x.EFACount != 0 || x.BusBWFloorGBps != 0 || x.Ranks != 1 {
 		t.Errorf("no EFA on the bus: %+v", x)
 	}
-	if x := Resolve(s, Settings{Expect: Expectations{}, NCCL: settings.NCCL{Transport: settings.TransportEFA}}, "").NCCLExpect(); x.Transport != settings.TransportEFA || x.TransportBasis != "setting nccl.transport" {
+	if x := Resolve(s, settings.Checks{Expect: settings.Expectations{}, NCCL: settings.NCCL{Transport: settings.TransportEFA}}, "").NCCLExpect(); x.Transport != settings.TransportEFA || x.TransportBasis != "setting nccl.transport" {
 		t.Errorf("setting: %+v", x)
 	}
 	s.PCI = facts.Unread[facts.PCIInventory]("host.pci: exited 1", "")
-	if x := Resolve(s, Settings{Expect: Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect(); x.Transport != settings.TransportEFA {
+	if x := Resolve(s, settings.Checks{Expect: settings.Expectations{}, NCCL: settings.NCCL{}}, "").NCCLExpect(); x.Transport != settings.TransportEFA {
 		t.Errorf("unreadable PCI must not relax the transport: %+v", x)
 	}
 	// expect.efa_count = -1 turns the count off, not EFA: a socket fallback must still fail.
 	s = facts.Host{Instance: facts.Instance{Type: "p7-future.48xlarge", Source: "product_name"}, PCI: inv(p6)}
-	if x := Resolve(s, Settings{Expect: Expectations{EFACount: -1}, NCCL: settings.NCCL{}}, "").NCCLExpect(); x.Transport != settings.TransportEFA || !strings.Contains(x.TransportBasis, "expect.efa_count = -1") {
+	if x := Resolve(s, settings.Checks{Expect: settings.Expectations{EFACount: -1}, NCCL: settings.NCCL{}}, "").NCCLExpect(); x.Transport != settings.TransportEFA || !strings.Contains(x.TransportBasis, "expect.efa_count = -1") {
 		t.Errorf("efa_count -1 on an EFA host: %+v", x)
 	}
-	off := Resolve(s, Settings{Expect: Expectations{EFACount: -1}, NCCL: settings.NCCL{}}, "").NCCLExpect()
+	off := Resolve(s, settings.Checks{Expect: settings.Expectations{EFACount: -1}, NCCL: settings.NCCL{}}, "").NCCLExpect()
 	if cs, _ := judgeNCCLOutput(ncclTestdata(t, "derived-socket-fallback.txt"), 0, false, off, settings.NCCL{}); cs[2].Status != result.Fail {
 		t.Errorf("socket fallback with efa_count = -1: %s: %s", cs[2].Status, cs[2].Message)
 	}

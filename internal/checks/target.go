@@ -3,12 +3,10 @@ package checks
 import (
 	"cmp"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
@@ -20,75 +18,10 @@ const (
 	BasisRule    = "rule"
 )
 
-// Validate reports every bad setting of the expect block, in field order, naming each one.
-func (e Expectations) Validate() []error {
-	var errs []error
-	for _, p := range e.pins() {
-		if p.value == "" {
-			continue
-		}
-		if _, err := constraint.Parse(p.value); err != nil {
-			errs = append(errs, fmt.Errorf("expect.%s: %w", p.setting, err))
-		}
-	}
-	for _, n := range []struct {
-		setting string
-		v       int
-	}{{"gpu_count", e.GPUCount}, {"efa_count", e.EFACount}, {"nvlinks", e.NVLinks}} {
-		if n.v < -1 {
-			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
-		}
-	}
-	if e.PCIeWidth != 0 && !pcieWidths[e.PCIeWidth] {
-		errs = append(errs, fmt.Errorf("expect.pcie_width = %d: use a PCIe link width (1, 2, 4, 8, 12, 16 or 32 lanes), or leave it unset to take the profile's or the GPU's maximum", e.PCIeWidth))
-	}
-	if e.BusBWFloorGBps < 0 {
-		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
-	}
-	if e.NVMePath != "" && !path.IsAbs(e.NVMePath) {
-		errs = append(errs, fmt.Errorf("expect.nvme_path %q: must be an absolute path", e.NVMePath))
-	}
-	for i, x := range e.IgnoreXids {
-		if x <= 0 {
-			errs = append(errs, fmt.Errorf("expect.ignore_xids[%d] = %d: Xid numbers are positive", i, x))
-		}
-	}
-	return errs
-}
-
-// pcieWidths are the link widths the PCIe specification defines.
-var pcieWidths = map[int]bool{1: true, 2: true, 4: true, 8: true, 12: true, 16: true, 32: true}
-
-type pin struct{ setting, value string }
-
-// pins are the version settings, which take an exact version or a constraint.
-func (e Expectations) pins() []pin {
-	return []pin{
-		{"nvidia_driver", e.NvidiaDriver}, {"efa_driver", e.EFADriver}, {"efa_installer", e.EFAInstaller},
-		{"libfabric", e.Libfabric}, {"aws_ofi_nccl", e.AWSOFINCCL}, {"gdrcopy", e.GDRCopy}, {"lustre", e.Lustre},
-	}
-}
-
-// Settings are the settings the judges compare against, resolved once and carried whole: the
-// expect block, the NCCL test's and the function tests' settings, and which checks are
-// skipped or only warn.
-type Settings struct {
-	Expect   Expectations
-	NCCL     settings.NCCL
-	Function settings.Function
-	// MultiNode is the NCCL test across a verification's nodes.
-	MultiNode settings.MultiNode
-	// Skip are the checks skip_checks names (reported skipped, never judged); Warn those
-	// warn_checks names (a failure is reported as a warning). SkipSetting and WarnSetting name
-	// the settings in messages.
-	Skip, Warn               []string
-	SkipSetting, WarnSetting string
-}
-
 // Target is what the host checks compare against: the settings, the instance type's built-in
 // profile (when there is one) and the host's own PCI inventory (when it could be read).
 type Target struct {
-	Settings
+	settings.Checks
 	// InstanceType and InstanceTypeSource: the host's own answer ("product_name", "imds"),
 	// else the configured type ("configured"), else "".
 	InstanceType       string
@@ -137,8 +70,8 @@ type Launch struct {
 
 // Resolve builds the Target of a host from its facts: the instance type (the host's answer,
 // else configuredType), its profile, and the PCI inventory.
-func Resolve(h facts.Host, s Settings, configuredType string) Target {
-	t := Target{Settings: s, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
+func Resolve(h facts.Host, s settings.Checks, configuredType string) Target {
+	t := Target{Checks: s, InstanceType: h.Instance.Type, InstanceTypeSource: h.Instance.Source}
 	if t.InstanceType == "" {
 		if c := strings.TrimSpace(configuredType); c != "" {
 			t.InstanceType, t.InstanceTypeSource = c, "configured"

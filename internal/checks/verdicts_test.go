@@ -12,6 +12,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 const (
@@ -467,7 +468,7 @@ func TestPCIeWidthSetting(t *testing.T) {
 		t.Errorf("p5 slot: x%d, want none (the GPU's maximum)", w)
 	}
 	for w, ok := range map[int]bool{0: true, 8: true, 16: true, 3: false, -8: false, 64: false} {
-		errs := Expectations{PCIeWidth: w}.Validate()
+		errs := settings.Expectations{PCIeWidth: w}.Validate()
 		if (len(errs) == 0) != ok || !ok && !strings.Contains(errs[0].Error(), "expect.pcie_width") {
 			t.Errorf("expect.pcie_width = %d: %v", w, errs)
 		}

@@ -45,13 +45,15 @@ type Common struct {
 	ReportDir     string
 	// InstanceType is what the host was launched as; the host's own answer comes first.
 	InstanceType string
+	// CheckTimeout bounds each check command and RemoteFolder is where scripts are uploaded
+	// (it must allow execution): both resolved by the caller (the provisioner's and the
+	// post-processor's Prepare, the node check's start), as every field of Common is.
 	CheckTimeout time.Duration
-	// RemoteFolder is where scripts are uploaded; it must allow execution.
 	RemoteFolder string
-	Policy       guard.Policy
+	Policy       settings.GuardPolicy
 	// Checks are what the judges compare against: the expect block, the NCCL and function
 	// tests' settings, and the checks skipped or demoted.
-	Checks checks.Settings
+	Checks settings.Checks
 	// LoginUser is the user whose new logins the memlock check judges; "" is the user the
 	// probe runs as (the SSH user).
 	LoginUser string
@@ -299,9 +301,9 @@ func (b *Bake) judged(what string) func(context.Context) error {
 	}
 }
 
-// newBake applies the defaults of the Options fields left zero and starts the report.
+// newBake applies the defaults of the engine's own tuning fields left zero (the clock, retries,
+// sampling and progress intervals; never a user's setting) and starts the report.
 func newBake(h host.Host, ui UI, opt Options) *Bake {
-	opt.RemoteFolder = settings.RemoteFolder(opt.RemoteFolder)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

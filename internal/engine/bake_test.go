@@ -16,18 +16,19 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 const runUUID = "2f1d6f0e-6a7e-4a55-9a43-5e3cbb8b0c11"
 
 type reportJSON struct {
-	Result       string        `json:"result"`
-	FailedChecks []string      `json:"failed_checks"`
-	Stage        string        `json:"stage"`
-	Drift        []guard.Drift `json:"drift"`
-	HeldByPlugin []string      `json:"held_by_plugin"`
-	Error        string        `json:"error"`
+	Result       string         `json:"result"`
+	FailedChecks []string       `json:"failed_checks"`
+	Stage        string         `json:"stage"`
+	Drift        []result.Drift `json:"drift"`
+	HeldByPlugin []string       `json:"held_by_plugin"`
+	Error        string         `json:"error"`
 	Checks       []struct {
 		ID       string `json:"id"`
 		Status   string `json:"status"`
@@ -46,8 +47,8 @@ func options(t testing.TB, layers ...layer.Spec) Options {
 			ReportDir:    t.TempDir(),
 			CheckTimeout: time.Minute,
 			RemoteFolder: "/tmp",
-			Checks: checks.Settings{
-				Expect:   checks.Expectations{NVMePath: "/opt/dlami/nvme"},
+			Checks: settings.Checks{
+				Expect:   settings.Expectations{NVMePath: "/opt/dlami/nvme"},
 				NCCL:     settings.NCCL{Args: settings.NCCLDefaultArgs, Timeout: time.Minute},
 				Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
 			},

@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // deferValidation records the host suite and the NCCL test as deferred: skipped, never passed,
@@ -72,8 +73,7 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		RunUUID: b.opt.RunUUID, InstanceType: b.rep.InstanceType,
 		Kernel: b.lastSnapshot.RunningKernel, NextBootKernel: b.lastSnapshot.NextBootKernel,
 		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
-		GuardPolicy: &b.opt.Policy, Expect: &b.opt.Checks.Expect, Deferred: b.deferred,
-		Tests: &bom.Tests{NCCL: b.opt.Checks.NCCL, Function: b.opt.Checks.Function, Skip: b.opt.Checks.Skip, Warn: b.opt.Checks.Warn},
+		GuardPolicy: &b.opt.Policy, Deferred: b.deferred, Checks: bakeChecks(b.opt.Checks),
 	}
 	data, err := doc.Encode()
 	if err != nil {
@@ -91,4 +91,11 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 	}
 	b.ui.Say("dlami: wrote the bill of materials into the image at " + b.opt.ManifestPath + " (copy: " + local + ")")
 	return nil
+}
+
+// bakeChecks are the bake's settings as the bill of materials carries them: whole, less what
+// belongs to the bake's own run (the messages' setting names, a verification's multi-node test).
+func bakeChecks(s settings.Checks) *settings.Checks {
+	s.SkipSetting, s.WarnSetting, s.MultiNode = "", "", settings.MultiNode{}
+	return &s
 }

@@ -59,7 +59,7 @@ func MultiNode(ctx context.Context, ui UI, o MultiNodeOptions) error {
 	}
 	b := newBake(o.Nodes[0].Host, ui, Options{Common: o.Common, Validate: true})
 	typ := o.Nodes[0].InstanceType
-	b.target = checks.Target{Settings: o.Checks, InstanceType: typ, InstanceTypeSource: "launch", Launch: o.Common.Launch}
+	b.target = checks.Target{Checks: o.Checks, InstanceType: typ, InstanceTypeSource: "launch", Launch: o.Common.Launch}
 	if p, ok := profile.Lookup(typ); ok {
 		b.target.Profile = &p
 	}

@@ -91,7 +91,7 @@ func multiNodeOptions(t *testing.T, hosts []*fakeHost, timeout time.Duration) Mu
 		nodes = append(nodes, Node{Host: h, InstanceID: fmt.Sprintf("i-0node%d", i+1), PrivateIP: fmt.Sprintf("10.0.1.%d", 5+i), InstanceType: "p5.48xlarge", EFA: 32})
 	}
 	return MultiNodeOptions{Common: Common{BuildName: "unit", ReportDir: t.TempDir(), CheckTimeout: time.Minute,
-		Checks: checks.Settings{MultiNode: settings.MultiNode{Nodes: 2, Timeout: timeout}},
+		Checks: settings.Checks{MultiNode: settings.MultiNode{Nodes: 2, Timeout: timeout}},
 		Launch: checks.Launch{Known: true, EFA: 32, SecurityGroups: []string{"sg-0efa"}}}, Nodes: nodes,
 		Launch: &report.Launch{InstanceType: "p5.48xlarge"}}
 }

@@ -11,26 +11,20 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // NodeOptions configure a node's check of itself (dlami-node-check): the node against the bill
 // of materials of the image it booted from, the host suite with the bake's expectations, and
 // the load and function phases the node's settings turn on.
 type NodeOptions struct {
-	// Common's ReportDir may be "" (no reports written); its Checks.Skip and Checks.Warn are
-	// the node's own, added to the bake's.
+	// Common's ReportDir may be "" (no reports written); its Checks are what the node judges
+	// with: the bake's, from the bill of materials, under the node's own settings
+	// (settings.Checks.Overlay), which turn the load and function phases on.
 	Common
 	// BOM is the image's bill of materials; nil when it could not be read, and BOMProblem says
 	// why (the node then fails closed: it cannot be compared with its image).
 	BOM        *bom.BOM
 	BOMProblem string
-	// NCCL, DCGMLevel, EFATraffic and GPUDirectRDMA turn on the load and function phases; their
-	// floors and bounds are the bake's, from the bill of materials.
-	NCCL          bool
-	DCGMLevel     settings.DCGMLevel
-	EFATraffic    bool
-	GPUDirectRDMA bool
 	// Timeout bounds the whole run: a node that cannot be judged in time fails.
 	Timeout time.Duration
 	// TimeoutSetting names the setting of Timeout in messages.
@@ -54,7 +48,6 @@ func CheckNode(ctx context.Context, h host.Host, ui UI, o NodeOptions) (report.R
 		}
 		o.InstanceType = doc.InstanceType
 	}
-	o.Checks = nodeSettings(o, doc)
 	b := newBake(h, ui, Options{Common: o.Common, Validate: true, KeepGoing: true})
 	b.loginUnjudged = o.LoginUnjudged
 	b.rep.BuildName = doc.BuildName
@@ -76,26 +69,6 @@ func CheckNode(ctx context.Context, h host.Host, ui UI, o NodeOptions) (report.R
 	return n, b.writeErr
 }
 
-// nodeSettings are what a node judges with: the bake's expectations, test settings and check
-// selection from the bill of materials, the node's own selection on top, and only the load
-// and function tests the node's settings turn on.
-func nodeSettings(o NodeOptions, doc bom.BOM) checks.Settings {
-	s := o.Checks
-	if doc.Expect != nil {
-		s.Expect = *doc.Expect
-	}
-	if t := doc.Tests; t != nil {
-		s.NCCL, s.Function = t.NCCL, t.Function
-		s.Skip, s.Warn = union(t.Skip, s.Skip), union(t.Warn, s.Warn)
-	}
-	s.Function = s.Function.Resolved()
-	s.NCCL.Skip = !o.NCCL
-	s.Function.DCGMLevel = o.DCGMLevel
-	s.Function.EFATraffic.Skip = !o.EFATraffic
-	s.Function.GDR.Skip = !o.GPUDirectRDMA
-	return s
-}
-
 // nodePlan is a node's check of itself: the bill of materials, the node against it, the host
 // suite, then the load and function phases it asks for. Every step runs under bctx, the run's
 // bound; a step that fails or runs out of time fails the checks it did not judge, and the
@@ -110,11 +83,12 @@ func (b *Bake) nodePlan(bctx context.Context, o NodeOptions, doc bom.BOM) plan {
 		off string
 	}
 	functionsOff := ""
-	if o.DCGMLevel == 0 && !o.EFATraffic && !o.GPUDirectRDMA {
+	f := o.Checks.Function
+	if f.DCGMLevel.Off() && f.EFATraffic.Skip && f.GDR.Skip {
 		functionsOff = "the function tests are off at boot (node_check.dcgm_level, efa_traffic and gpudirect_rdma; --dcgm-level, --efa-traffic and --gpudirect-rdma turn them on)"
 	}
 	ncclOff := ""
-	if !o.NCCL {
+	if o.Checks.NCCL.Skip {
 		ncclOff = "the NCCL test is off at boot (node_check.nccl = false; --nccl turns it on)"
 	}
 	steps := []step{

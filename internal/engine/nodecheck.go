@@ -77,13 +77,12 @@ func lastLine(s string) string {
 func (b *Bake) nodeCheckVerify(ctx context.Context) error {
 	b.stage("first boot: the image's node check")
 	start := b.now()
-	timeout := nodeconf.Timeout(0)
+	// The image's own bound, as its command resolves it.
+	c := nodeconf.Config{}
 	if data, err := b.host.ReadFile(ctx, nodeconf.ConfigPath); err == nil {
-		if c, err := nodeconf.DecodeConfig(data); err == nil && c.Timeout > 0 {
-			timeout = c.Timeout.Duration()
-		}
+		c, _ = nodeconf.DecodeConfig(data)
 	}
-	n, err := probe.NodeCheck(ctx, b.host, nodeconf.BinaryPath, nodeconf.ModeReport, timeout)
+	n, err := probe.NodeCheck(ctx, b.host, nodeconf.BinaryPath, string(nodeconf.ModeReport), c.Resolved().Timeout)
 	if err != nil {
 		return err
 	}

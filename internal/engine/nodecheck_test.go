@@ -25,7 +25,7 @@ func TestNodeCheckInstalled(t *testing.T) {
 	h.hostOut["nodecheck.machine"] = fakeSection{out: "x86_64"}
 	opt := options(t)
 	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionBlock, BOMPath: opt.ManifestPath, OutDir: nodeconf.DefaultOutDir,
-		Timeout: nodeconf.Duration(300 * time.Second), CheckTimeout: nodeconf.Duration(time.Minute), Scontrol: nodeconf.DefaultScontrol, Before: nodeconf.DefaultBefore}
+		Timeout: 300 * time.Second, CheckTimeout: time.Minute, Scontrol: nodeconf.DefaultScontrol, Before: nodeconf.DefaultBefore}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if nodecheckbin.Available() != nil {
 		// A plain `go test` without `make node-check`: the install must say how to build.
@@ -77,7 +77,7 @@ func TestNodeCheckUnknownArchFails(t *testing.T) {
 	h := newFakeHost(t)
 	h.hostOut["nodecheck.machine"] = fakeSection{out: "riscv64"}
 	opt := options(t)
-	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionReport, Timeout: nodeconf.Duration(time.Minute)}
+	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionReport, Timeout: time.Minute}
 	err := Run(context.Background(), h, &recordingUI{}, opt)
 	if err == nil || !strings.Contains(err.Error(), `machine "riscv64"`) {
 		t.Fatalf("riscv64 host: %v", err)

@@ -6,13 +6,12 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // siteChecks runs the image's site checks (probe.SiteChecksDir), each bounded by
 // check_timeout; an image without them has none.
 func (b *Bake) siteChecks(ctx context.Context) ([]facts.SiteRun, error) {
-	return probe.SiteChecks(ctx, b.host, probe.SiteChecksDir, settings.CheckTimeout(b.opt.CheckTimeout))
+	return probe.SiteChecks(ctx, b.host, probe.SiteChecksDir, b.opt.CheckTimeout)
 }
 
 // SiteCheck is one site check the bake installs into the image (site_checks_dir).

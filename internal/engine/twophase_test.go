@@ -121,7 +121,7 @@ func TestDeferredBakeWithNCCLSkip(t *testing.T) {
 }
 
 // deferredBOM is the bill of materials of a first phase.
-func deferredBOM(t *testing.T, expect checks.Expectations) bom.BOM {
+func deferredBOM(t *testing.T, expect settings.Expectations) bom.BOM {
 	h, _ := cpuBuildHost(t)
 	opt := options(t)
 	opt.DeferValidation, opt.Checks.Expect = true, expect
@@ -138,7 +138,7 @@ func deferredBOM(t *testing.T, expect checks.Expectations) bom.BOM {
 // A verification refuses a deferred bill of materials unless it completes the validation;
 // completing it runs the host suite and the NCCL test with the bake's expect block.
 func TestVerifyDeferred(t *testing.T) {
-	b := deferredBOM(t, checks.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "B200"})
+	b := deferredBOM(t, settings.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "B200"})
 
 	h := newFakeHost(t)
 	o := verifyOptions(t, b)
@@ -156,7 +156,7 @@ func TestVerifyDeferred(t *testing.T) {
 
 	h = newFakeHost(t)
 	o = verifyOptions(t, b)
-	o.CompleteValidation = true
+	complete(&o)
 	ui := &recordingUI{}
 	if err := Verify(context.Background(), h, ui, o); err != nil {
 		t.Fatalf("completing the deferred validation: %v", err)
@@ -175,9 +175,9 @@ func TestVerifyDeferred(t *testing.T) {
 	}
 
 	// The bake's expect block is what the deferred checks are judged with.
-	b = deferredBOM(t, checks.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "H100"})
+	b = deferredBOM(t, settings.Expectations{NVMePath: "/opt/dlami/nvme", GPUModel: "H100"})
 	o = verifyOptions(t, b)
-	o.CompleteValidation = true
+	complete(&o)
 	if err := Verify(context.Background(), newFakeHost(t), &recordingUI{}, o); err == nil || status(readReport(t, o.ReportDir), "gpu") != "fail" {
 		t.Errorf("a B200 host judged with the bake's gpu_model = H100 passed: %v", err)
 	}
@@ -208,8 +208,8 @@ func TestVerifyUsesTheBakesTestSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Tests == nil || b.Tests.Function.DCGMLevel != tc.level || !slices.Equal(b.Tests.Skip, []string{result.Lustre}) {
-			t.Fatalf("the bill of materials carries %+v", b.Tests)
+		if b.Checks == nil || b.Checks.Function.DCGMLevel != tc.level || !slices.Equal(b.Checks.Skip, []string{result.Lustre}) {
+			t.Fatalf("the bill of materials carries %+v", b.Checks)
 		}
 		fh := functionHost(t, "")
 		ran := ""
@@ -219,8 +219,7 @@ func TestVerifyUsesTheBakesTestSettings(t *testing.T) {
 			return answer(ctx, h, j, w)
 		}
 		o := verifyOptions(t, b)
-		o.CompleteValidation = true
-		o.Checks = checks.Settings{}
+		complete(&o)
 		if err := Verify(context.Background(), fh, &recordingUI{}, o); err != nil {
 			t.Fatalf("level %d: %v", tc.level, err)
 		}
@@ -235,4 +234,13 @@ func TestVerifyUsesTheBakesTestSettings(t *testing.T) {
 			t.Errorf("level %d: the DCGM script run: %q", tc.level, textcut.Head(ran, 200))
 		}
 	}
+}
+
+// complete makes o a verification that completes the bake's validation, judging with what
+// the post-processor's complete_validation = true hands it: the bake's settings under none of
+// its own, the NCCL test on.
+func complete(o *VerifyOptions) {
+	o.CompleteValidation = true
+	o.Checks = o.BOM.Checks.Overlay(settings.Overlay{NCCL: settings.RunOn, DCGM: settings.RunAsBaked,
+		EFATraffic: settings.RunAsBaked, GDR: settings.RunAsBaked, SkipSetting: "skip_checks", WarnSetting: "warn_checks"})
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
@@ -15,7 +13,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // VerifyOptions configure the check of an instance's first boot. Common.Policy is used only
@@ -26,52 +23,12 @@ type VerifyOptions struct {
 	BOM bom.BOM
 	// SettleTimeout bounds the wait for cloud-init and apt before judging.
 	SettleTimeout time.Duration
-	// CompleteValidation (complete_validation = true) runs the NCCL test too and accepts a
-	// bill of materials whose bake deferred its validation: this verification is then the
-	// image's validation. An unset Expect takes the bake's expect block from the BOM.
+	// CompleteValidation (complete_validation = true) accepts a bill of materials whose bake
+	// deferred its validation: this verification is then the image's validation. Its Checks
+	// (the bake's under the verification's own, settings.Checks.Overlay) run the NCCL test.
 	CompleteValidation bool
 	// Launch is how the instance was launched, for the report.
 	Launch *report.Launch
-}
-
-// completing is what a verification that completes the bake's validation judges with: the
-// bake's own expect block where this verification sets none, and the bake's tests, with the
-// NCCL test on.
-func completing(s checks.Settings, doc bom.BOM) checks.Settings {
-	if reflect.ValueOf(s.Expect).IsZero() && doc.Expect != nil {
-		s.Expect = *doc.Expect
-	}
-	s = BakeTests(s, doc)
-	s.NCCL.Skip = false
-	return s
-}
-
-// BakeTests sets s's NCCL and function test settings to the bake's, from the bill of materials,
-// and adds the bake's check selection to s's; an older bill of materials without them gets a
-// bake's defaults. s's NCCL environment stays its own: the bill of materials never carries
-// one (its values may be secret).
-func BakeTests(s checks.Settings, doc bom.BOM) checks.Settings {
-	env, skip := s.NCCL.Env, s.NCCL.Skip
-	if t := doc.Tests; t != nil {
-		s.NCCL, s.Function = t.NCCL, t.Function
-		s.Skip, s.Warn = union(s.Skip, t.Skip), union(s.Warn, t.Warn)
-	} else {
-		s.NCCL, s.Function = settings.NCCL{}, settings.Function{DCGMLevel: settings.DefaultDCGMLevel}
-	}
-	s.NCCL.Env, s.NCCL.Skip = env, skip
-	s.Function = s.Function.Resolved()
-	return s
-}
-
-// union is a followed by the ids of b it lacks.
-func union(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, id := range b {
-		if !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // ErrDeferredNotCompleted is why a verification refuses a bill of materials whose bake
@@ -85,9 +42,6 @@ var ErrDeferredNotCompleted = errors.New("the image was baked with defer_validat
 func Verify(ctx context.Context, h host.Host, ui UI, o VerifyOptions) error {
 	if o.BOM.GuardPolicy != nil {
 		o.Policy = *o.BOM.GuardPolicy
-	}
-	if o.CompleteValidation {
-		o.Checks = completing(o.Checks, o.BOM)
 	}
 	b := newBake(h, ui, Options{Common: o.Common, Validate: true})
 	b.rep.Launch = o.Launch

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -29,7 +28,7 @@ func bakedBOM(t *testing.T) bom.BOM {
 func verifyOptions(t *testing.T, b bom.BOM) VerifyOptions {
 	return VerifyOptions{Common: Common{BuildName: "unit", ReportDir: t.TempDir(), CheckTimeout: time.Minute,
 		RemoteFolder: "/tmp", LoadSampleEvery: time.Millisecond,
-		Checks: checks.Settings{NCCL: settings.NCCL{Skip: true}, Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}}}}, BOM: b, SettleTimeout: time.Minute}
+		Checks: settings.Checks{NCCL: settings.NCCL{Skip: true}, Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}}}}, BOM: b, SettleTimeout: time.Minute}
 }
 
 func TestVerifyFirstBoot(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 // Drift kinds.
@@ -23,17 +24,9 @@ const (
 	DriftModuleMissing  = "module-missing"  // modinfo no longer finds the module
 )
 
-// Drift is one difference between the baseline and a later snapshot.
-type Drift struct {
-	Kind    string `json:"kind"`
-	Package string `json:"package"`
-	Before  string `json:"before"`
-	After   string `json:"after"`
-}
-
-// String reads "linux-image-7.0.0-1014-aws: held → not held".
-func (d Drift) String() string {
-	return fmt.Sprintf("%s: %s → %s", d.Package, d.Before, d.After)
+// drift is one Drift, in field order.
+func drift(kind, pkg, before, after string) result.Drift {
+	return result.Drift{Kind: kind, Package: pkg, Before: before, After: after}
 }
 
 const absentWord = "(absent)"
@@ -42,13 +35,13 @@ const absentWord = "(absent)"
 // kernel, kernel images, guarded packages (added, removed, version, state), lifted holds
 // (any package, guarded or not), DKMS modules, module versions. guarded should be the union
 // of Guarded over both snapshots.
-func Diff(base, cur Snapshot, guarded []string) []Drift {
-	var d []Drift
+func Diff(base, cur Snapshot, guarded []string) []result.Drift {
+	var d []result.Drift
 	if base.RunningKernel != cur.RunningKernel {
-		d = append(d, Drift{DriftKernel, "running kernel", orAbsent(base.RunningKernel), orAbsent(cur.RunningKernel)})
+		d = append(d, drift(DriftKernel, "running kernel", orAbsent(base.RunningKernel), orAbsent(cur.RunningKernel)))
 	}
 	if base.NextBootKernel != cur.NextBootKernel {
-		d = append(d, Drift{DriftNextBoot, "next-boot kernel", orUnknown(base.NextBootKernel), orUnknown(cur.NextBootKernel)})
+		d = append(d, drift(DriftNextBoot, "next-boot kernel", orUnknown(base.NextBootKernel), orUnknown(cur.NextBootKernel)))
 	}
 	d = append(d, imageDrift(base.InstalledKernelImages, cur.InstalledKernelImages)...)
 	d = append(d, packageDrift(base, cur, guarded)...)
@@ -72,17 +65,17 @@ func orUnknown(s string) string {
 	return s
 }
 
-func imageDrift(base, cur []string) []Drift {
-	var d []Drift
+func imageDrift(base, cur []string) []result.Drift {
+	var d []result.Drift
 	b, c := toSet(base), toSet(cur)
 	for _, k := range sortedKeys(c) {
 		if !b[k] {
-			d = append(d, Drift{DriftKernelImage, "/boot/vmlinuz-" + k, absentWord, "installed"})
+			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-"+k, absentWord, "installed"))
 		}
 	}
 	for _, k := range sortedKeys(b) {
 		if !c[k] {
-			d = append(d, Drift{DriftKernelImage, "/boot/vmlinuz-" + k, "installed", absentWord})
+			d = append(d, drift(DriftKernelImage, "/boot/vmlinuz-"+k, "installed", absentWord))
 		}
 	}
 	return d
@@ -95,8 +88,8 @@ func pkgState(p Package, ok bool) string {
 	return p.Version
 }
 
-func packageDrift(base, cur Snapshot, guarded []string) []Drift {
-	var d []Drift
+func packageDrift(base, cur Snapshot, guarded []string) []result.Drift {
+	var d []result.Drift
 	for _, name := range sortedUnique(guarded) {
 		b, bok := base.Packages[name]
 		c, cok := cur.Packages[name]
@@ -104,20 +97,20 @@ func packageDrift(base, cur Snapshot, guarded []string) []Drift {
 		switch {
 		case !bp && !cp:
 		case !bp:
-			d = append(d, Drift{DriftPackageAdded, name, absentWord, pkgState(c, cok)})
+			d = append(d, drift(DriftPackageAdded, name, absentWord, pkgState(c, cok)))
 		case !cp:
-			d = append(d, Drift{DriftPackageRemoved, name, pkgState(b, bok), absentWord})
+			d = append(d, drift(DriftPackageRemoved, name, pkgState(b, bok), absentWord))
 		case b.Version != c.Version:
-			d = append(d, Drift{DriftPackageVersion, name, b.Version, c.Version})
+			d = append(d, drift(DriftPackageVersion, name, b.Version, c.Version))
 		case b.Installed && !c.Installed:
-			d = append(d, Drift{DriftPackageState, name, "installed (" + strings.TrimSpace(b.Status) + ")", "dpkg status " + quote(c.Status)})
+			d = append(d, drift(DriftPackageState, name, "installed ("+strings.TrimSpace(b.Status)+")", "dpkg status "+quote(c.Status)))
 		}
 	}
 	return d
 }
 
-func holdDrift(base, cur Snapshot) []Drift {
-	var d []Drift
+func holdDrift(base, cur Snapshot) []result.Drift {
+	var d []result.Drift
 	for _, name := range sortedKeys(base.Packages) {
 		if !base.Packages[name].Held {
 			continue
@@ -125,9 +118,9 @@ func holdDrift(base, cur Snapshot) []Drift {
 		c, ok := cur.Packages[name]
 		switch {
 		case !ok:
-			d = append(d, Drift{DriftHold, name, "held", "not held (package gone)"})
+			d = append(d, drift(DriftHold, name, "held", "not held (package gone)"))
 		case !c.Held:
-			d = append(d, Drift{DriftHold, name, "held", "not held"})
+			d = append(d, drift(DriftHold, name, "held", "not held"))
 		}
 	}
 	return d
@@ -155,8 +148,8 @@ func dkmsFor(entries []dkms.Entry, module, kernel string) (installedVersion, phr
 	return "", strings.Join(other, ", ") + "; not installed for " + kernel
 }
 
-func dkmsDrift(base, cur Snapshot) []Drift {
-	var d []Drift
+func dkmsDrift(base, cur Snapshot) []result.Drift {
+	var d []result.Drift
 	modules := map[string]bool{}
 	for _, e := range base.DKMS {
 		modules[e.Module] = true
@@ -168,14 +161,14 @@ func dkmsDrift(base, cur Snapshot) []Drift {
 		bv, bphrase := dkmsFor(base.DKMS, m, base.RunningKernel)
 		cv, cphrase := dkmsFor(cur.DKMS, m, cur.RunningKernel)
 		if cv == "" || (bv != "" && bv != cv) {
-			d = append(d, Drift{DriftDKMS, "dkms " + m, bphrase, cphrase})
+			d = append(d, drift(DriftDKMS, "dkms "+m, bphrase, cphrase))
 		}
 	}
 	return d
 }
 
-func moduleDrift(base, cur Snapshot) []Drift {
-	var d []Drift
+func moduleDrift(base, cur Snapshot) []result.Drift {
+	var d []result.Drift
 	for _, m := range sortedKeys(base.ModuleVersions) {
 		b := base.ModuleVersions[m]
 		if !b.Present {
@@ -184,9 +177,9 @@ func moduleDrift(base, cur Snapshot) []Drift {
 		c, ok := cur.ModuleVersions[m]
 		switch {
 		case !ok || !c.Present:
-			d = append(d, Drift{DriftModuleMissing, "module " + m, modVersion(b), absentWord})
+			d = append(d, drift(DriftModuleMissing, "module "+m, modVersion(b), absentWord))
 		case b.Version != c.Version:
-			d = append(d, Drift{DriftModuleVersion, "module " + m, modVersion(b), modVersion(c)})
+			d = append(d, drift(DriftModuleVersion, "module "+m, modVersion(b), modVersion(c)))
 		}
 	}
 	return d
@@ -219,7 +212,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // DriftStrings renders drifts one line each, for report.Report.Drift.
-func DriftStrings(ds []Drift) []string {
+func DriftStrings(ds []result.Drift) []string {
 	out := make([]string, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, d.String())

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Baked is what a bake left in the image, as its bill of materials records it: the kernel it
@@ -34,7 +35,7 @@ type BakedPackage struct {
 //
 // when names the boot in messages: "at first boot" on a verification instance, "on this boot"
 // on a node.
-func JudgeFirstBoot(baked Baked, cur Snapshot, p Policy, when string) []result.Check {
+func JudgeFirstBoot(baked Baked, cur Snapshot, p settings.GuardPolicy, when string) []result.Check {
 	k := result.Check{ID: result.FirstBootKernel, Basis: "bill of materials", Expected: baked.Kernel + " running and booted next",
 		Actual: fmt.Sprintf("running %s, next boot %s", orUnknown(cur.RunningKernel), orUnknown(cur.NextBootKernel))}
 	var kprob []string

@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func bakedFrom(s Snapshot) Baked {
 	b := Baked{Kernel: s.RunningKernel, Packages: map[string]BakedPackage{}}
-	for _, n := range Guarded(s, Policy{}) {
+	for _, n := range Guarded(s, settings.GuardPolicy{}) {
 		p := s.Packages[n]
 		b.Packages[n] = BakedPackage{Version: p.Version, Held: p.Held}
 	}
@@ -41,7 +42,7 @@ func TestJudgeFirstBoot(t *testing.T) {
 	} {
 		cur := clone(t, base)
 		tt.mutate(&cur)
-		cs := JudgeFirstBoot(baked, cur, Policy{}, "at first boot")
+		cs := JudgeFirstBoot(baked, cur, settings.GuardPolicy{}, "at first boot")
 		if cs[0].ID != result.FirstBootKernel || cs[1].ID != result.FirstBootPackages {
 			t.Fatalf("ids %s %s", cs[0].ID, cs[1].ID)
 		}

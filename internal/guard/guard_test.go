@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dkms"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 const (
@@ -48,7 +49,7 @@ func clone(t testing.TB, s Snapshot) Snapshot {
 func held(t testing.TB) (Snapshot, []string) {
 	t.Helper()
 	s := clone(t, baseline(t))
-	g := Guarded(s, Policy{})
+	g := Guarded(s, settings.GuardPolicy{})
 	for _, n := range g {
 		p := s.Packages[n]
 		p.Held = true
@@ -64,7 +65,7 @@ func setPkg(s *Snapshot, name, status, version string) {
 
 func TestGuardedDefaults(t *testing.T) {
 	s := baseline(t)
-	got := Guarded(s, Policy{})
+	got := Guarded(s, settings.GuardPolicy{})
 	want := []string{
 		"efa", "efa-nv-peermem", "gdrcopy", "gdrdrv-dkms", "libgdrapi",
 		"libnvidia-compute-595", "libnvidia-nscq-595",
@@ -86,7 +87,7 @@ func TestGuardedDefaults(t *testing.T) {
 			}
 		}
 	}
-	p := Policy{Include: []string{"efa-config", "libfabric-aws*", "not-on-host"}, Exclude: []string{"lustre-*", "gdrcopy"}}
+	p := settings.GuardPolicy{Include: []string{"efa-config", "libfabric-aws*", "not-on-host"}, Exclude: []string{"lustre-*", "gdrcopy"}}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +103,14 @@ func TestGuardedDefaults(t *testing.T) {
 			t.Errorf("Exclude: %s still guarded", n)
 		}
 	}
-	if err := (Policy{Include: []string{"linux-[aws"}}).Validate(); err == nil {
+	if err := (settings.GuardPolicy{Include: []string{"linux-[aws"}}).Validate(); err == nil {
 		t.Error("Validate accepted a malformed pattern")
 	}
 }
 
 func TestUnheldOnRawDLAMI(t *testing.T) {
 	s := baseline(t)
-	g := Union(Guarded(s, Policy{}), []string{"not-on-host"})
+	g := Union(Guarded(s, settings.GuardPolicy{}), []string{"not-on-host"})
 	got := Unheld(s, g)
 	want := []string{"efa", "efa-nv-peermem", "gdrcopy", "gdrdrv-dkms", "libgdrapi", "libnvidia-compute-595", "libnvidia-nscq-595",
 		"lustre-client-modules-" + k14, "lustre-client-utils", "nvidia-utils-595"}
@@ -121,12 +122,12 @@ func TestUnheldOnRawDLAMI(t *testing.T) {
 	}
 	// An image that holds less than the guard watches warns at the baseline, naming the
 	// packages and the remedy; a package named but absent fails.
-	c := Judge(s, s, Guarded(s, Policy{}), "baseline", Options{})
+	c := Judge(s, s, Guarded(s, settings.GuardPolicy{}), "baseline", Options{})
 	if c[1].ID != result.Holds || c[1].Status != result.Warn || !strings.Contains(c[1].Message, "10 guarded packages are not on hold (efa, ") ||
 		!strings.Contains(c[1].Message, "hold_unheld = true") || !strings.Contains(c[1].Message, "require_holds = true") {
 		t.Errorf("holds on a partly held DLAMI: %s %q", c[1].Status, c[1].Message)
 	}
-	c = Judge(s, s, Guarded(s, Policy{}), "baseline", Options{RequireHolds: true})
+	c = Judge(s, s, Guarded(s, settings.GuardPolicy{}), "baseline", Options{RequireHolds: true})
 	if c[1].Status != result.Fail || c[1].Basis != "setting require_holds" {
 		t.Errorf("require_holds: %s %q", c[1].Status, c[1].Basis)
 	}
@@ -161,7 +162,7 @@ func TestGuardedCoversEveryLayout(t *testing.T) {
 	} {
 		setPkg(&s, n, "ii ", "1")
 	}
-	g := toSet(Guarded(s, Policy{}))
+	g := toSet(Guarded(s, settings.GuardPolicy{}))
 	for _, n := range []string{"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open", "nvidia-kernel-common", "libnvidia-compute",
 		"libnvidia-cfg1", "nvidia-firmware", "nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex", "nvidia-fs", "nvidia-fs-dkms",
 		"nvidia-driver-pinning-595", "cuda-drivers", "nvlsm", "libnvsdm", "nvidia-driver-595-server-open",
@@ -178,7 +179,7 @@ func TestGuardedCoversEveryLayout(t *testing.T) {
 		}
 	}
 	// A team that wants the toolkit frozen too can say so.
-	if !toSet(Guarded(s, Policy{Include: []string{"nvidia-container-toolkit*"}}))["nvidia-container-toolkit"] {
+	if !toSet(Guarded(s, settings.GuardPolicy{Include: []string{"nvidia-container-toolkit*"}}))["nvidia-container-toolkit"] {
 		t.Error("guard.include does not win over the default exclusions")
 	}
 	for _, r := range append(append([]Rule{}, DefaultRules...), DefaultExcludes...) {
@@ -360,7 +361,7 @@ func TestJudgeScenarios(t *testing.T) {
 			base, _ := held(t)
 			cur := clone(t, base)
 			tt.mutate(&cur)
-			g := Union(Guarded(base, Policy{}), Guarded(cur, Policy{}))
+			g := Union(Guarded(base, settings.GuardPolicy{}), Guarded(cur, settings.GuardPolicy{}))
 			checks := Judge(base, cur, g, `layer "slurm"`, tt.opt)
 			if len(checks) != 5 {
 				t.Fatalf("got %d checks", len(checks))
@@ -443,7 +444,7 @@ func TestDecodeSnapshotRejects(t *testing.T) {
 
 func BenchmarkJudge(b *testing.B) {
 	base := baseline(b)
-	g := Guarded(base, Policy{})
+	g := Guarded(base, settings.GuardPolicy{})
 	for b.Loop() {
 		Judge(base, base, g, "bench", Options{})
 	}

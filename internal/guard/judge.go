@@ -46,7 +46,7 @@ const basisBaseline = "baseline"
 func Judge(base, cur Snapshot, guarded []string, stage string, opt Options) []result.Check {
 	drifts := Diff(base, cur, guarded)
 	all := evidence(drifts)
-	by := map[string][]Drift{}
+	by := map[string][]result.Drift{}
 	for _, d := range drifts {
 		by[d.Kind] = append(by[d.Kind], d)
 	}
@@ -63,7 +63,7 @@ func Judge(base, cur Snapshot, guarded []string, stage string, opt Options) []re
 	}
 }
 
-func judgeKernel(base, cur Snapshot, by map[string][]Drift, where, all string, opt Options) result.Check {
+func judgeKernel(base, cur Snapshot, by map[string][]result.Drift, where, all string, opt Options) result.Check {
 	c := result.Check{ID: result.Kernel, Basis: basisBaseline, Expected: base.RunningKernel, Actual: orUnknown(cur.RunningKernel)}
 	var prob []string
 	if opt.PinnedKernel != "" {
@@ -80,7 +80,7 @@ func judgeKernel(base, cur Snapshot, by map[string][]Drift, where, all string, o
 	return c
 }
 
-func judgeHolds(base, cur Snapshot, guarded []string, by map[string][]Drift, where, all string, opt Options) result.Check {
+func judgeHolds(base, cur Snapshot, guarded []string, by map[string][]result.Drift, where, all string, opt Options) result.Check {
 	c := result.Check{ID: result.Holds, Basis: basisBaseline, Expected: fmt.Sprintf("no hold lifted; %d guarded packages unchanged", len(guarded))}
 	if opt.RequireHolds {
 		c.Basis, c.Expected = "setting require_holds", fmt.Sprintf("%d guarded packages held", len(guarded))
@@ -125,7 +125,7 @@ func judgeHolds(base, cur Snapshot, guarded []string, by map[string][]Drift, whe
 	return c
 }
 
-func judgePackages(cur Snapshot, guarded []string, by map[string][]Drift, where, all string) result.Check {
+func judgePackages(cur Snapshot, guarded []string, by map[string][]result.Drift, where, all string) result.Check {
 	c := result.Check{ID: result.Packages, Basis: basisBaseline, Expected: fmt.Sprintf("%d guarded packages unchanged", len(guarded))}
 	var prob []string
 	changed := map[string]bool{}
@@ -148,7 +148,7 @@ func judgePackages(cur Snapshot, guarded []string, by map[string][]Drift, where,
 	return c
 }
 
-func judgeNextBoot(cur Snapshot, by map[string][]Drift, where, all string, opt Options) result.Check {
+func judgeNextBoot(cur Snapshot, by map[string][]result.Drift, where, all string, opt Options) result.Check {
 	want, basis := cur.RunningKernel, "rule: the next boot runs the kernel the bake validated"
 	if opt.PinnedKernel != "" {
 		want, basis = opt.PinnedKernel, "setting expect.kernel"
@@ -167,7 +167,7 @@ func judgeNextBoot(cur Snapshot, by map[string][]Drift, where, all string, opt O
 	return c
 }
 
-func judgeDKMS(cur Snapshot, by map[string][]Drift, where, all string) result.Check {
+func judgeDKMS(cur Snapshot, by map[string][]result.Drift, where, all string) result.Check {
 	c := result.Check{ID: result.DKMS, Basis: basisBaseline, Expected: "DKMS modules installed for " + orUnknown(cur.RunningKernel) + "; module versions unchanged"}
 	var prob []string
 	for _, k := range []string{DriftDKMS, DriftModuleMissing, DriftModuleVersion} {
@@ -217,9 +217,9 @@ func verdict(c *result.Check, where string, problems, warnings []string, okMsg, 
 	}
 }
 
-func strs(ds []Drift) []string { return DriftStrings(ds) }
+func strs(ds []result.Drift) []string { return DriftStrings(ds) }
 
-func evidence(ds []Drift) string {
+func evidence(ds []result.Drift) string {
 	if len(ds) == 0 {
 		return "drift: none"
 	}

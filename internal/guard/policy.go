@@ -1,42 +1,12 @@
 package guard
 
 import (
-	"fmt"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
-
-// Policy adjusts which packages the guard holds to account. Patterns are shell globs
-// (path.Match syntax) matched against package names as Snapshot.Packages keys them.
-type Policy struct {
-	// Include adds packages. A pattern without glob characters names one package, which is
-	// guarded even when it is not on the host (then the holds check fails: you asked for it).
-	// Include also wins over the default exclusions (DefaultExcludes).
-	Include []string
-	// Exclude removes packages, defaults and Include alike.
-	Exclude []string
-}
-
-// Validate reports every malformed pattern, in order, naming the setting.
-func (p Policy) Validate() []error {
-	var errs []error
-	for _, list := range []struct {
-		name string
-		pats []string
-	}{{"guard.include", p.Include}, {"guard.exclude", p.Exclude}} {
-		for i, pat := range list.pats {
-			if strings.TrimSpace(pat) == "" {
-				errs = append(errs, fmt.Errorf("%s[%d]: empty package pattern", list.name, i))
-				continue
-			}
-			if _, err := path.Match(pat, ""); err != nil {
-				errs = append(errs, fmt.Errorf("%s[%d]: package pattern %q: %w", list.name, i, pat, err))
-			}
-		}
-	}
-	return errs
-}
 
 // Rule is one pattern of the default guarded set, with the reason it is there.
 type Rule struct {
@@ -70,7 +40,7 @@ var DefaultRules = []Rule{
 	{"nvlsm*", "NVLink subnet manager, versioned with the driver"},
 	// EFA: only the kernel-module packages; efa-config, efa-profile, ibverbs-providers,
 	// libfabric-aws and Open MPI are userspace that does not depend on the kernel (add them
-	// with Policy.Include to freeze them too).
+	// with settings.GuardPolicy.Include to freeze them too).
 	{"efa", "the EFA kernel driver (DKMS)"},
 	{"efa-gdr", "the EFA kernel driver on older DLAMIs"},
 	{"efa-nv-peermem", "the EFA/NVIDIA peer-memory module"},
@@ -84,7 +54,7 @@ var DefaultRules = []Rule{
 	{"lustre-client-utils", "the Lustre utilities, whose version must match the modules"},
 }
 
-// DefaultExcludes are taken out of the default patterns (not out of Policy.Include).
+// DefaultExcludes are taken out of the default patterns (not out of settings.GuardPolicy.Include).
 var DefaultExcludes = []Rule{
 	{"nvidia-container-*", "the NVIDIA container toolkit does not depend on the driver version and gets frequent security fixes: a layer must be able to update it"},
 	{"libnvidia-container*", "the container toolkit's libraries (libnvidia-container1, libnvidia-container-tools): same reason"},
@@ -119,11 +89,11 @@ func packageName(key string) string {
 // Guarded returns, sorted, the packages the guard watches on s: the present packages that
 // match DefaultRules (minus DefaultExcludes) or p.Include, plus p.Include names without glob
 // characters whether present or not, minus anything matching p.Exclude. Malformed patterns
-// match nothing; check them with Policy.Validate first.
+// match nothing; check them with settings.GuardPolicy.Validate first.
 //
 // To compare two snapshots, guard the union of both (Union(Guarded(base, p), Guarded(cur, p)))
 // so a package that appears only later is still seen.
-func Guarded(s Snapshot, p Policy) []string {
+func Guarded(s Snapshot, p settings.GuardPolicy) []string {
 	defaults, excluded := patterns(DefaultRules), patterns(DefaultExcludes)
 	set := map[string]bool{}
 	for key, pkg := range s.Packages {
@@ -178,7 +148,7 @@ func Unheld(s Snapshot, guarded []string) []string {
 	return out
 }
 
-// Missing returns, sorted, the guarded packages that are not present in s (Policy.Include
+// Missing returns, sorted, the guarded packages that are not present in s (settings.GuardPolicy.Include
 // names the host does not have).
 func Missing(s Snapshot, guarded []string) []string {
 	var out []string

@@ -19,7 +19,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
@@ -97,7 +96,7 @@ func (r *run) isolates() bool {
 	case nodeconf.ModeSlurm, nodeconf.ModeNPD:
 		return true
 	case nodeconf.ModeBoot:
-		return nodeconf.Action(r.opt.Action) != nodeconf.ActionReport
+		return r.opt.Action != nodeconf.ActionReport
 	}
 	return false
 }
@@ -143,9 +142,9 @@ func (r *run) keepEvidence(parent context.Context, n report.Report, failed []str
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), budget)
 	defer cancel()
-	store := evidence.Store{Dir: e.Dir, MaxBundles: e.MaxBundles, MaxBytes: e.MaxBytes}
+	store := evidence.Store{Dir: e.Dir, MaxBundles: e.MaxBundles, MaxBytes: e.MaxBytes()}
 	host, _ := r.env.Hostname()
-	man := evidence.Manifest{CreatedAt: r.env.Now().UTC(), Host: host, BootID: r.facts.Host.KernelLog.Value.BootID, Mode: r.opt.Mode,
+	man := evidence.Manifest{CreatedAt: r.env.Now().UTC(), Host: host, BootID: r.facts.Host.KernelLog.Value.BootID, Mode: string(r.opt.Mode),
 		Simulated: n.Simulated, FailedChecks: failed}
 	if man.BootID == "" {
 		man.BootID = r.bootID()
@@ -204,7 +203,7 @@ func (r *run) keepEvidence(parent context.Context, n report.Report, failed []str
 	if work != "" {
 		defer os.RemoveAll(work)
 	}
-	if lvl := settings.DCGMLevel(e.DCGMLevel); lvl.Off() {
+	if lvl := e.DCGMLevel; lvl.Off() {
 		b.Add(evidence.Part{Name: "dcgmi-diag.json", Source: Dcgmi + " diag", Status: evidence.Skipped, Detail: "node_check.evidence.dcgm_level is 0 (3 runs DCGM's long diagnostics into the bundle)"}, nil)
 	} else if why := slow("DCGM's diagnostics"); why != "" {
 		b.Add(evidence.Part{Name: "dcgmi-diag.json", Source: Dcgmi + " diag", Status: evidence.Skipped, Detail: why}, nil)
@@ -305,7 +304,7 @@ func (r *run) runPart(ctx context.Context, b *evidence.Bundle, name string, boun
 // up to an hour, and rerun with --safe-mode when it hangs: a run stopped at its bound says so.
 func (r *run) bugReport(ctx context.Context, b *evidence.Bundle, work string) {
 	const name = "nvidia-bug-report.log.gz"
-	bound := r.opt.Evidence.BugReportTimeout.Duration()
+	bound := r.opt.Evidence.BugReportTimeout
 	base := filepath.Join(work, "nvidia-bug-report.log")
 	argv := []string{NvidiaBugReport, "--output-file", base}
 	cctx, cancel := context.WithTimeout(ctx, bound)

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -54,41 +53,14 @@ type Env struct {
 	Cloud Cloud
 }
 
-// Options are one run's settings (flags over the config file the provisioner installed).
+// Options are one run's settings: the node check's settings (the config file the provisioner
+// installed, the command's flags over it, resolved and validated: nodeconf.Config) and what
+// only a run has.
 type Options struct {
-	Mode   string
-	Action string
-	// BOMPath is the bill of materials in the image.
-	BOMPath string
-	// OutDir receives dlami-report.json, .junit.xml and .md; "" writes none.
-	OutDir string
-	// Textfile is the node_exporter textfile (*.prom) to write; "" writes none.
-	Textfile string
-	// Timeout bounds the whole run; a run that reaches it fails.
-	Timeout time.Duration
-	// CheckTimeout bounds each probe command.
-	CheckTimeout time.Duration
-	// NCCL runs the 1-node NCCL test too; DCGMLevel (0 off), EFATraffic and GPUDirectRDMA
-	// the function tests.
-	NCCL          bool
-	DCGMLevel     int
-	EFATraffic    bool
-	GPUDirectRDMA bool
-	// SkipChecks and WarnChecks are the node's own, on top of the bake's.
-	SkipChecks, WarnChecks []string
-	// Scontrol is Slurm's scontrol, by absolute path.
-	Scontrol string
+	nodeconf.Config
+	Mode nodeconf.Mode
 	// Version is this command's version, for the reports and the info metric.
 	Version string
-	// LoginUser is the user whose new logins the memlock check judges; "" leaves memlock
-	// unjudged (a warning): the command runs as root, whose limits are not a user's.
-	LoginUser string
-	// Replace and NPDCondition hand a failing node to the engine that replaces it (see
-	// nodeconf: replace "asg", condition AcceleratedHardwareReady); Evidence is what is kept of
-	// it first (resolved: no zero field).
-	Replace      string
-	NPDCondition string
-	Evidence     nodeconf.Evidence
 	// Simulate is a check id to fail on purpose (--simulate-failure): a drill of the whole
 	// pipeline, marked simulated in every output; the load and function tests do not run.
 	Simulate string
@@ -114,63 +86,39 @@ type Outcome struct {
 // Failed reports whether the node failed.
 func (o Outcome) Failed() bool { return o.Report.Result != report.ResultPass }
 
-// Validate reports bad options, naming the flag.
+// Validate reports bad options, naming each by its flag (FlagName): the node check's settings
+// by the provisioner's own rule (nodeconf.Config.Validate), and the run's.
 func (o Options) Validate() error {
-	var errs []error
-	if err := nodeconf.CheckMode("--mode", o.Mode); err != nil {
-		errs = append(errs, err)
+	c := o.Config
+	if o.Mode != nodeconf.ModeNPD && c.NPDCondition == nodeconf.NPDConditionAcceleratedHardwareReady {
+		// Only node-problem-detector's runs report the condition, each bounded by the
+		// installed file's timeout: a run in another mode may take longer.
+		c.NPDCondition = nodeconf.NPDConditionFailed
 	}
-	if err := nodeconf.CheckAction("--action", o.Action); err != nil {
-		errs = append(errs, err)
-	}
-	if !filepath.IsAbs(o.BOMPath) {
-		errs = append(errs, fmt.Errorf("--bom %q: must be an absolute path", o.BOMPath))
-	}
-	if o.OutDir != "" && !filepath.IsAbs(o.OutDir) {
-		errs = append(errs, fmt.Errorf("--out %q: must be an absolute path", o.OutDir))
-	}
-	if o.Textfile != "" && (!filepath.IsAbs(o.Textfile) || !strings.HasSuffix(o.Textfile, ".prom")) {
-		errs = append(errs, fmt.Errorf("--textfile %q: must be an absolute path ending in .prom (node_exporter's textfile collector reads only *.prom)", o.Textfile))
-	}
-	if o.Timeout < time.Second {
-		errs = append(errs, fmt.Errorf("--timeout %s: must be at least 1s", o.Timeout))
-	}
-	if o.CheckTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("--check-timeout %s: must be at least 1s", o.CheckTimeout))
-	}
-	if !filepath.IsAbs(o.Scontrol) {
-		errs = append(errs, fmt.Errorf("--scontrol %q: must be an absolute path", o.Scontrol))
-	}
-	if err := settings.DCGMLevel(o.DCGMLevel).Validate("--dcgm-level"); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, checks.CheckSelection("--skip-checks", o.SkipChecks)...)
-	errs = append(errs, checks.CheckSelection("--warn-checks", o.WarnChecks)...)
-	if err := checkSimulate(o.Simulate); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{o.Mode.Validate("--mode"), c.Validate(FlagName), checkSimulate(o.Simulate)}
 	if o.SimulateReplace && o.Simulate == "" {
 		errs = append(errs, errors.New("--simulate-failure-replace without --simulate-failure: it lets a drill send the replacement request; name the check to fail with --simulate-failure CHECK"))
 	}
-	if err := nodeconf.CheckReplace("--replace", nodeconf.ReplaceOf(o.Replace)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := nodeconf.CheckNPDCondition("--npd-condition", nodeconf.NPDConditionOf(o.NPDCondition)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := nodeconf.CheckOneOwner("--replace", o.Replace, "--npd-condition", o.NPDCondition); err != nil {
-		errs = append(errs, err)
-	}
-	if o.Mode == nodeconf.ModeNPD {
-		// Only node-problem-detector reports the condition: other modes may take longer.
-		if err := nodeconf.CheckConditionTimeout("--timeout", o.Timeout, "--npd-condition", o.NPDCondition); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// The evidence settings come from the config file's evidence block (--evidence-dir and
-	// --evidence-s3-uri override two of them).
-	errs = append(errs, o.Evidence.Validate("evidence.")...)
 	return errors.Join(errs...)
+}
+
+// FlagName names a setting of the config file by the flag that sets it (--bom for bom_path),
+// or as the file spells it where no flag does.
+func FlagName(setting string) string {
+	base, rest, _ := strings.Cut(setting, "[")
+	if rest != "" {
+		rest = "[" + rest
+	}
+	switch base {
+	case "bom_path":
+		return "--bom" + rest
+	case "out_dir":
+		return "--out" + rest
+	case "action", "textfile", "timeout", "check_timeout", "nccl", "dcgm_level", "efa_traffic", "gpudirect_rdma",
+		"skip_checks", "warn_checks", "scontrol", "login_user", "replace", "npd_condition", "evidence.dir", "evidence.s3_uri":
+		return "--" + strings.NewReplacer("_", "-", ".", "-").Replace(base) + rest
+	}
+	return setting
 }
 
 // run is the state of one Run.
@@ -194,34 +142,34 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	opt.Evidence = opt.Evidence.Resolved()
 	r := &run{env: env, opt: opt, start: env.Now()}
 	if opt.Simulate != "" {
 		// A drill touches no hardware: no NCCL, DCGM, EFA traffic or GPUDirect RDMA test.
-		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA = false, 0, false, false
+		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA = false, settings.DCGMOff, false, false
 	}
 	o := engine.NodeOptions{
 		Common: engine.Common{
-			PluginVersion: opt.Version, ReportDir: opt.OutDir, CheckTimeout: opt.CheckTimeout, Now: env.Now, LoginUser: opt.LoginUser,
-			Checks: checks.Settings{Skip: opt.SkipChecks, Warn: opt.WarnChecks, SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)"},
+			PluginVersion: opt.Version, ReportDir: opt.OutDir, CheckTimeout: opt.CheckTimeout, RemoteFolder: workFolder, Now: env.Now, LoginUser: opt.LoginUser,
 			// A fleet node was launched by its fleet's own launch template, which can attach
 			// EFA: an EFA-capable node without EFA is the fleet's fault, not a builder's limit.
 			Launch: checks.Launch{FleetNode: true},
 		},
-		NCCL: opt.NCCL, DCGMLevel: settings.DCGMLevel(opt.DCGMLevel), EFATraffic: opt.EFATraffic, GPUDirectRDMA: opt.GPUDirectRDMA,
 		Timeout: opt.Timeout, TimeoutSetting: "--timeout", Read: &r.facts,
 	}
 	if opt.LoginUser == "" {
 		o.LoginUnjudged = "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + nodeconf.ConfigPath + ")"
 	}
+	var bake *settings.Checks
 	if doc, err := r.readBOM(); err != nil {
 		o.BOMProblem = err.Error()
 	} else {
 		o.BOM = &doc
 		r.bomDoc = &doc
+		bake = doc.Checks
 	}
+	o.Checks = bake.Overlay(opt.overlay())
 	rep, werr := engine.CheckNode(ctx, env.Host, quietUI{}, o)
-	rep.Stage = "node check (" + opt.Mode + ")"
+	rep.Stage = "node check (" + string(opt.Mode) + ")"
 	if opt.Simulate != "" {
 		rep = simulate(rep, opt.Simulate)
 	}
@@ -236,6 +184,27 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	}
 	return out
 }
+
+// overlay is what the node sets of its own on the bake's settings: its check selection, and
+// the load and function tests its settings turn on, with the bake's floors and bounds.
+func (o Options) overlay() settings.Overlay {
+	on := func(b bool) settings.Run {
+		if b {
+			return settings.RunOn
+		}
+		return settings.RunOff
+	}
+	return settings.Overlay{
+		Skip: o.SkipChecks, Warn: o.WarnChecks,
+		SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)",
+		NCCL: on(o.NCCL), EFATraffic: on(o.EFATraffic), GDR: on(o.GPUDirectRDMA),
+		DCGM: settings.RunOn, DCGMLevel: o.DCGMLevel,
+	}
+}
+
+// workFolder is where a run stages its job scripts on the node: the node check runs as root
+// on its own host, where the provisioner's remote_folder default serves.
+const workFolder = settings.DefaultRemoteFolder
 
 // readBOM reads the bill of materials; without it the node cannot be compared with its image,
 // which fails (fail closed), and the host suite runs with no expectations of its own.
@@ -263,7 +232,7 @@ func (r *run) finish(parent context.Context, n report.Report) Outcome {
 	out := Outcome{Report: n}
 	failed := result.FailedIDs(n.Checks)
 	drained := false
-	if len(failed) > 0 && r.isolates() && !r.opt.Evidence.Disabled {
+	if len(failed) > 0 && r.isolates() && !r.opt.Evidence.Disable {
 		// Evidence first: the node may be drained, replaced and gone next. It has its own
 		// bound (the bug report may take minutes), so the actions' starts after it.
 		out.Report.Evidence = r.keepEvidence(parent, n, failed)
@@ -298,8 +267,8 @@ func (r *run) finish(parent context.Context, n report.Report) Outcome {
 		// at 80 bytes: its failed ids come first; the notes and the report say it.)
 		out.Line += "; " + replacementNote(rep)
 	}
-	if r.opt.Textfile != "" {
-		if err := writeTextfile(r.opt.Textfile, out.Report, r.opt.Version, r.env.Now()); err != nil {
+	if path := r.opt.TextfilePath(); path != "" {
+		if err := writeTextfile(path, out.Report, r.opt.Version, r.env.Now()); err != nil {
 			out.Notes = append(out.Notes, "could not write the node_exporter textfile: "+err.Error())
 		}
 	}

@@ -20,11 +20,11 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -130,7 +130,7 @@ func (n *fakeNode) bom() []byte {
 	doc := bom.BOM{
 		BuildName: "golden", PluginVersion: "0.1.0", InstanceType: "p6-b200.48xlarge",
 		Kernel: "7.0.0-1014-aws", NextBootKernel: "7.0.0-1014-aws", Guarded: map[string]bom.Package{},
-		GuardPolicy: &guard.Policy{}, Expect: &checks.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"},
+		GuardPolicy: &settings.GuardPolicy{}, Checks: &settings.Checks{Expect: settings.Expectations{Kernel: "7.0.0-1014-aws", NvidiaDriver: "595.91.07"}},
 	}
 	for name, p := range n.pkgs {
 		doc.Guarded[name] = bom.Package{Version: p.version, Held: p.held}
@@ -299,13 +299,16 @@ func (n *fakeNode) scontrolCalls() [][]string {
 	return out
 }
 
-func options(t *testing.T, mode, action string) Options {
+func options(t *testing.T, mode nodeconf.Mode, action nodeconf.Action) Options {
 	dir := t.TempDir()
 	return Options{
-		Mode: mode, Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
-		Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
-		CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol, Version: "0.1.0-test",
-		Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")}.Resolved(),
+		Mode: mode, Version: "0.1.0-test",
+		Config: nodeconf.Config{
+			Action: action, BOMPath: bom.DefaultPath, OutDir: filepath.Join(dir, "out"),
+			Textfile: filepath.Join(dir, "textfile", "dlami_node_check.prom"), Timeout: time.Minute,
+			CheckTimeout: 10 * time.Second, Scontrol: nodeconf.DefaultScontrol,
+			Evidence: nodeconf.Evidence{Dir: filepath.Join(dir, "evidence")},
+		}.Resolved(),
 	}
 }
 
@@ -453,7 +456,7 @@ func TestFleetNodeWithoutEFA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc.Expect.EFACount = -1
+	doc.Checks.Expect.EFACount = -1
 	data, err := doc.Encode()
 	if err != nil {
 		t.Fatal(err)

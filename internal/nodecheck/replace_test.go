@@ -247,7 +247,7 @@ func TestBugReportHangsOrMissing(t *testing.T) {
 			n.withXid()
 			o := options(t, nodeconf.ModeBoot, nodeconf.ActionDrain)
 			o.Replace = nodeconf.ReplaceASG
-			o.Evidence.BugReportTimeout = nodeconf.Duration(300 * time.Millisecond)
+			o.Evidence.BugReportTimeout = 300 * time.Millisecond
 			var seen []bool
 			n.withTools(t, o, &seen)
 			stopped := false

@@ -1,3 +1,5 @@
+//go:generate packer-sdc struct-markdown
+
 package nodeconf
 
 import (
@@ -119,38 +121,45 @@ func CheckConditionTimeout(timeoutSetting string, timeout time.Duration, conditi
 		timeoutSetting, timeout, conditionSetting, condition, RepairToleration, timeout, timeoutSetting, MaxAcceleratedHardwareReadyTimeout, conditionSetting, NPDConditionFailed)
 }
 
-// Evidence is what the node check keeps of a failing node before it isolates it (node_check's
-// evidence block): a bundle of the report, the kernel log around each Xid, nvidia-smi -q,
-// NVIDIA's bug report and, when asked, DCGM's long diagnostics, with the instance's identity.
-// Zero fields take the defaults (Resolved).
+// Evidence is node_check's evidence block: the bundle a failing node leaves behind (its
+// report, the kernel log around each Xid and SXid from dmesg and the journal, `nvidia-smi -q`,
+// `nvidia-bug-report.sh`, the instance's identity from IMDSv2 and the image's build), written
+// before the node is drained or replaced. Zero fields take the defaults (Resolved).
 type Evidence struct {
-	// Disabled turns evidence off: nothing is collected before the node is isolated.
-	Disabled bool `json:"disabled,omitempty"`
-	// Dir keeps the bundles; at most MaxBundles of them and MaxBytes in all, the oldest
-	// removed first.
-	Dir        string `json:"dir,omitempty"`
-	MaxBundles int    `json:"max_bundles,omitempty"`
-	MaxBytes   int64  `json:"max_bytes,omitempty"`
-	// S3URI, when set, is where each bundle is uploaded too (s3://bucket[/prefix]), with the
-	// instance role's credentials.
-	S3URI string `json:"s3_uri,omitempty"`
-	// DCGMLevel runs `dcgmi diag -r LEVEL -j` into the bundle (0 off): NVIDIA gives levels 3
-	// and 4 to an administrator as post-mortem, level 3 takes about 15 minutes of full GPU
-	// load.
-	DCGMLevel int `json:"dcgm_level,omitempty"`
-	// BugReportTimeout bounds nvidia-bug-report.sh (NVIDIA: usually quick, may hang).
-	BugReportTimeout Duration `json:"bug_report_timeout,omitempty"`
+	// Keep no evidence. Defaults to false.
+	Disable bool `mapstructure:"disable" json:"disable,omitempty"`
+	// Where the bundles are kept on the node. Defaults to /var/lib/dlami-node-check/evidence.
+	Dir string `mapstructure:"dir" json:"dir,omitempty"`
+	// How many bundles are kept; the oldest is removed first. Defaults to 10.
+	MaxBundles int `mapstructure:"max_bundles" json:"max_bundles,omitempty"`
+	// How many MiB the bundles may take in all; the oldest are removed first (the newest is
+	// always kept). Defaults to 512.
+	MaxSizeMB int `mapstructure:"max_size_mb" json:"max_size_mb,omitempty"`
+	// Upload each bundle to this S3 location too (`s3://bucket/prefix`; the key is
+	// `<prefix>/<instance id>/<bundle>`), with the instance role (`s3:PutObject` on it), into
+	// a bucket in the instance's region. A failed upload never keeps the node from being
+	// isolated: the report and the journal say why.
+	S3URI string `mapstructure:"s3_uri" json:"s3_uri,omitempty"`
+	// Run `dcgmi diag -r <level> -j` into the bundle (3: DCGM's long diagnostics, about 15
+	// minutes of full GPU load, which NVIDIA gives to an administrator as post-mortem); 0 runs
+	// none. Not in slurm mode nor for a simulated failure. Defaults to 0.
+	DCGMLevel settings.DCGMLevel `mapstructure:"dcgm_level" json:"dcgm_level,omitempty"`
+	// Bound of `nvidia-bug-report.sh` (NVIDIA: usually quick; may hang). Not run in slurm
+	// mode. Defaults to 3m.
+	BugReportTimeout time.Duration `mapstructure:"bug_report_timeout" json:"-"`
 }
+
+// MaxBytes is MaxSizeMB in bytes.
+func (e Evidence) MaxBytes() int64 { return int64(e.MaxSizeMB) << 20 }
 
 // Evidence defaults and bounds.
 const (
 	DefaultEvidenceDir        = DefaultOutDir + "/evidence"
 	DefaultEvidenceMaxBundles = 10
-	DefaultEvidenceMaxBytes   = 512 << 20
+	DefaultEvidenceMaxSizeMB  = 512
 	DefaultBugReportTimeout   = 3 * time.Minute
-	// minEvidenceBytes is the smallest total a store may be bounded to: one bundle without the
-	// bug report fits.
-	minEvidenceBytes = 1 << 20
+	// maxEvidenceSizeMB is the largest total a store may be bounded to (1 TiB).
+	maxEvidenceSizeMB = 1 << 20
 	// EvidenceQuickBudget bounds the quick parts of a bundle together (nvidia-smi -q, the
 	// instance identity, writing it): seconds on a healthy driver, bounded for a hung one.
 	EvidenceQuickBudget = 20 * time.Second
@@ -170,11 +179,11 @@ func (e Evidence) Resolved() Evidence {
 	if e.MaxBundles == 0 {
 		e.MaxBundles = DefaultEvidenceMaxBundles
 	}
-	if e.MaxBytes == 0 {
-		e.MaxBytes = DefaultEvidenceMaxBytes
+	if e.MaxSizeMB == 0 {
+		e.MaxSizeMB = DefaultEvidenceMaxSizeMB
 	}
 	if e.BugReportTimeout == 0 {
-		e.BugReportTimeout = Duration(DefaultBugReportTimeout)
+		e.BugReportTimeout = DefaultBugReportTimeout
 	}
 	return e
 }
@@ -182,15 +191,15 @@ func (e Evidence) Resolved() Evidence {
 // Budget is the longest a bundle of e may take in mode: its quick parts, the bug report and
 // DCGM's diagnostics where that mode runs them; 0 when evidence is off. The systemd unit and
 // the node-problem-detector rule wait this much longer than the run's own bound.
-func (e Evidence) Budget(mode string) time.Duration {
-	if e.Disabled {
+func (e Evidence) Budget(mode Mode) time.Duration {
+	if e.Disable {
 		return 0
 	}
 	if mode == ModeSlurm {
 		return SlurmEvidenceBudget
 	}
 	r := e.Resolved()
-	return EvidenceQuickBudget + r.BugReportTimeout.Duration() + settings.DCGMLevel(r.DCGMLevel).Timeout()
+	return EvidenceQuickBudget + r.BugReportTimeout + r.DCGMLevel.Timeout()
 }
 
 // s3BucketRE is an S3 general purpose bucket name (3-63 lower-case letters, digits, '.' and
@@ -225,49 +234,40 @@ func (e Evidence) Validate(prefix string) []error {
 	if e.MaxBundles < 0 || e.MaxBundles > 1000 {
 		errs = append(errs, fmt.Errorf("%smax_bundles %d: use 1 to 1000 (0 takes the default, %d)", prefix, e.MaxBundles, DefaultEvidenceMaxBundles))
 	}
-	if e.MaxBytes != 0 && e.MaxBytes < minEvidenceBytes {
-		errs = append(errs, fmt.Errorf("%smax_bytes %d: use at least %d (1 MiB; 0 takes the default, %d)", prefix, e.MaxBytes, minEvidenceBytes, DefaultEvidenceMaxBytes))
+	if e.MaxSizeMB < 0 || e.MaxSizeMB > maxEvidenceSizeMB {
+		errs = append(errs, fmt.Errorf("%smax_size_mb %d: use 1 to %d (0 takes the default, %d)", prefix, e.MaxSizeMB, maxEvidenceSizeMB, DefaultEvidenceMaxSizeMB))
 	}
 	if e.S3URI != "" {
 		if _, _, err := ParseS3URI(e.S3URI); err != nil {
 			errs = append(errs, fmt.Errorf("%ss3_uri: %w", prefix, err))
 		}
 	}
-	if err := settings.DCGMLevel(e.DCGMLevel).Validate(prefix + "dcgm_level"); err != nil {
+	if err := e.DCGMLevel.Validate(prefix + "dcgm_level"); err != nil {
 		errs = append(errs, err)
 	}
-	if t := e.BugReportTimeout.Duration(); t != 0 && (t < 10*time.Second || t > time.Hour) {
+	if t := e.BugReportTimeout; t != 0 && (t < 10*time.Second || t > time.Hour) {
 		errs = append(errs, fmt.Errorf("%sbug_report_timeout %s: use 10s to 1h (NVIDIA: the report is usually quick)", prefix, t))
 	}
 	return errs
 }
 
-// CheckFleet reports every bad fleet setting of c (replace, npd_condition, evidence), the
-// combinations that would fight, and a timeout (0: DefaultTimeout) too long for
-// npd_condition AcceleratedHardwareReady, naming them with prefix ("node_check." for the provisioner,
-// "" for the config file the command reads).
-func (c Config) CheckFleet(prefix string) error {
+// checkFleet reports every bad fleet setting of c (replace, npd_condition, evidence) and the
+// combinations that would fight: two engines replacing the node, or a timeout too long for
+// npd_condition AcceleratedHardwareReady.
+func (c Config) checkFleet(name func(string) string) error {
 	var errs []error
-	if c.Replace != "" {
-		if err := CheckReplace(prefix+"replace", c.Replace); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.NPDCondition != "" {
-		if err := CheckNPDCondition(prefix+"npd_condition", c.NPDCondition); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := CheckOneOwner(prefix+"replace", c.Replace, prefix+"npd_condition", c.NPDCondition); err != nil {
+	if err := CheckReplace(name("replace"), ReplaceOf(c.Replace)); err != nil {
 		errs = append(errs, err)
 	}
-	timeout := c.Timeout.Duration()
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if err := CheckConditionTimeout(prefix+"timeout", timeout, prefix+"npd_condition", c.NPDCondition); err != nil {
+	if err := CheckNPDCondition(name("npd_condition"), NPDConditionOf(c.NPDCondition)); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Evidence.Validate(prefix+"evidence.")...)
+	if err := CheckOneOwner(name("replace"), c.Replace, name("npd_condition"), c.NPDCondition); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckConditionTimeout(name("timeout"), c.Timeout, name("npd_condition"), c.NPDCondition); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.Evidence.Validate(name("evidence")+".")...)
 	return errors.Join(errs...)
 }

@@ -12,7 +12,7 @@ import (
 func TestCheckOneOwner(t *testing.T) {
 	for _, r := range append(Replacers, "") {
 		for _, c := range append(NPDConditions, "") {
-			err := (Config{Replace: r, NPDCondition: c}).CheckFleet("node_check.")
+			err := (Config{Replace: r, NPDCondition: c}).checkFleet(inBlock)
 			fight := r == ReplaceASG && c == NPDConditionAcceleratedHardwareReady
 			switch {
 			case fight && (err == nil || !strings.Contains(err.Error(), `node_check.replace = "asg" together with node_check.npd_condition = "AcceleratedHardwareReady": two owners`)):
@@ -22,7 +22,7 @@ func TestCheckOneOwner(t *testing.T) {
 			}
 		}
 	}
-	err := (Config{Replace: "karpenter", NPDCondition: "GpuHealthy"}).CheckFleet("node_check.")
+	err := (Config{Replace: "karpenter", NPDCondition: "GpuHealthy"}).checkFleet(inBlock)
 	for _, want := range []string{`node_check.replace "karpenter": use none, asg`, `node_check.npd_condition "GpuHealthy": use DLAMINodeCheckFailed, AcceleratedHardwareReady`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v, want %q", err, want)
@@ -76,19 +76,19 @@ func TestEvidenceValidate(t *testing.T) {
 	if errs := (Evidence{}).Validate("node_check.evidence."); len(errs) != 0 {
 		t.Errorf("defaults refused: %v", errs)
 	}
-	errs := (Evidence{Dir: "var/evidence", MaxBundles: -1, MaxBytes: 10, S3URI: "bucket/x", DCGMLevel: 7, BugReportTimeout: Duration(time.Second)}).Validate("node_check.evidence.")
+	errs := (Evidence{Dir: "var/evidence", MaxBundles: -1, MaxSizeMB: -1, S3URI: "bucket/x", DCGMLevel: 7, BugReportTimeout: time.Second}).Validate("node_check.evidence.")
 	joined := ""
 	for _, e := range errs {
 		joined += e.Error() + "\n"
 	}
-	for _, want := range []string{"node_check.evidence.dir", "node_check.evidence.max_bundles -1", "node_check.evidence.max_bytes 10",
+	for _, want := range []string{"node_check.evidence.dir", "node_check.evidence.max_bundles -1", "node_check.evidence.max_size_mb -1",
 		"node_check.evidence.s3_uri", "node_check.evidence.dcgm_level = 7", "node_check.evidence.bug_report_timeout 1s"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("errors lack %q:\n%s", want, joined)
 		}
 	}
 	r := (Evidence{}).Resolved()
-	if r.Dir != DefaultEvidenceDir || r.MaxBundles != DefaultEvidenceMaxBundles || r.MaxBytes != DefaultEvidenceMaxBytes || r.BugReportTimeout.Duration() != DefaultBugReportTimeout {
+	if r.Dir != DefaultEvidenceDir || r.MaxBundles != DefaultEvidenceMaxBundles || r.MaxSizeMB != DefaultEvidenceMaxSizeMB || r.BugReportTimeout != DefaultBugReportTimeout {
 		t.Errorf("resolved: %+v", r)
 	}
 	// The budget: quick parts and the bug report; DCGM's level 3 adds its hour; slurm mode
@@ -102,7 +102,7 @@ func TestEvidenceValidate(t *testing.T) {
 	if b := (Evidence{DCGMLevel: 3}).Budget(ModeSlurm); b != SlurmEvidenceBudget {
 		t.Errorf("slurm budget %s", b)
 	}
-	if b := (Evidence{Disabled: true}).Budget(ModeBoot); b != 0 {
+	if b := (Evidence{Disable: true}).Budget(ModeBoot); b != 0 {
 		t.Errorf("disabled budget %s", b)
 	}
 }
@@ -126,7 +126,7 @@ func TestNPDConditionPolarity(t *testing.T) {
 		Conditions []struct{ Type, Reason, Message string }      `json:"conditions"`
 		Rules      []struct{ Condition, Reason, Timeout string } `json:"rules"`
 	}
-	c := Config{Timeout: Duration(5 * time.Minute), NPDCondition: NPDConditionAcceleratedHardwareReady}
+	c := Config{Timeout: 5 * time.Minute, NPDCondition: NPDConditionAcceleratedHardwareReady}
 	if err := json.Unmarshal(NPDConfig(c), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCheckConditionTimeout(t *testing.T) {
 		{NPDConditionFailed, 30 * time.Minute, false},
 		{"", 30 * time.Minute, false},
 	} {
-		err := Config{NPDCondition: c.condition, Timeout: Duration(c.timeout)}.CheckFleet("node_check.")
+		err := Config{NPDCondition: c.condition, Timeout: c.timeout}.checkFleet(inBlock)
 		if (err != nil) != c.wantErr {
 			t.Errorf("%q with timeout %s: %v, want error %v", c.condition, c.timeout, err, c.wantErr)
 			continue
@@ -171,3 +171,6 @@ func TestCheckConditionTimeout(t *testing.T) {
 		}
 	}
 }
+
+// inBlock names a setting as the provisioner's node_check block spells it.
+func inBlock(setting string) string { return "node_check." + setting }

@@ -1,89 +1,96 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,Evidence
+//go:generate packer-sdc struct-markdown
+
 // Package nodeconf is the interface of dlami-node-check that the plugin and the command share:
-// its modes and actions, the config file the provisioner installs and the command reads, where
+// its modes and actions, its settings (the provisioner's node_check block, which is also the
+// config file the provisioner installs and the command reads), where
 // it is installed in the image, and the files that install it (the systemd unit, the Slurm
 // HealthCheckProgram wrapper, the node-problem-detector custom plugin). It runs nothing.
 package nodeconf
 
 import (
-	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
-// Modes of the command (--mode).
+// Mode is how the command runs (--mode).
+type Mode string
+
+// Modes of the command.
 const (
 	// ModeBoot is the systemd unit's: judge, write the reports and the textfile, act on a
 	// failure (Action), exit 1 when the node failed.
-	ModeBoot = "boot"
+	ModeBoot Mode = "boot"
 	// ModeReport judges and writes, never acts; exit 1 when the node failed. The
 	// post-processor runs it on the verification instance (with --json).
-	ModeReport = "report"
+	ModeReport Mode = "report"
 	// ModeSlurm is Slurm's HealthCheckProgram: the program drains the node itself with the
 	// reason, and undrains a node it drained once the node passes again.
-	ModeSlurm = "slurm"
+	ModeSlurm Mode = "slurm"
 	// ModeNPD is a node-problem-detector custom plugin: exit 0 healthy, 1 problem, 2 unknown,
 	// one short line on stdout.
-	ModeNPD = "npd"
+	ModeNPD Mode = "npd"
 )
 
-// Actions on a failure in ModeBoot (node_check.action).
+// Action is what a failing boot does (node_check.action, --action).
+type Action string
+
+// Actions on a failure in ModeBoot.
 const (
 	// ActionBlock: the units named in node_check.before do not start (the unit is RequiredBy
 	// them, and fails).
-	ActionBlock = "block"
+	ActionBlock Action = "block"
 	// ActionDrain: drain the node in Slurm with the failed check ids as the reason.
-	ActionDrain = "drain"
+	ActionDrain Action = "drain"
 	// ActionReport: only report (journal, reports, textfile).
-	ActionReport = "report"
+	ActionReport Action = "report"
 )
 
 // Modes and Actions in the order the docs list them.
 var (
-	Modes   = []string{ModeBoot, ModeReport, ModeSlurm, ModeNPD}
-	Actions = []string{ActionBlock, ActionDrain, ActionReport}
+	Modes   = []Mode{ModeBoot, ModeReport, ModeSlurm, ModeNPD}
+	Actions = []Action{ActionBlock, ActionDrain, ActionReport}
 )
 
 // DefaultAction is what a failing boot does when nothing says otherwise: keep the job units
 // from starting.
 const DefaultAction = ActionBlock
 
-// Timeout is node_check.timeout (or the config's timeout) as set, else (0) DefaultTimeout: the
-// one place the default is applied, by the provisioner, the command and the verification. A
-// negative bound is left for their validation to refuse.
-func Timeout(d time.Duration) time.Duration {
-	if d == 0 {
-		return DefaultTimeout
-	}
-	return d
-}
-
-// Action returns action, or DefaultAction when it is empty.
-func Action(action string) string {
-	if action == "" {
-		return DefaultAction
-	}
-	return action
-}
-
-// CheckAction refuses an action the command does not know, naming setting.
-func CheckAction(setting, action string) error {
-	if !slices.Contains(Actions, action) {
-		return fmt.Errorf("%s %q: use %s", setting, action, strings.Join(Actions, ", "))
+// Validate refuses an action the command does not know, naming setting.
+func (a Action) Validate(setting string) error {
+	if !slices.Contains(Actions, a) {
+		return fmt.Errorf("%s %q: use %s", setting, a, joined(Actions))
 	}
 	return nil
 }
 
-// CheckMode refuses a mode the command does not know, naming setting.
-func CheckMode(setting, mode string) error {
-	if !slices.Contains(Modes, mode) {
-		return fmt.Errorf("%s %q: use %s", setting, mode, strings.Join(Modes, ", "))
+// Validate refuses a mode the command does not know, naming setting.
+func (m Mode) Validate(setting string) error {
+	if !slices.Contains(Modes, m) {
+		return fmt.Errorf("%s %q: use %s", setting, m, joined(Modes))
 	}
 	return nil
+}
+
+// joined lists vs as the docs do: "block, drain, report".
+func joined[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
 }
 
 // NPD's exit statuses (custom plugin protocol: OK, NonOK, Unknown).
@@ -133,58 +140,167 @@ var DrainAfter = []string{"munge.service", "network-online.target", "remote-fs.t
 // starting when it fails).
 var DefaultBefore = []string{"slurmd.service", "kubelet.service"}
 
-// Config is the file the provisioner installs at ConfigPath; the command reads it and its
-// flags override it.
+// Config is the node_check block of the provisioner, and the file it installs at ConfigPath:
+// one type, read from HCL and written and read as JSON. The command reads the file, overlays
+// its flags and validates the result with the same Validate as the provisioner. Resolved fills
+// in the defaults; a field left zero in the file takes its default the same way.
 type Config struct {
-	Action   string `json:"action"`
-	BOMPath  string `json:"bom_path"`
-	OutDir   string `json:"out_dir"`
-	Textfile string `json:"textfile"`
-	// Timeout bounds a run; CheckTimeout each probe command.
-	Timeout      Duration `json:"timeout"`
-	CheckTimeout Duration `json:"check_timeout"`
-	// The load and function phases a boot runs besides the host suite, each off unless set:
-	// the 1-node NCCL test, DCGM's diagnostics at this level (0 off), the EFA traffic test and
-	// the GPUDirect RDMA all-reduce. Their floors and bounds are the bake's (the bill of
-	// materials carries them).
-	NCCL          bool `json:"nccl"`
-	DCGMLevel     int  `json:"dcgm_level,omitempty"`
-	EFATraffic    bool `json:"efa_traffic,omitempty"`
-	GPUDirectRDMA bool `json:"gpudirect_rdma,omitempty"`
-	// SkipChecks and WarnChecks are node_check's skip_checks and warn_checks, on top of the
-	// bake's.
-	SkipChecks []string `json:"skip_checks,omitempty"`
-	WarnChecks []string `json:"warn_checks,omitempty"`
-	Scontrol   string   `json:"scontrol"`
-	// Before are the units the systemd unit runs before (for the record).
-	Before []string `json:"before"`
-	// LoginUser is the user whose new logins the memlock check judges (the bake's SSH user).
-	LoginUser string `json:"login_user,omitempty"`
-	// Replace is who replaces a failing node (Replacers; "" is DefaultReplace), NPDCondition
-	// the condition the node-problem-detector plugin reports (NPDConditions; "" is
-	// NPDConditionFailed), Evidence what is kept before the node is isolated. See fleet.go.
-	Replace      string   `json:"replace,omitempty"`
-	NPDCondition string   `json:"npd_condition,omitempty"`
-	Evidence     Evidence `json:"evidence"`
+	// What a failing boot does: `block` (the units in `before` do not start: the unit is
+	// RequiredBy them), `drain` (`scontrol update nodename=<node> state=drain
+	// reason="dlami: <failed ids>"`, never over an operator's drain) or `report` (journal,
+	// reports and textfile only). Defaults to `block`.
+	Action Action `mapstructure:"action" json:"action"`
+	// Units the check runs before (and, with `block`, keeps from starting when it fails).
+	// Defaults to `["slurmd.service", "kubelet.service"]`.
+	Before []string `mapstructure:"before" json:"before"`
+	// Run the 1-node NCCL test at every boot too (minutes of GPU time per boot), with the
+	// bake's nccl settings. Defaults to false.
+	NCCL bool `mapstructure:"nccl" json:"nccl"`
+	// Run DCGM's diagnostics at this level at every boot (1 takes seconds to a minute, 2 a
+	// few minutes); 0 turns them off. Defaults to 0.
+	DCGMLevel settings.DCGMLevel `mapstructure:"dcgm_level" json:"dcgm_level,omitempty"`
+	// Run the EFA traffic test at every boot (an RDM ping-pong across every EFA device, with
+	// the bake's efa_traffic floor and bounds). Defaults to false.
+	EFATraffic bool `mapstructure:"efa_traffic" json:"efa_traffic,omitempty"`
+	// Run the GPUDirect RDMA all-reduce at every boot (with the bake's gpudirect_rdma floor).
+	// Defaults to false.
+	GPUDirectRDMA bool `mapstructure:"gpudirect_rdma" json:"gpudirect_rdma,omitempty"`
+	// Check ids the node check does not judge, on top of the provisioner's skip_checks.
+	SkipChecks []string `mapstructure:"skip_checks" json:"skip_checks,omitempty"`
+	// Check ids whose failure only warns on a node, on top of the provisioner's warn_checks.
+	WarnChecks []string `mapstructure:"warn_checks" json:"warn_checks,omitempty"`
+	// Bound of one run at boot; a run that reaches it fails (the unit's TimeoutStartSec is
+	// 30s longer). Defaults to 5m.
+	Timeout time.Duration `mapstructure:"timeout" json:"-"`
+	// node_exporter textfile (*.prom) the check writes, atomically, at every run; `none`
+	// writes none. Defaults to /var/lib/prometheus/node-exporter/dlami_node_check.prom (the
+	// textfile directory of Ubuntu's prometheus-node-exporter).
+	Textfile string `mapstructure:"textfile" json:"textfile"`
+	// The user whose new logins the memlock check judges on the node (the check runs as root,
+	// and pam_limits gives root other limits). Defaults to the user Packer logged in as.
+	LoginUser string `mapstructure:"login_user" json:"login_user,omitempty"`
+	// Who replaces a failing node once the check has isolated it: `none` (the check isolates
+	// only; right for Slurm on AWS ParallelCluster, whose clustermgtd replaces a drained idle
+	// node whatever the drain's reason) or `asg` (the check finds its Auto Scaling group with
+	// `DescribeAutoScalingInstances` and marks itself `Unhealthy` with `SetInstanceHealth`,
+	// grace period not respected; the group terminates and replaces it; the instance role needs
+	// `autoscaling:DescribeAutoScalingInstances` and `autoscaling:SetInstanceHealth`). Not with
+	// `npd_condition = "AcceleratedHardwareReady"`: two engines would replace the node. The
+	// request is not sent for a node an operator holds in Slurm (drained with a reason of their
+	// own), and waits while Slurm runs jobs on the node (a later run sends it once the node is
+	// drained and idle); a `--simulate-failure` drill sends it only with
+	// `--simulate-failure-replace`. Defaults to `none`.
+	Replace string `mapstructure:"replace" json:"replace,omitempty"`
+	// The node condition the node-problem-detector custom plugin reports:
+	// `DLAMINodeCheckFailed` (True while the check fails: isolation only, no repair engine acts
+	// on a custom condition) or `AcceleratedHardwareReady` (False while the check fails: what
+	// Karpenter's node repair and EKS node auto repair replace a node on after 10 minutes; do
+	// not run EKS's node monitoring agent beside it, which owns that condition).
+	// node-problem-detector reports the condition False from its start until the check's first
+	// run answers, so `AcceleratedHardwareReady` needs a `timeout` of at most 5m (half the
+	// repair's toleration), or healthy nodes could be replaced. Defaults to
+	// `DLAMINodeCheckFailed`.
+	NPDCondition string `mapstructure:"npd_condition" json:"npd_condition,omitempty"`
+	// What the check keeps of a failing node before it isolates it (the block's settings
+	// below); kept by default, with the defaults below.
+	Evidence Evidence `mapstructure:"evidence" json:"evidence"`
+
+	// The file's own settings, which the provisioner fills in from its other settings
+	// (manifest_path, check_timeout) and the command's flags override; not in the block.
+
+	// BOMPath is the bill of materials in the image (the provisioner's manifest_path).
+	BOMPath string `mapstructure:"-" mapstructure-to-hcl2:",skip" undocumented:"true" json:"bom_path"`
+	// OutDir receives the reports; "" (--out "") writes none.
+	OutDir string `mapstructure:"-" mapstructure-to-hcl2:",skip" undocumented:"true" json:"out_dir"`
+	// CheckTimeout bounds each probe command (the provisioner's check_timeout).
+	CheckTimeout time.Duration `mapstructure:"-" mapstructure-to-hcl2:",skip" undocumented:"true" json:"-"`
+	// Scontrol is Slurm's scontrol, by absolute path.
+	Scontrol string `mapstructure:"-" mapstructure-to-hcl2:",skip" undocumented:"true" json:"scontrol"`
 }
 
-// Duration is a duration written the way Go and HCL read it ("5m0s").
-type Duration time.Duration
+// TextfileNone is the textfile setting that writes none.
+const TextfileNone = "none"
 
-// Duration returns d as a time.Duration.
-func (d Duration) Duration() time.Duration { return time.Duration(d) }
-
-// MarshalText writes d as "5m0s".
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText reads a duration such as "5m0s" or "90s".
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return err
+// Resolved returns c with every default filled in: the one place they are applied, by the
+// provisioner's Prepare and the command's start alike.
+func (c Config) Resolved() Config {
+	c.Action = cmp.Or(Action(strings.TrimSpace(string(c.Action))), DefaultAction)
+	if c.Before == nil {
+		c.Before = slices.Clone(DefaultBefore)
 	}
-	*d = Duration(v)
-	return nil
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Textfile = cmp.Or(c.Textfile, DefaultTextfile)
+	c.Replace = ReplaceOf(strings.TrimSpace(c.Replace))
+	c.NPDCondition = NPDConditionOf(strings.TrimSpace(c.NPDCondition))
+	c.Evidence = c.Evidence.Resolved()
+	c.BOMPath = cmp.Or(c.BOMPath, bom.DefaultPath)
+	c.OutDir = cmp.Or(c.OutDir, DefaultOutDir)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, settings.DefaultCheckTimeout)
+	c.Scontrol = cmp.Or(c.Scontrol, DefaultScontrol)
+	return c
+}
+
+// TextfilePath is the textfile to write; "" writes none.
+func (c Config) TextfilePath() string {
+	if c.Textfile == TextfileNone {
+		return ""
+	}
+	return c.Textfile
+}
+
+// The bounds of a run: one rule for node_check.timeout and --timeout. A manual run is bounded
+// like a boot (a shorter bound only judges less of the node in time, and fails it).
+const (
+	MinTimeout = 10 * time.Second
+	MaxTimeout = time.Hour
+)
+
+// loginUserRE is what useradd takes by default (NAME_REGEX of adduser): no shell syntax.
+var loginUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// Validate reports every bad setting of c (resolved), each named by name(setting), setting
+// as the block and the file spell it ("timeout", "evidence.dir", "before[1]"): the
+// provisioner names them node_check.<setting>, the command by its flags.
+func (c Config) Validate(name func(setting string) string) error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.LoginUser != "" && !loginUserRE.MatchString(c.LoginUser) {
+		add(fmt.Errorf("%s %q: a user name (lower-case letters, digits, '_' and '-', starting with a letter or '_', at most 32)", name("login_user"), c.LoginUser))
+	}
+	add(c.Action.Validate(name("action")))
+	for i, u := range c.Before {
+		add(CheckUnitName(name(fmt.Sprintf("before[%d]", i)), u))
+	}
+	if c.Action == ActionBlock && len(c.Before) == 0 {
+		add(fmt.Errorf("%s = \"block\" with an empty %s blocks nothing: name the units to keep from starting, or use action \"report\"", name("action"), name("before")))
+	}
+	add(c.DCGMLevel.Validate(name("dcgm_level")))
+	errs = append(errs, checks.CheckSelection(name("skip_checks"), c.SkipChecks)...)
+	errs = append(errs, checks.CheckSelection(name("warn_checks"), c.WarnChecks)...)
+	if c.Timeout < MinTimeout || c.Timeout > MaxTimeout {
+		add(fmt.Errorf("%s %s: use 10s to 1h", name("timeout"), c.Timeout))
+	}
+	if c.CheckTimeout < time.Second {
+		add(fmt.Errorf("%s %s: must be at least 1s", name("check_timeout"), c.CheckTimeout))
+	}
+	if t := c.Textfile; t != TextfileNone && t != "" && (!path.IsAbs(t) || !strings.HasSuffix(t, ".prom") || path.Clean(t) != t) {
+		add(fmt.Errorf("%s %q: an absolute path ending in .prom (node_exporter's textfile collector reads only *.prom), or \"none\"", name("textfile"), t))
+	}
+	if !path.IsAbs(c.BOMPath) {
+		add(fmt.Errorf("%s %q: must be an absolute path", name("bom_path"), c.BOMPath))
+	}
+	if c.OutDir != "" && !path.IsAbs(c.OutDir) {
+		add(fmt.Errorf("%s %q: must be an absolute path", name("out_dir"), c.OutDir))
+	}
+	if !path.IsAbs(c.Scontrol) {
+		add(fmt.Errorf("%s %q: must be an absolute path", name("scontrol"), c.Scontrol))
+	}
+	add(c.checkFleet(name))
+	return errors.Join(errs...)
 }
 
 // Encode renders c as indented JSON.
@@ -196,10 +312,8 @@ func (c Config) Encode() []byte {
 // DecodeConfig reads a Config; unknown fields are refused, so a typo never silently falls
 // back to a default.
 func DecodeConfig(data []byte) (Config, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var c Config
-	if err := dec.Decode(&c); err != nil {
+	if err := strictJSON(data, &c); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -220,7 +334,7 @@ func CheckUnitName(setting, name string) error {
 // starting (systemd does not start a unit whose Requires= dependency, ordered before it,
 // failed). Its start is bounded (TimeoutStartSec, beyond the command's own --timeout).
 func Unit(c Config) string {
-	timeout := c.Timeout.Duration()
+	timeout := c.Timeout
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("# Installed by packer-plugin-dlami (node_check): judges this node against the image's")
@@ -271,7 +385,7 @@ func SlurmWrapper() string { return slurmWrapper }
 // exit 0 (pkg/custompluginmonitor, toConditionStatus), so the npd mode answers it inverted
 // (NPDExit), and the problem metrics, which count True as a problem, are off for it.
 func NPDConfig(c Config) []byte {
-	timeout := c.Timeout.Duration()
+	timeout := c.Timeout
 	// A failing run keeps its evidence before it answers: the rule waits for that too.
 	ruleTimeout := timeout + c.Evidence.Budget(ModeNPD) + ActionBudget
 	condition := map[string]string{
@@ -280,7 +394,7 @@ func NPDConfig(c Config) []byte {
 	}
 	rule := map[string]any{
 		"type": "permanent", "condition": NPDCondition, "reason": NPDCondition,
-		"path": BinaryPath, "args": []string{"--mode", ModeNPD, "--config", ConfigPath},
+		"path": BinaryPath, "args": []string{"--mode", string(ModeNPD), "--config", ConfigPath},
 		"timeout": ruleTimeout.String(),
 	}
 	metrics := true

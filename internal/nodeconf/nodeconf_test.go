@@ -8,7 +8,7 @@ import (
 )
 
 func TestUnitAndNPDConfig(t *testing.T) {
-	c := Config{Action: ActionBlock, Timeout: Duration(300 * time.Second), Before: DefaultBefore, OutDir: DefaultOutDir}
+	c := Config{Action: ActionBlock, Timeout: 300 * time.Second, Before: DefaultBefore, OutDir: DefaultOutDir}
 	u := Unit(c)
 	for _, want := range []string{
 		"Type=oneshot", "After=nvidia-persistenced.service nvidia-fabricmanager.service nvidia-dcgm.service",
@@ -52,7 +52,7 @@ func TestUnitAndNPDConfig(t *testing.T) {
 
 // The Slurm wrapper runs the installed binary in Slurm mode with the installed config.
 func TestSlurmWrapper(t *testing.T) {
-	want := "exec " + BinaryPath + " --mode " + ModeSlurm + " --config " + ConfigPath + "\n"
+	want := "exec " + BinaryPath + " --mode " + string(ModeSlurm) + " --config " + ConfigPath + "\n"
 	if w := SlurmWrapper(); !strings.HasPrefix(w, "#!/bin/sh\n") || !strings.HasSuffix(w, want) {
 		t.Errorf("wrapper:\n%s\nwant it to end with %q", w, want)
 	}
@@ -62,14 +62,14 @@ func TestSlurmWrapper(t *testing.T) {
 // network (and, on AWS ParallelCluster, Slurm's configuration on a network file system): it is
 // ordered after them, as Debian's slurmd.service is. The other actions need none of them.
 func TestDrainUnitOrdering(t *testing.T) {
-	c := Config{Action: ActionDrain, Timeout: Duration(300 * time.Second), Before: DefaultBefore, OutDir: DefaultOutDir}
+	c := Config{Action: ActionDrain, Timeout: 300 * time.Second, Before: DefaultBefore, OutDir: DefaultOutDir}
 	u := Unit(c)
 	for _, want := range []string{"After=munge.service network-online.target remote-fs.target", "Wants=network-online.target"} {
 		if !strings.Contains(u, "\n"+want+"\n") {
 			t.Errorf("drain unit lacks %q:\n%s", want, u)
 		}
 	}
-	for _, a := range []string{ActionBlock, ActionReport} {
+	for _, a := range []Action{ActionBlock, ActionReport} {
 		c.Action = a
 		if u := Unit(c); strings.Contains(u, "munge") || strings.Contains(u, "network-online") {
 			t.Errorf("action %s orders on munge or the network:\n%s", a, u)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestHostCommands(t *testing.T) {
-	cmds := hostCommands(Options{NVMePath: "/opt/dlami/nvme"})
+	cmds := hostCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout})
 	byName := map[string]bundle.Command{}
 	for _, c := range cmds {
 		byName[c.Name] = c
@@ -91,7 +91,7 @@ func TestInstanceType(t *testing.T) {
 		if tt.imds != nil {
 			s[sectionIMDS] = *tt.imds
 		}
-		tg := judge.Resolve(ParseHost(s), judge.Settings{}, tt.configured)
+		tg := judge.Resolve(ParseHost(s), settings.Checks{}, tt.configured)
 		typ, src := tg.InstanceType, tg.InstanceTypeSource
 		if typ != tt.typ || src != tt.src {
 			t.Errorf("%s: InstanceType = %q, %q; want %q, %q", tt.name, typ, src, tt.typ, tt.src)
@@ -101,7 +101,7 @@ func TestInstanceType(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	s := healthySections(t)
-	tg := Resolve(s, judge.Expectations{}, "g5.xlarge")
+	tg := Resolve(s, settings.Expectations{}, "g5.xlarge")
 	if tg.InstanceType != "p6-b200.48xlarge" || tg.InstanceTypeSource != "product_name" || tg.Profile == nil || tg.PCI == nil {
 		t.Fatalf("Resolve = %+v", tg)
 	}
@@ -109,11 +109,11 @@ func TestResolve(t *testing.T) {
 		t.Errorf("PCI = %d GPUs, %d EFA, fabric %v", len(tg.PCI.GPUs), len(tg.PCI.EFA), tg.PCI.HasNVLinkFabric())
 	}
 	set(s, sectionPCI, "garbage line", 0)
-	if tg := Resolve(s, judge.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "pci: line 1") {
+	if tg := Resolve(s, settings.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "pci: line 1") {
 		t.Errorf("bad PCI: %+v", tg)
 	}
 	set(s, sectionPCI, "", 0)
-	if tg := Resolve(s, judge.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "lists no device") {
+	if tg := Resolve(s, settings.Expectations{}, ""); tg.PCI != nil || !strings.Contains(tg.PCIProblem, "lists no device") {
 		t.Errorf("empty PCI: %q", tg.PCIProblem)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestEFAFaults(t *testing.T) {
@@ -15,10 +15,10 @@ func TestEFAFaults(t *testing.T) {
 		{"efa driver missing", func(s map[string]bundle.Section) {
 			set(s, sectionModinfoEFA, "modinfo: ERROR: Module efa not found.", 1)
 		}, nil, []string{result.EFADriver}, "exited 1"},
-		{"efa driver too old", nil, func(e *judge.Expectations) { e.EFADriver = ">= 3.4" }, []string{result.EFADriver}, "does not satisfy"},
+		{"efa driver too old", nil, func(e *settings.Expectations) { e.EFADriver = ">= 3.4" }, []string{result.EFADriver}, "does not satisfy"},
 		{"efa section absent", func(s map[string]bundle.Section) { delete(s, sectionModinfoEFA) }, nil, []string{result.EFADriver}, "did not run"},
-		{"libfabric pin", nil, func(e *judge.Expectations) { e.Libfabric = "2.7.0" }, []string{result.EFAInstaller}, "libfabric"},
-		{"installer pin", nil, func(e *judge.Expectations) { e.EFAInstaller = "1.49.0" }, []string{result.EFAInstaller}, "EFA installer"},
+		{"libfabric pin", nil, func(e *settings.Expectations) { e.Libfabric = "2.7.0" }, []string{result.EFAInstaller}, "libfabric"},
+		{"installer pin", nil, func(e *settings.Expectations) { e.EFAInstaller = "1.49.0" }, []string{result.EFAInstaller}, "EFA installer"},
 		{"aws-ofi-nccl unrecorded", func(s map[string]bundle.Section) {
 			set(s, sectionEFAPackages, "# EFA installer version: 1.50.0\nlibfabric1-aws 2.6.0amzn1.0\n", 0)
 		}, nil, []string{result.EFAInstaller}, "not recorded"},
@@ -75,7 +75,7 @@ func TestEFAAbsentWhereNoneIsExpected(t *testing.T) {
 		set(s, sectionNVLinkErrors, "", 0)
 	}
 	no := false
-	checks := evaluate(t, g5, func(e *judge.Expectations) { *e = judge.Expectations{NVMe: &no} })
+	checks := evaluate(t, g5, func(e *settings.Expectations) { *e = settings.Expectations{NVMe: &no} })
 	want := map[string]result.Status{
 		result.GPU: result.Pass, result.NvidiaDriver: result.Pass, result.Persistence: result.Pass, result.GPUMemory: result.Pass, result.NVLink: result.Skip, result.FabricManager: result.Skip,
 		result.EFADriver: result.Pass, result.EFAInstaller: result.Pass, result.EFADevices: result.Skip,
@@ -92,7 +92,7 @@ func TestEFAAbsentWhereNoneIsExpected(t *testing.T) {
 		set(s, sectionInfiniband, "rdmap0s6\nrdmap0s7", 0)
 		set(s, sectionFiInfo, rdmLines([]string{"rdmap0s6"}, "-rdm"), 0)
 	}
-	if c := statusOf(evaluate(t, withEFA, func(e *judge.Expectations) { *e = judge.Expectations{NVMe: &no} }), result.EFADevices); c.Status != result.Fail {
+	if c := statusOf(evaluate(t, withEFA, func(e *settings.Expectations) { *e = settings.Expectations{NVMe: &no} }), result.EFADevices); c.Status != result.Fail {
 		t.Errorf("efa-devices with 2 rdmap, 1 domain and no PCI function: %s", c.Status)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestFabricManagerFaults(t *testing.T) {
@@ -41,14 +42,14 @@ func TestFabricManagerFromPCI(t *testing.T) {
 		{"PCIe GPUs, no fabric", pciLines(gpuGroup(8), efaGroup(8)), "inactive", 3, result.Skip, "not required"},
 		{"one bridge is not a fabric", pciLines(gpuGroup(8), cx7Group(1), efaGroup(8)), "inactive", 3, result.Skip, "not required"},
 	} {
-		c := statusOf(evaluate(t, unprofiled(tt.pci, tt.state, tt.rc), func(e *judge.Expectations) { *e = judge.Expectations{} }), result.FabricManager)
+		c := statusOf(evaluate(t, unprofiled(tt.pci, tt.state, tt.rc), func(e *settings.Expectations) { *e = settings.Expectations{} }), result.FabricManager)
 		if c.Status != tt.status || !strings.Contains(c.Message, tt.msg) || !strings.HasPrefix(c.Basis, judge.BasisPCI) {
 			t.Errorf("%s: %s basis %q: %s", tt.name, c.Status, c.Basis, c.Message)
 		}
 	}
 	// The setting wins over the bus.
 	no := false
-	c := statusOf(evaluate(t, unprofiled(pciLines(gpuGroup(8), switchGroup(4), efaGroup(8)), "inactive", 3), func(e *judge.Expectations) { *e = judge.Expectations{FabricManager: &no} }), result.FabricManager)
+	c := statusOf(evaluate(t, unprofiled(pciLines(gpuGroup(8), switchGroup(4), efaGroup(8)), "inactive", 3), func(e *settings.Expectations) { *e = settings.Expectations{FabricManager: &no} }), result.FabricManager)
 	if c.Status != result.Skip || c.Basis != judge.BasisSetting {
 		t.Errorf("fabric_manager = false: %s %q", c.Status, c.Basis)
 	}

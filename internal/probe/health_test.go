@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Fields of gpuhealth.Query, by name.
@@ -60,7 +60,7 @@ func TestNVLinkFaults(t *testing.T) {
 			[]string{result.NVLink}, "could not be read"},
 	})
 	// Fewer links than the setting says.
-	c := statusOf(evaluate(t, nil, func(e *judge.Expectations) { e.NVLinks = 12 }), result.NVLink)
+	c := statusOf(evaluate(t, nil, func(e *settings.Expectations) { e.NVLinks = 12 }), result.NVLink)
 	if c.Status != result.Fail || !strings.Contains(c.Message, "18 active links, setting says 12") {
 		t.Errorf("expect.nvlinks = 12 on 18-link GPUs: %s: %s", c.Status, c.Message)
 	}

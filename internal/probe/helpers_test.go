@@ -12,6 +12,7 @@ import (
 	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // healthySections loads the healthy p6-b200 sections. The fixture format is this test's own
@@ -47,7 +48,7 @@ func healthySections(t testing.TB) map[string]bundle.Section {
 		body = append(body, line)
 	}
 	flush()
-	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme"}) {
+	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout}) {
 		if _, ok := sections[c.Name]; !ok {
 			t.Fatalf("fixture lacks section %s", c.Name)
 		}
@@ -56,9 +57,9 @@ func healthySections(t testing.TB) map[string]bundle.Section {
 }
 
 // p6Pins are the versions of the validated DLAMI build.
-func p6Pins() judge.Expectations {
+func p6Pins() settings.Expectations {
 	yes := true
-	return judge.Expectations{
+	return settings.Expectations{
 		NvidiaDriver:   "595.91.07",
 		EFADriver:      ">= 3.3.0",
 		EFAInstaller:   "1.50.0",
@@ -119,7 +120,7 @@ func enaGroup() pciGroup         { return pciGroup{1, "0x1d0f", "0xec20", "0x020
 
 // evaluate judges the healthy P6-B200 sections with the pins after mutate changes the sections
 // and expect the expectations (either may be nil).
-func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(*judge.Expectations)) []result.Check {
+func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(*settings.Expectations)) []result.Check {
 	t.Helper()
 	s := healthySections(t)
 	if mutate != nil {
@@ -148,7 +149,7 @@ func hostChecks(h facts.Host, t judge.Target) []result.Check {
 type fault struct {
 	name    string
 	mutate  func(s map[string]bundle.Section)
-	expect  func(e *judge.Expectations)
+	expect  func(e *settings.Expectations)
 	fail    []string
 	mention string // in the failing check's message
 }
@@ -192,6 +193,6 @@ func statusOf(checks []result.Check, id string) result.Check {
 }
 
 // Resolve parses the sections and resolves their target, as the bake does.
-func Resolve(s map[string]bundle.Section, e judge.Expectations, configured string) judge.Target {
-	return judge.Resolve(ParseHost(s), judge.Settings{Expect: e}, configured)
+func Resolve(s map[string]bundle.Section, e settings.Expectations, configured string) judge.Target {
+	return judge.Resolve(ParseHost(s), settings.Checks{Expect: e}, configured)
 }

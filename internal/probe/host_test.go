@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestEvaluateHostHealthyP6B200(t *testing.T) {
@@ -60,24 +60,24 @@ func TestNoPassWithoutBasis(t *testing.T) {
 	type variant struct {
 		name   string
 		mutate func(map[string]bundle.Section)
-		expect func(*judge.Expectations)
+		expect func(*settings.Expectations)
 	}
 	variants := []variant{
 		{"healthy p6", nil, nil},
-		{"no pins", nil, func(e *judge.Expectations) { *e = judge.Expectations{} }},
-		{"unprofiled type", func(s map[string]bundle.Section) { set(s, sectionProductName, "p7-future.48xlarge", 0) }, func(e *judge.Expectations) { *e = judge.Expectations{} }},
+		{"no pins", nil, func(e *settings.Expectations) { *e = settings.Expectations{} }},
+		{"unprofiled type", func(s map[string]bundle.Section) { set(s, sectionProductName, "p7-future.48xlarge", 0) }, func(e *settings.Expectations) { *e = settings.Expectations{} }},
 		{"unprofiled, no PCI", func(s map[string]bundle.Section) {
 			set(s, sectionProductName, "p7-future.48xlarge", 0)
 			set(s, sectionPCI, "", 0)
-		}, func(e *judge.Expectations) { *e = judge.Expectations{} }},
-		{"counts off", nil, func(e *judge.Expectations) { e.GPUCount, e.EFACount = -1, -1 }},
+		}, func(e *settings.Expectations) { *e = settings.Expectations{} }},
+		{"counts off", nil, func(e *settings.Expectations) { e.GPUCount, e.EFACount = -1, -1 }},
 		{"g5 without EFA", func(s map[string]bundle.Section) {
 			set(s, sectionProductName, "g5.xlarge", 0)
 			set(s, sectionPCI, pciLines(enaGroup(), pciGroup{1, "0x10de", "0x2237", "0x030200"}), 0)
 			set(s, sectionNvidiaSMI, "0, NVIDIA A10G, 595.91.07, 00000000:00:1E.0", 0)
 			set(s, sectionInfiniband, "ls: cannot access '/sys/class/infiniband/': No such file or directory", 2)
 			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
-		}, func(e *judge.Expectations) { *e = judge.Expectations{} }},
+		}, func(e *settings.Expectations) { *e = settings.Expectations{} }},
 	}
 	for _, v := range variants {
 		for _, c := range evaluate(t, v.mutate, v.expect) {
@@ -102,19 +102,19 @@ func TestEvaluateHostTolerates(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(s map[string]bundle.Section)
-		expect func(e *judge.Expectations)
+		expect func(e *settings.Expectations)
 	}{
 		{"fi_info lists RDM and DGRAM", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, rdmLines(p6RDMAP, "-rdm", "-dgrm"), 0)
 		}, nil},
 		{"ignored Xid 31", func(s map[string]bundle.Section) {
 			set(s, sectionDmesg, s[sectionDmesg].Output+"\n[ 9.1] NVRM: Xid (PCI:0000:51:00): 31, pid=1, name=python3, Ch 00000008, intr 00000000. MMU Fault", 0)
-		}, func(e *judge.Expectations) { e.IgnoreXids = []int{31} }},
+		}, func(e *settings.Expectations) { e.IgnoreXids = []int{31} }},
 		{"nvidia-smi header line", func(s map[string]bundle.Section) {
 			set(s, sectionNvidiaSMI, "index, name, driver_version, pci.bus_id\n"+s[sectionNvidiaSMI].Output, 0)
 		}, nil},
-		{"model case-insensitive", nil, func(e *judge.Expectations) { e.GPUModel = "nvidia b200" }},
-		{"driver constraint", nil, func(e *judge.Expectations) { e.NvidiaDriver = ">= 595, < 596" }},
+		{"model case-insensitive", nil, func(e *settings.Expectations) { e.GPUModel = "nvidia b200" }},
+		{"driver constraint", nil, func(e *settings.Expectations) { e.NvidiaDriver = ">= 595, < 596" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestGDRCopyMemlockNVMeLustreFaults(t *testing.T) {
@@ -23,7 +24,7 @@ func TestGDRCopyMemlockNVMeLustreFaults(t *testing.T) {
 		{"lsmod garbage", func(s map[string]bundle.Section) {
 			set(s, sectionLsmod, "Segmentation fault", 0)
 		}, nil, []string{result.GDRCopy}, "header"},
-		{"gdrcopy pin", nil, func(e *judge.Expectations) { e.GDRCopy = "2.6" }, []string{result.GDRCopy}, "GDRCopy"},
+		{"gdrcopy pin", nil, func(e *settings.Expectations) { e.GDRCopy = "2.6" }, []string{result.GDRCopy}, "GDRCopy"},
 		{"memlock 64 from a limits file", func(s map[string]bundle.Section) {
 			set(s, sectionLimitsFiles, s[sectionLimitsFiles].Output+"\n==> /etc/security/limits.d/99-site.conf\n| *  -  memlock  64", 0)
 		}, nil, []string{result.Memlock}, "gets locked memory 64 KiB (from /etc/security/limits.d/99-site.conf:1"},
@@ -41,15 +42,15 @@ func TestGDRCopyMemlockNVMeLustreFaults(t *testing.T) {
 		{"lustre module missing for kernel", func(s map[string]bundle.Section) {
 			set(s, sectionModinfoLustre, "modinfo: ERROR: Module lustre not found.", 1)
 		}, nil, []string{result.Lustre}, "running kernel"},
-		{"lustre pin", nil, func(e *judge.Expectations) { e.Lustre = "2.16" }, []string{result.Lustre}, "does not satisfy"},
+		{"lustre pin", nil, func(e *settings.Expectations) { e.Lustre = "2.16" }, []string{result.Lustre}, "does not satisfy"},
 		{"lustre utils and module differ", func(s map[string]bundle.Section) {
 			set(s, sectionLfs, "lfs 2.15.5", 0)
-		}, func(e *judge.Expectations) { e.Lustre = "" }, []string{result.Lustre}, "different releases"},
+		}, func(e *settings.Expectations) { e.Lustre = "" }, []string{result.Lustre}, "different releases"},
 	})
 }
 
 func TestNVMeNotJudgedWarns(t *testing.T) {
-	c := statusOf(evaluate(t, func(s map[string]bundle.Section) { set(s, sectionProductName, "p7-future.48xlarge", 0) }, func(e *judge.Expectations) { *e = judge.Expectations{} }), result.NVMe)
+	c := statusOf(evaluate(t, func(s map[string]bundle.Section) { set(s, sectionProductName, "p7-future.48xlarge", 0) }, func(e *settings.Expectations) { *e = settings.Expectations{} }), result.NVMe)
 	if c.Status != result.Warn || !strings.Contains(c.Message, "expect.nvme") {
 		t.Errorf("nvme on an unprofiled type: %s: %s", c.Status, c.Message)
 	}
@@ -58,7 +59,7 @@ func TestNVMeNotJudgedWarns(t *testing.T) {
 func TestLustreNotRequired(t *testing.T) {
 	no := false
 	// Installed and consistent: judged as one release.
-	c := statusOf(evaluate(t, nil, func(e *judge.Expectations) { e.Lustre, e.LustreExpected = "", &no }), result.Lustre)
+	c := statusOf(evaluate(t, nil, func(e *settings.Expectations) { e.Lustre, e.LustreExpected = "", &no }), result.Lustre)
 	if c.Status != result.Pass || c.Basis != judge.BasisRule {
 		t.Errorf("installed, not required: %s %q: %s", c.Status, c.Basis, c.Message)
 	}
@@ -66,7 +67,7 @@ func TestLustreNotRequired(t *testing.T) {
 	c = statusOf(evaluate(t, func(s map[string]bundle.Section) {
 		set(s, sectionLfs, "lfs: not found (looked in /usr/bin/lfs, PATH)", 127)
 		set(s, sectionModinfoLustre, "modinfo: ERROR: Module lustre not found.", 1)
-	}, func(e *judge.Expectations) { e.Lustre, e.LustreExpected = "", &no }), result.Lustre)
+	}, func(e *settings.Expectations) { e.Lustre, e.LustreExpected = "", &no }), result.Lustre)
 	if c.Status != result.Skip {
 		t.Errorf("absent, not required: %s: %s", c.Status, c.Message)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestParseJobMemlock(t *testing.T) {
@@ -47,7 +48,7 @@ func TestParseJobMemlock(t *testing.T) {
 }
 
 func TestJobMemlockCommands(t *testing.T) {
-	cmds := jobMemlockCommands(Options{NVMePath: "/opt/dlami/nvme"})
+	cmds := jobMemlockCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout})
 	if _, err := bundle.Script(cmds); err != nil {
 		t.Fatal(err)
 	}

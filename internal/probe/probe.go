@@ -10,6 +10,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -41,7 +42,8 @@ type Options struct {
 	LoginUser string
 }
 
-func (o Options) timeout() time.Duration { return settings.CheckTimeout(o.CheckTimeout) }
+// timeout bounds each command: check_timeout, resolved by the caller.
+func (o Options) timeout() time.Duration { return o.CheckTimeout }
 
 // Section names of the host commands. They are private: reports show them as evidence, and the
 // simulated host's fixtures key on them, but every reader outside this package gets facts.
@@ -187,7 +189,7 @@ func query(ctx context.Context, r Runner, what string, cmds []bundle.Command) (m
 	cmds = slices.Clone(cmds)
 	for i := range cmds {
 		// A command the probe gives no bound of its own is bounded like a check command.
-		cmds[i].Timeout = settings.CheckTimeout(cmds[i].Timeout)
+		cmds[i].Timeout = cmp.Or(cmds[i].Timeout, settings.DefaultCheckTimeout)
 	}
 	sections, err := r.Query(ctx, cmds)
 	if err != nil {

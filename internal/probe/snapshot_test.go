@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"reflect"
@@ -159,7 +160,7 @@ func TestParseSnapshotAbsentThings(t *testing.T) {
 func TestCommands(t *testing.T) {
 	cmds := snapshotCommands()
 	for i := range cmds {
-		cmds[i].Timeout = settings.CheckTimeout(cmds[i].Timeout) // as query bounds them
+		cmds[i].Timeout = cmp.Or(cmds[i].Timeout, settings.DefaultCheckTimeout) // as query bounds them
 	}
 	if _, err := bundle.Script(cmds); err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func FuzzParseSnapshot(f *testing.F) {
 		if err != nil {
 			t.Fatalf("snapshot does not survive the baseline file: %v", err)
 		}
-		checks := guard.Judge(back, s, guard.Guarded(s, guard.Policy{}), "fuzz", guard.Options{})
+		checks := guard.Judge(back, s, guard.Guarded(s, settings.GuardPolicy{}), "fuzz", guard.Options{})
 		if len(checks) != 5 {
 			t.Fatalf("%d checks", len(checks))
 		}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
-	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func TestXidFaults(t *testing.T) {
@@ -22,7 +22,7 @@ func TestXidFaults(t *testing.T) {
 		}, nil, []string{result.Xid}, "unreadable"},
 		{"Xid 79 not ignored by other numbers", func(s map[string]bundle.Section) {
 			set(s, sectionDmesg, s[sectionDmesg].Output+"\n[ 9.1] NVRM: Xid (PCI:0000:1e:00): 79, GPU has fallen off the bus.", 0)
-		}, func(e *judge.Expectations) { e.IgnoreXids = []int{31, 43} }, []string{result.Xid}, "Xid 79"},
+		}, func(e *settings.Expectations) { e.IgnoreXids = []int{31, 43} }, []string{result.Xid}, "Xid 79"},
 		{"dmesg not permitted", func(s map[string]bundle.Section) {
 			set(s, sectionDmesg, "dmesg: read kernel buffer failed: Operation not permitted", 1)
 		}, nil, []string{result.Xid}, "sudo"},

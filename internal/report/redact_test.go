@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -22,7 +21,7 @@ func TestRedactKeepsVerdicts(t *testing.T) {
 			{ID: "nccl-transport", Status: result.Pass, Basis: "rule", Expected: "efa", Actual: "efa"},
 			{ID: "xid", Status: result.Error, Message: "error reading the journal"},
 		},
-		Drift:          []guard.Drift{{Kind: "package-version", Package: "efa", Before: "pass", After: "fail"}},
+		Drift:          []result.Drift{{Kind: "package-version", Package: "efa", Before: "pass", After: "fail"}},
 		DeferredChecks: []string{"nccl-busbw"},
 		NCCL:           &NCCLFigures{BusBWPlacement: "out-of-place", Network: "Libfabric"},
 		Launch:         &Launch{InstanceType: "p5.48xlarge", Refused: []LaunchRefusal{{InstanceType: "p5e.48xlarge", Code: "InsufficientInstanceCapacity", Message: "no p5e.48xlarge capacity"}}},
@@ -62,7 +61,7 @@ func TestRedactKeepsVerdicts(t *testing.T) {
 func TestVerbatimPathsExist(t *testing.T) {
 	exit, nics := 0, 1
 	r, err := Normalize(Report{Result: ResultPass, HeldByPlugin: []string{"x"}, DeferredChecks: []string{"x"},
-		Checks: []result.Check{{ID: "x", Status: result.Pass, Basis: "rule", ExitCode: &exit}}, Drift: []guard.Drift{{Kind: "x"}},
+		Checks: []result.Check{{ID: "x", Status: result.Pass, Basis: "rule", ExitCode: &exit}}, Drift: []result.Drift{{Kind: "x"}},
 		NCCL:   &NCCLFigures{NICs: &nics},
 		Launch: &Launch{SubnetID: "s", MarketType: "m", CapacityReservationID: "c", Refused: []LaunchRefusal{{SubnetID: "s"}}}})
 	if err != nil {

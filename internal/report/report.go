@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -57,7 +56,7 @@ type Report struct {
 	InstanceTypeSource string            `json:"instance_type_source"`
 	Stage              string            `json:"stage"`
 	Checks             []result.Check    `json:"checks"`
-	Drift              []guard.Drift     `json:"drift"`
+	Drift              []result.Drift    `json:"drift"`
 	Manifest           map[string]string `json:"manifest"`
 	// NCCL is the NCCL test's figures; nil when the test did not run.
 	NCCL *NCCLFigures `json:"nccl"`
@@ -182,7 +181,7 @@ func Normalize(r Report) (Report, error) {
 	}
 	r.FailedChecks = result.FailedIDs(r.Checks)
 	if r.Drift == nil {
-		r.Drift = []guard.Drift{}
+		r.Drift = []result.Drift{}
 	}
 	r.DeferredChecks = append([]string{}, r.DeferredChecks...)
 	if r.Launch != nil {

@@ -37,7 +37,7 @@ func sample() Report {
 			{ID: result.LayerPrefix + "slurm", Status: result.Fail, Basis: "rule", Expected: "exit 0", Actual: "exit 100", ExitCode: &exit100, DurationMS: 83400, Evidence: "E: Unable to locate package slurmd"},
 			{ID: result.LayerPrefix + "enroot", Status: result.Skip, Expected: "exit 0", Actual: "not run"},
 		},
-		Drift:    []guard.Drift{{Kind: guard.DriftHold, Package: "linux-image-7.0.0-1014-aws", Before: "held", After: "not held"}},
+		Drift:    []result.Drift{{Kind: guard.DriftHold, Package: "linux-image-7.0.0-1014-aws", Before: "held", After: "not held"}},
 		Manifest: map[string]string{"nvidia_driver": "595.91.07", "kernel": "7.0.0-1014-aws", "efa_installer": "1.50.0"},
 		NCCL:     &NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
 	}

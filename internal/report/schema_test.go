@@ -11,7 +11,6 @@ import (
 
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -95,7 +94,7 @@ func TestReportsMatchTheSchema(t *testing.T) {
 		"a cancelled bake":                  cancelled,
 		"an NCCL run without a busbw value": noNCCLNumbers,
 		"launch without refusals":           {Launch: &Launch{InstanceType: "p5.48xlarge"}, Checks: []result.Check{{ID: "x", Status: result.Pass}}},
-		"an error with a drift entry":       {Result: ResultError, Drift: []guard.Drift{{Kind: "kernel", Package: "running kernel", Before: "a", After: "b"}}},
+		"an error with a drift entry":       {Result: ResultError, Drift: []result.Drift{{Kind: "kernel", Package: "running kernel", Before: "a", After: "b"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n, err := Normalize(r)

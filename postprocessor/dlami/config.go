@@ -15,7 +15,6 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -173,7 +172,7 @@ type Config struct {
 	// Tags for the instance and the temporary key pair and security group.
 	RunTags map[string]string `mapstructure:"run_tags"`
 	// What the host must look like, as the provisioner's `expect` block.
-	Expect checks.Expectations `mapstructure:"expect"`
+	Expect settings.Expectations `mapstructure:"expect"`
 	// Look up the On-Demand list price of the bake's instance time (the build instance and the
 	// verification's) with the AWS Price List API (`pricing:GetProducts`, at its us-east-1
 	// endpoint: Linux, shared tenancy, the instance's region) and print it, put it in
@@ -193,6 +192,9 @@ type Config struct {
 	userData []byte
 	// efa is the efa setting resolved: launch.EFAAll, 0 or a count.
 	efa int
+	// multi is nodes and the multi_node block resolved once, by Prepare: the test across
+	// nodes runs with it, and multi.On() says whether there is one.
+	multi settings.MultiNode
 }
 
 // What to do with a failed AMI.
@@ -336,4 +338,4 @@ func (c *Config) candidates(typ string) []launch.Placement {
 
 // policy is the guard's default: the first boot is compared with what the image's bill of
 // materials lists, plus any default-guarded package that appeared.
-func (c *Config) policy() guard.Policy { return guard.Policy{} }
+func (c *Config) policy() settings.GuardPolicy { return settings.GuardPolicy{} }

@@ -4,7 +4,7 @@ package dlami
 
 import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -76,7 +76,7 @@ type FlatConfig struct {
 	ReportDir                     *string                         `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
 	OnFailure                     *string                         `mapstructure:"on_failure" cty:"on_failure" hcl:"on_failure"`
 	RunTags                       map[string]string               `mapstructure:"run_tags" cty:"run_tags" hcl:"run_tags"`
-	Expect                        *checks.FlatExpectations        `mapstructure:"expect" cty:"expect" hcl:"expect"`
+	Expect                        *settings.FlatExpectations      `mapstructure:"expect" cty:"expect" hcl:"expect"`
 	PriceLookup                   *bool                           `mapstructure:"price_lookup" cty:"price_lookup" hcl:"price_lookup"`
 	SkipChecks                    []string                        `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
 	WarnChecks                    []string                        `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
@@ -158,7 +158,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"report_dir":                            &hcldec.AttrSpec{Name: "report_dir", Type: cty.String, Required: false},
 		"on_failure":                            &hcldec.AttrSpec{Name: "on_failure", Type: cty.String, Required: false},
 		"run_tags":                              &hcldec.AttrSpec{Name: "run_tags", Type: cty.Map(cty.String), Required: false},
-		"expect":                                &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*checks.FlatExpectations)(nil).HCL2Spec())},
+		"expect":                                &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*settings.FlatExpectations)(nil).HCL2Spec())},
 		"price_lookup":                          &hcldec.AttrSpec{Name: "price_lookup", Type: cty.Bool, Required: false},
 		"skip_checks":                           &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":                           &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},

@@ -164,7 +164,7 @@ func addInstance(ph *report.CostPhase, ci report.CostInstance) {
 // this run launched (a report an earlier run left in report_dir does not count). Nil when no
 // test across nodes ran.
 func (c *Config) multiNodePhase(ran []ranNode) *report.CostPhase {
-	if c.Nodes < 2 {
+	if !c.multi.On() {
 		return nil
 	}
 	ours := map[string]ranNode{}

@@ -24,6 +24,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
@@ -256,7 +257,7 @@ func TestCostFailuresLeaveTheVerdict(t *testing.T) {
 // this run says, for the nodes this run launched only.
 func TestMultiNodePhase(t *testing.T) {
 	dir := t.TempDir()
-	c := &Config{Nodes: 2, ReportDir: dir}
+	c := &Config{Nodes: 2, ReportDir: dir, multi: settings.MultiNode{Nodes: 2}}
 	r := report.Report{Launch: &report.Launch{Nodes: []report.LaunchNode{
 		{InstanceID: "i-1", InstanceType: "p5.48xlarge", TestSeconds: 70.2},
 		{InstanceID: "i-2", InstanceType: "p5.48xlarge", TestSeconds: 70.2},
@@ -274,7 +275,7 @@ func TestMultiNodePhase(t *testing.T) {
 	if ph == nil || !ph.Known || len(ph.Instances) != 2 || math.Abs(ph.InstanceSeconds-140.4) > 1e-9 {
 		t.Fatalf("%+v", ph)
 	}
-	if (&Config{Nodes: 1, ReportDir: dir}).multiNodePhase(ran) != nil || (&Config{Nodes: 2, ReportDir: t.TempDir()}).multiNodePhase(ran) != nil {
+	if (&Config{Nodes: 1, ReportDir: dir}).multiNodePhase(ran) != nil || (&Config{Nodes: 2, ReportDir: t.TempDir(), multi: settings.MultiNode{Nodes: 2}}).multiNodePhase(ran) != nil {
 		t.Error("a multi-node phase without a test across nodes")
 	}
 	line := costLine(report.Cost{Build: report.CostPhase{Known: true, InstanceSeconds: 2472, Instances: []report.CostInstance{{InstanceType: "p5.48xlarge"}}},

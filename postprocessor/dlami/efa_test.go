@@ -167,9 +167,10 @@ func TestUserGroupWithoutTheSelfRuleIsRefused(t *testing.T) {
 
 // With EFA attached the verification runs the EFA traffic test and, with the NCCL test it
 // belongs to, GPUDirect RDMA, with the bake's settings; not DCGM. nccl = false keeps the EFA
-// traffic test only; without EFA nothing runs; nccl = true runs everything the bake did.
+// traffic test only; without EFA nothing runs; nccl = true runs everything the bake did. The
+// bake's check selection holds in every case (settings.Checks.Overlay's one rule).
 func TestVerifySettingsFollowTheAttachedEFA(t *testing.T) {
-	doc := bom.BOM{Tests: &bom.Tests{
+	doc := bom.BOM{Checks: &settings.Checks{
 		NCCL: settings.NCCL{Timeout: 7 * time.Minute},
 		Function: settings.Function{DCGMLevel: 2, EFATraffic: settings.EFATraffic{MinBandwidthMBps: 3000, Timeout: 20 * time.Second},
 			GDR: settings.GDR{BusBWFloorGBps: 40}},
@@ -186,7 +187,7 @@ func TestVerifySettingsFollowTheAttachedEFA(t *testing.T) {
 	}{
 		{"EFA attached", nil, 32, true, true, true, 0, true},
 		{"EFA attached, nccl = false", &no, 32, false, true, false, 0, true},
-		{"no EFA", nil, 0, false, false, false, 0, false},
+		{"no EFA", nil, 0, false, false, false, 0, true},
 		{"nccl = true", &yes, 0, true, true, true, 2, true},
 	} {
 		s := verifySettings(&Config{NCCL: tc.nccl}, doc, tc.efa)

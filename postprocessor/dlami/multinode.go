@@ -63,7 +63,7 @@ func (c *Config) prepareMultiNode() []error {
 	if err != nil {
 		return []error{err}
 	}
-	c.Nodes = m.Nodes
+	c.Nodes, c.multi = m.Nodes, m
 	if !m.On() {
 		if c.MultiNode.MinBytes != "" || c.MultiNode.MaxBytes != "" || c.MultiNode.Timeout != 0 || c.MultiNode.BusBWFloorGBps != 0 ||
 			c.MultiNode.RanksPerNode != 0 || c.MultiNode.CUDAVersion != "" || len(c.MultiNode.Env) > 0 {

@@ -92,7 +92,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 	mo.ReportDir = filepath.Join(c.ReportDir, t.region, "multi-node")
 	mo.ProgressEvery = p.progressEvery
 	mo.Launch.InstanceID = ""
-	mo.Checks.MultiNode, _ = c.multiNode().Resolved()
+	mo.Checks.MultiNode = c.multi
 	if len(failed) > 0 {
 		mo.NotRun = "a node failed its first-boot verification: " + strings.Join(append(failed, unjudged...), "; ")
 	}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -638,7 +639,7 @@ func (c *Config) verifyOptions(in *launch.Instance, t target, typ string, b bom.
 		Common: engine.Common{
 			BuildName: c.PackerBuildName, PluginVersion: version.PluginVersion.FormattedVersion(),
 			ReportDir: filepath.Join(c.ReportDir, t.region), InstanceType: typ,
-			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.RemoteFolder(""),
+			Policy: c.policy(), CheckTimeout: c.CheckTimeout, RemoteFolder: settings.DefaultRemoteFolder,
 			Checks: verifySettings(c, b, in.DescribedEFA), Secrets: c.Secrets(),
 			// What this launch attached: the judges demand exactly that many EFA devices, and
 			// name the groups EFA traffic depends on.
@@ -847,26 +848,27 @@ func dialSSH(ctx context.Context, connect connector, user string, signer ssh.Sig
 // bake could not have: the EFA traffic test, and the NCCL test with the all-reduce forced over
 // EFA (gpudirect-rdma), which runs only with it; not DCGM. nccl = false keeps the EFA traffic
 // test only. Otherwise none of them, so a verification stays a first-boot check that costs no
-// GPU minutes.
-func verifySettings(c *Config, doc bom.BOM, efa int) checks.Settings {
-	s := checks.Settings{
-		Expect: c.Expect, NCCL: settings.NCCL{Skip: true},
-		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
-		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
+// GPU minutes. The post-processor's expect block and check selection are its own on top of the
+// bake's (settings.Checks.Overlay); complete_validation without an expect block takes the
+// bake's.
+func verifySettings(c *Config, doc bom.BOM, efa int) settings.Checks {
+	o := settings.Overlay{
+		Expect: &c.Expect, Skip: c.SkipChecks, Warn: c.WarnChecks,
+		SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
 	nccl := c.NCCL != nil && *c.NCCL
 	switch {
 	case nccl || c.CompleteValidation:
-		s = engine.BakeTests(s, doc)
-		s.NCCL.Skip = false
+		o.NCCL, o.DCGM, o.EFATraffic, o.GDR = settings.RunOn, settings.RunAsBaked, settings.RunAsBaked, settings.RunAsBaked
+		if c.CompleteValidation && reflect.ValueOf(c.Expect).IsZero() {
+			// Completing the bake's validation: its own expect block where this one sets none.
+			o.Expect = nil
+		}
 	case efa > 0:
-		bake := engine.BakeTests(s, doc)
-		s.Skip, s.Warn = bake.Skip, bake.Warn
-		s.Function.EFATraffic = bake.Function.EFATraffic
+		o.EFATraffic = settings.RunAsBaked
 		if c.NCCL == nil {
-			s.NCCL, s.Function.GDR = bake.NCCL, bake.Function.GDR
-			s.NCCL.Skip = false
+			o.NCCL, o.GDR = settings.RunOn, settings.RunAsBaked
 		}
 	}
-	return s
+	return doc.Checks.Overlay(o)
 }

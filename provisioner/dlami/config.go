@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,NodeCheckConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -16,8 +16,8 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -74,7 +74,7 @@ type Config struct {
 	Layers []Layer `mapstructure:"layer"`
 	// What the host must look like; unset values come from the instance type's profile, then
 	// from the host's PCI inventory.
-	Expect checks.Expectations `mapstructure:"expect"`
+	Expect settings.Expectations `mapstructure:"expect"`
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
 	// DCGM diagnostics level: `dcgmi diag -r <level>` after the NCCL test. 0 turns them off;
@@ -88,7 +88,7 @@ type Config struct {
 	GPUDirectRDMA GPUDirectRDMAConfig `mapstructure:"gpudirect_rdma"`
 	// Install dlami-node-check into the image with a systemd unit that judges every boot
 	// against this bake's bill of materials. Off unless the block is set.
-	NodeCheck *NodeCheckConfig `mapstructure:"node_check"`
+	NodeCheck *nodeconf.Config `mapstructure:"node_check"`
 	// Check ids not to judge, in this bake and (carried by the bill of materials) in the
 	// post-processor's verification and every node's check: each is reported `skip` with this
 	// setting named, never `pass`. The guard's checks (`kernel`, `holds`, `packages`,
@@ -131,8 +131,8 @@ type GuardConfig struct {
 	Exclude []string `mapstructure:"exclude"`
 }
 
-func (g GuardConfig) policy() guard.Policy {
-	return guard.Policy{Include: g.Include, Exclude: g.Exclude}
+func (g GuardConfig) policy() settings.GuardPolicy {
+	return settings.GuardPolicy{Include: g.Include, Exclude: g.Exclude}
 }
 
 // Validate reports every bad pattern, in order.
@@ -312,7 +312,7 @@ func (c *Config) prepare() []error {
 		}
 	}
 	if c.NodeCheck != nil {
-		errs = append(errs, c.NodeCheck.prepare(c.Validate == nil || *c.Validate)...)
+		errs = append(errs, c.prepareNodeCheck()...)
 	}
 	return errs
 }

@@ -3,7 +3,8 @@
 package dlami
 
 import (
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -11,37 +12,37 @@ import (
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	PackerBuildName     *string                  `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
-	PackerBuilderType   *string                  `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
-	PackerCoreVersion   *string                  `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
-	PackerDebug         *bool                    `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
-	PackerForce         *bool                    `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
-	PackerOnError       *string                  `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
-	PackerUserVars      map[string]string        `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
-	PackerSensitiveVars []string                 `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
-	ReportDir           *string                  `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
-	InstanceType        *string                  `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
-	KeepGoing           *bool                    `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
-	HoldUnheld          *bool                    `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
-	RequireHolds        *bool                    `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
-	Validate            *bool                    `mapstructure:"validate" cty:"validate" hcl:"validate"`
-	DeferValidation     *bool                    `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
-	CheckTimeout        *string                  `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
-	RemoteFolder        *string                  `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
-	ManifestPath        *string                  `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
-	RebootTimeout       *string                  `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
-	Guard               *FlatGuardConfig         `mapstructure:"guard" cty:"guard" hcl:"guard"`
-	Layers              []FlatLayer              `mapstructure:"layer" cty:"layer" hcl:"layer"`
-	Expect              *checks.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
-	NCCL                *FlatNCCLConfig          `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel           *int                     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	NodeCheck           *FlatNodeCheckConfig     `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
-	SkipChecks          []string                 `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks          []string                 `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	SiteChecksDir       *string                  `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
-	ImageHygiene        *bool                    `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
+	PackerBuildName     *string                    `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
+	PackerBuilderType   *string                    `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
+	PackerCoreVersion   *string                    `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
+	PackerDebug         *bool                      `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
+	PackerForce         *bool                      `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
+	PackerOnError       *string                    `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
+	PackerUserVars      map[string]string          `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
+	PackerSensitiveVars []string                   `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	ReportDir           *string                    `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
+	InstanceType        *string                    `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
+	KeepGoing           *bool                      `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
+	HoldUnheld          *bool                      `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
+	RequireHolds        *bool                      `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
+	Validate            *bool                      `mapstructure:"validate" cty:"validate" hcl:"validate"`
+	DeferValidation     *bool                      `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
+	CheckTimeout        *string                    `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
+	RemoteFolder        *string                    `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
+	ManifestPath        *string                    `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
+	RebootTimeout       *string                    `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
+	Guard               *FlatGuardConfig           `mapstructure:"guard" cty:"guard" hcl:"guard"`
+	Layers              []FlatLayer                `mapstructure:"layer" cty:"layer" hcl:"layer"`
+	Expect              *settings.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
+	NCCL                *FlatNCCLConfig            `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel           *int                       `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic          *FlatEFATrafficConfig      `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA       *FlatGPUDirectRDMAConfig   `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	NodeCheck           *nodeconf.FlatConfig       `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
+	SkipChecks          []string                   `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks          []string                   `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	SiteChecksDir       *string                    `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
+	ImageHygiene        *bool                      `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -77,12 +78,12 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"reboot_timeout":             &hcldec.AttrSpec{Name: "reboot_timeout", Type: cty.String, Required: false},
 		"guard":                      &hcldec.BlockSpec{TypeName: "guard", Nested: hcldec.ObjectSpec((*FlatGuardConfig)(nil).HCL2Spec())},
 		"layer":                      &hcldec.BlockListSpec{TypeName: "layer", Nested: hcldec.ObjectSpec((*FlatLayer)(nil).HCL2Spec())},
-		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*checks.FlatExpectations)(nil).HCL2Spec())},
+		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*settings.FlatExpectations)(nil).HCL2Spec())},
 		"nccl":                       &hcldec.BlockSpec{TypeName: "nccl", Nested: hcldec.ObjectSpec((*FlatNCCLConfig)(nil).HCL2Spec())},
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
-		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*FlatNodeCheckConfig)(nil).HCL2Spec())},
+		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*nodeconf.FlatConfig)(nil).HCL2Spec())},
 		"skip_checks":                &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
@@ -269,55 +270,6 @@ func (*FlatNCCLConfig) HCL2Spec() map[string]hcldec.Spec {
 		"timeout":      &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 		"env":          &hcldec.AttrSpec{Name: "env", Type: cty.Map(cty.String), Required: false},
 		"transport":    &hcldec.AttrSpec{Name: "transport", Type: cty.String, Required: false},
-	}
-	return s
-}
-
-// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
-// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
-type FlatNodeCheckConfig struct {
-	Action        *string                      `mapstructure:"action" cty:"action" hcl:"action"`
-	Before        []string                     `mapstructure:"before" cty:"before" hcl:"before"`
-	NCCL          *bool                        `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel     *int                         `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic    *bool                        `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA *bool                        `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	SkipChecks    []string                     `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks    []string                     `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	Timeout       *string                      `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
-	Textfile      *string                      `mapstructure:"textfile" cty:"textfile" hcl:"textfile"`
-	LoginUser     *string                      `mapstructure:"login_user" cty:"login_user" hcl:"login_user"`
-	Replace       *string                      `mapstructure:"replace" cty:"replace" hcl:"replace"`
-	NPDCondition  *string                      `mapstructure:"npd_condition" cty:"npd_condition" hcl:"npd_condition"`
-	Evidence      *FlatNodeCheckEvidenceConfig `mapstructure:"evidence" cty:"evidence" hcl:"evidence"`
-}
-
-// FlatMapstructure returns a new FlatNodeCheckConfig.
-// FlatNodeCheckConfig is an auto-generated flat version of NodeCheckConfig.
-// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
-func (*NodeCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
-	return new(FlatNodeCheckConfig)
-}
-
-// HCL2Spec returns the hcl spec of a NodeCheckConfig.
-// This spec is used by HCL to read the fields of NodeCheckConfig.
-// The decoded values from this spec will then be applied to a FlatNodeCheckConfig.
-func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
-	s := map[string]hcldec.Spec{
-		"action":         &hcldec.AttrSpec{Name: "action", Type: cty.String, Required: false},
-		"before":         &hcldec.AttrSpec{Name: "before", Type: cty.List(cty.String), Required: false},
-		"nccl":           &hcldec.AttrSpec{Name: "nccl", Type: cty.Bool, Required: false},
-		"dcgm_level":     &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
-		"efa_traffic":    &hcldec.AttrSpec{Name: "efa_traffic", Type: cty.Bool, Required: false},
-		"gpudirect_rdma": &hcldec.AttrSpec{Name: "gpudirect_rdma", Type: cty.Bool, Required: false},
-		"skip_checks":    &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
-		"warn_checks":    &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
-		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
-		"textfile":       &hcldec.AttrSpec{Name: "textfile", Type: cty.String, Required: false},
-		"login_user":     &hcldec.AttrSpec{Name: "login_user", Type: cty.String, Required: false},
-		"replace":        &hcldec.AttrSpec{Name: "replace", Type: cty.String, Required: false},
-		"npd_condition":  &hcldec.AttrSpec{Name: "npd_condition", Type: cty.String, Required: false},
-		"evidence":       &hcldec.BlockSpec{TypeName: "evidence", Nested: hcldec.ObjectSpec((*FlatNodeCheckEvidenceConfig)(nil).HCL2Spec())},
 	}
 	return s
 }

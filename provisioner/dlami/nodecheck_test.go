@@ -1,10 +1,12 @@
 package dlami
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheck"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodecheckbin"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 )
@@ -22,8 +24,8 @@ func TestNodeCheckDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := p.opt.NodeCheck
-	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.Timeout.Duration() != 300*time.Second ||
-		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeout.Duration() != time.Minute {
+	if c == nil || c.Action != "block" || strings.Join(c.Before, " ") != "slurmd.service kubelet.service" || c.Timeout != 300*time.Second ||
+		c.NCCL || c.Textfile != nodeconf.DefaultTextfile || c.BOMPath != "/etc/dlami-bake/manifest.json" || c.CheckTimeout != time.Minute {
 		t.Errorf("defaults: %+v", c)
 	}
 	var off Provisioner
@@ -59,7 +61,7 @@ func TestNodeCheckSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := q.opt.NodeCheck; c.Action != "drain" || c.Textfile != "" || !c.NCCL || c.Timeout.Duration() != 90*time.Second {
+	if c := q.opt.NodeCheck; c.Action != "drain" || c.TextfilePath() != "" || !c.NCCL || c.Timeout != 90*time.Second {
 		t.Errorf("settings: %+v", c)
 	}
 	if u := nodeconf.Unit(*q.opt.NodeCheck); strings.Contains(u, "RequiredBy") || !strings.Contains(u, "Before=slurmd.service\n") {
@@ -68,8 +70,8 @@ func TestNodeCheckSettings(t *testing.T) {
 }
 
 // The fleet settings: refused with the setting's name, the one combination that would fight
-// refused naming both, and what is accepted reaches the command's config as written (the
-// command owns the defaults).
+// refused naming both, and what is accepted reaches the command's config resolved (the
+// defaults filled in, as the command fills them in a config without them).
 func TestNodeCheckFleetSettings(t *testing.T) {
 	var p Provisioner
 	err := p.Prepare(map[string]interface{}{"node_check": map[string]interface{}{
@@ -118,12 +120,45 @@ func TestNodeCheckFleetSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := q.opt.NodeCheck
-	want := nodeconf.Evidence{S3URI: "s3://gpu-evidence/fleet", DCGMLevel: 3, MaxBytes: 256 << 20, MaxBundles: 4, BugReportTimeout: nodeconf.Duration(5 * time.Minute)}
+	want := nodeconf.Evidence{S3URI: "s3://gpu-evidence/fleet", DCGMLevel: 3, MaxSizeMB: 256, MaxBundles: 4, BugReportTimeout: 5 * time.Minute, Dir: nodeconf.DefaultEvidenceDir}
 	if c.Replace != "asg" || c.Evidence != want {
 		t.Errorf("config: replace %q, evidence %+v", c.Replace, c.Evidence)
 	}
 	// The unit waits for the bundle too: 5m run + 20s + 5m bug report + 1h DCGM + 30s.
 	if u := nodeconf.Unit(*c); !strings.Contains(u, "TimeoutStartSec=4250\n") {
 		t.Errorf("unit:\n%s", u)
+	}
+}
+
+// The file the bake installs is what the command reads back, unchanged, and the command's
+// validation (the same rule) accepts it in every mode.
+func TestNodeCheckFileReadsBackInTheCommand(t *testing.T) {
+	var p Provisioner
+	err := p.Prepare(map[string]interface{}{"check_timeout": "45s", "manifest_path": "/etc/golden/manifest.json", "node_check": map[string]interface{}{
+		"action": "drain", "before": []string{"slurmd.service"}, "timeout": "4m", "nccl": true, "dcgm_level": 1, "textfile": "none",
+		"skip_checks": []string{"nvme"}, "npd_condition": "AcceleratedHardwareReady",
+		"evidence": map[string]interface{}{"max_size_mb": 64, "bug_report_timeout": "2m", "disable": true},
+	}})
+	if nodecheckbin.Available() != nil {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := *p.opt.NodeCheck
+	back, err := nodeconf.DecodeConfig(installed.Encode())
+	if err != nil || !reflect.DeepEqual(back, installed) {
+		t.Fatalf("read back %+v, %v\nwant %+v", back, err, installed)
+	}
+	if back.BOMPath != "/etc/golden/manifest.json" || back.CheckTimeout != 45*time.Second || back.Evidence.MaxBytes() != 64<<20 || !back.Evidence.Disable {
+		t.Errorf("the file: %+v", back)
+	}
+	if !reflect.DeepEqual(back.Resolved(), back) {
+		t.Errorf("the command would resolve the file differently: %+v", back.Resolved())
+	}
+	for _, mode := range nodeconf.Modes {
+		if err := (nodecheck.Options{Config: back.Resolved(), Mode: mode}).Validate(); err != nil {
+			t.Errorf("mode %s refuses the installed file: %v", mode, err)
+		}
 	}
 }

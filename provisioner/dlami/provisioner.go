@@ -17,12 +17,12 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/instanceid"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
 )
 
@@ -71,7 +71,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			CheckTimeout:  c.CheckTimeout,
 			RemoteFolder:  c.RemoteFolder,
 			Policy:        c.Guard.policy(),
-			Checks: checks.Settings{
+			Checks: settings.Checks{
 				Expect: c.Expect, NCCL: c.NCCL.settings(), Function: c.function().Resolved(),
 				Skip: c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks", WarnSetting: "warn_checks",
 			},
@@ -92,9 +92,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			return err
 		}
 	}
-	if c.NodeCheck != nil {
-		p.opt.NodeCheck = c.NodeCheck.config(c.ManifestPath, c.CheckTimeout)
-	}
+	p.opt.NodeCheck = c.NodeCheck
 	return nil
 }
 

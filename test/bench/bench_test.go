@@ -115,7 +115,7 @@ func BenchmarkGuardDriftCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	guarded := guard.Guarded(base, guard.Policy{})
+	guarded := guard.Guarded(base, settings.GuardPolicy{})
 	b.ResetTimer()
 	for b.Loop() {
 		cur, err := probe.Snapshot(context.Background(), h)
@@ -139,7 +139,7 @@ func BenchmarkHostSuite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if cs := checks.JudgePhase(checks.PhaseHost, facts.Run{Host: f}, checks.Resolve(f, checks.Settings{}, "")); result.Failed(cs) {
+		if cs := checks.JudgePhase(checks.PhaseHost, facts.Run{Host: f}, checks.Resolve(f, settings.Checks{}, "")); result.Failed(cs) {
 			b.Fatalf("the healthy simulated host failed validation: %+v", cs)
 		}
 	}

@@ -129,7 +129,7 @@ func BenchmarkTwoP5Verification(b *testing.B) {
 			wg.Go(func() {
 				c := common
 				c.ReportDir = b.TempDir()
-				c.Checks = engine.BakeTests(checks.Settings{}, boms[i])
+				c.Checks = boms[i].Checks.Overlay(settings.Overlay{NCCL: settings.RunOn, DCGM: settings.RunAsBaked, EFATraffic: settings.RunAsBaked, GDR: settings.RunAsBaked})
 				c.Launch = launched
 				t0 := time.Now()
 				errs[i] = engine.Verify(ctx, hosts[i], discardUI{}, engine.VerifyOptions{Common: c, BOM: boms[i], SettleTimeout: 5 * time.Minute, CompleteValidation: true})

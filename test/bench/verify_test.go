@@ -95,7 +95,7 @@ func BenchmarkP5VerificationStages(b *testing.B) {
 		common := benchCommon()
 		doc := writeBOM(ctx, b, h, common)
 		common.ReportDir = b.TempDir()
-		common.Checks = engine.BakeTests(checks.Settings{}, doc)
+		common.Checks = doc.Checks.Overlay(settings.Overlay{NCCL: settings.RunOn, DCGM: settings.RunAsBaked, EFATraffic: settings.RunAsBaked, GDR: settings.RunAsBaked})
 		common.Launch = checks.Launch{Known: true, EFA: in.Layout.EFA, Setting: `efa = "all"`, SecurityGroups: in.SecurityGroups}
 		start := time.Now()
 		err = engine.Verify(ctx, h, discardUI{}, engine.VerifyOptions{Common: common, BOM: doc, SettleTimeout: 5 * time.Minute, CompleteValidation: true})
@@ -165,7 +165,7 @@ func benchCommon() engine.Common {
 func writeBOM(ctx context.Context, b *testing.B, h *timedHost, common engine.Common) bom.BOM {
 	first := engine.Options{Common: common, ManifestPath: bom.DefaultPath, RunUUID: "bench", DeferValidation: true}
 	first.ReportDir = b.TempDir()
-	first.Checks = checks.Settings{Function: settings.Function{DCGMLevel: settings.DefaultDCGMLevel}.Resolved()}
+	first.Checks = settings.Checks{Function: settings.Function{DCGMLevel: settings.DefaultDCGMLevel}.Resolved()}
 	if err := engine.Run(ctx, h, discardUI{}, first); err != nil {
 		b.Fatalf("writing the bill of materials: %v", err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // missing skips outside CI and fails with CI=true.
@@ -364,8 +365,8 @@ func (h *host) writeBOM() {
 	}
 	doc := bom.BOM{GeneratedAt: time.Now().UTC(), PluginVersion: "fleetengines", BuildName: "fleetengines",
 		Kernel: snap.RunningKernel, NextBootKernel: snap.NextBootKernel, Guarded: map[string]bom.Package{},
-		GuardPolicy: &guard.Policy{}}
-	for _, n := range guard.Guarded(snap, guard.Policy{}) {
+		GuardPolicy: &settings.GuardPolicy{}}
+	for _, n := range guard.Guarded(snap, settings.GuardPolicy{}) {
 		p := snap.Packages[n]
 		doc.Guarded[n] = bom.Package{Version: p.Version, Held: p.Held}
 	}

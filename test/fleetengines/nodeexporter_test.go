@@ -32,7 +32,7 @@ const (
 func TestNodeExporterTextfile(t *testing.T) {
 	needEngines(t, nodeExporter, promtool, curl)
 	cfg := nodeconf.Config{Action: nodeconf.ActionReport, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
-		Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(2 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute), Scontrol: nodeconf.DefaultScontrol}
+		Textfile: nodeconf.DefaultTextfile, Timeout: 2 * time.Minute, CheckTimeout: time.Minute, Scontrol: nodeconf.DefaultScontrol}
 	h := bootHost(t, imageLayer(t, cfg))
 	h.writeBOM()
 	h.startNodeExporter(filepath.Join(h.merged, filepath.Dir(nodeconf.DefaultTextfile)))
@@ -50,7 +50,7 @@ func TestNodeExporterTextfile(t *testing.T) {
 			before := time.Now().Unix()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+			r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 			if err != nil || r.code != c.exit {
 				t.Fatalf("node check: exit %d (%v), want %d\n%s", r.code, err, c.exit, r)
 			}

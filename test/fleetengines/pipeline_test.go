@@ -52,9 +52,9 @@ func TestPipeline(t *testing.T) {
 	needEngines(t)
 	layer := script(t, 30*time.Minute, "test/fleetengines/build-slurm-layer")
 	cfg := nodeconf.Config{Action: nodeconf.ActionDrain, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
-		Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(2 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute),
+		Textfile: nodeconf.DefaultTextfile, Timeout: 2 * time.Minute, CheckTimeout: time.Minute,
 		Scontrol: nodeconf.DefaultScontrol, Before: []string{"slurmd.service"},
-		Replace: nodeconf.ReplaceASG, Evidence: nodeconf.Evidence{S3URI: "s3://" + pipeBucket + "/fleet", BugReportTimeout: nodeconf.Duration(30 * time.Second)}}
+		Replace: nodeconf.ReplaceASG, Evidence: nodeconf.Evidence{S3URI: "s3://" + pipeBucket + "/fleet", BugReportTimeout: 30 * time.Second}}
 	start := time.Now()
 	h := bootHost(t, layer, imageLayer(t, cfg))
 	h.writeBOM()
@@ -71,7 +71,7 @@ func TestPipeline(t *testing.T) {
 	env := []string{"AWS_ENDPOINT_URL=" + endpoint}
 
 	t.Run("simulated gpu failure through every output", func(t *testing.T) {
-		r := h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", nodeconf.ModeSlurm, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu")
+		r := h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", string(nodeconf.ModeSlurm), "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "dlami-node-check: SIMULATED FAIL gpu") {
 			t.Fatalf("exit %d (want 0: drained), line:\n%s", r.code, r)
 		}
@@ -104,7 +104,7 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("Auto Scaling: DescribeAutoScalingInstances %d (want 1), %+v (want no SetInstanceHealth)", aws.CallCount(awsfake.OpDescribeAutoScalingInstances, ""), in)
 		}
 		// The operator opts in: the drill sends it.
-		r = h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", nodeconf.ModeSlurm, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu", "--simulate-failure-replace")
+		r = h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", string(nodeconf.ModeSlurm), "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu", "--simulate-failure-replace")
 		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); r.code != 0 || len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" {
 			t.Errorf("opted-in drill: SetInstanceHealth %+v\n%s", in.HealthCalls, r)
 		}
@@ -112,12 +112,12 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("opted-in drill: replacement %+v", rep.Replacement)
 		}
 		// node-problem-detector's line says it too.
-		r = h.nodeCheck(t, env, "--mode", nodeconf.ModeNPD, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu")
+		r = h.nodeCheck(t, env, "--mode", string(nodeconf.ModeNPD), "--config", nodeconf.ConfigPath, "--simulate-failure", "gpu")
 		if r.code != nodeconf.NPDProblem || strings.TrimSpace(r.stdout) != "SIMULATED: gpu failed the DLAMI node check (a drill)" {
 			t.Errorf("npd: %s", r)
 		}
 		// An unknown check is refused with the valid ids.
-		r = h.nodeCheck(t, env, "--mode", nodeconf.ModeReport, "--config", nodeconf.ConfigPath, "--simulate-failure", "gpus")
+		r = h.nodeCheck(t, env, "--mode", string(nodeconf.ModeReport), "--config", nodeconf.ConfigPath, "--simulate-failure", "gpus")
 		if r.code != 2 || !strings.Contains(r.stderr, `--simulate-failure "gpus": no such check of the node check; use one of first-boot-kernel, first-boot-packages, gpu,`) {
 			t.Errorf("unknown check: %s", r)
 		}
@@ -130,7 +130,7 @@ func TestPipeline(t *testing.T) {
 
 	t.Run("Xid: evidence, then drain, then replacement", func(t *testing.T) {
 		h.kernelLog(t, pipeXid)
-		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 		if r.code != 1 || !strings.Contains(r.stdout, "dlami-node-check: FAIL xid") {
 			t.Fatalf("boot unit: %s", r)
 		}
@@ -186,7 +186,7 @@ func TestPipeline(t *testing.T) {
 		h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=drain", "reason=fan replaced, burn-in")
 		defer h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=resume")
 		calls := aws.CallCount(awsfake.OpSetInstanceHealth, "")
-		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 		msg := "replacement not requested: an operator holds Slurm node " + hostNode
 		if r.code != 1 || !strings.Contains(r.stdout, msg) || !strings.Contains(r.stdout, `reason "fan replaced, burn-in"`) {
 			t.Errorf("boot unit: %s", r)
@@ -209,7 +209,7 @@ func TestPipeline(t *testing.T) {
 		job := strings.TrimSpace(h.must("/usr/bin/sbatch", "--parsable", "-w", hostNode, "-o", "/dev/null", "--wrap", "exec /bin/sleep 600"))
 		defer h.must("/usr/bin/scontrol", "update", "nodename="+hostNode, "state=resume")
 		h.waitState(t, hostNode, func(st string) bool { return strings.HasPrefix(st, "ALLOCATED") || strings.HasPrefix(st, "MIXED") })
-		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		r := h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 		deferred := "replacement deferred until the node's jobs end; a later run requests it"
 		if r.code != 1 || !strings.Contains(r.stdout, deferred) {
 			t.Errorf("boot unit with a job running: %s", r)
@@ -231,7 +231,7 @@ func TestPipeline(t *testing.T) {
 		// run sends the request.
 		h.must("/usr/bin/scancel", job)
 		h.waitState(t, hostNode, func(st string) bool { return st == "IDLE+DRAIN" })
-		r = h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		r = h.nodeCheck(t, env, nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 		if in, _ := aws.AutoScalingInstance(pipeRegion, pipeInstance); len(in.HealthCalls) != 1 || in.HealthCalls[0].HealthStatus != "Unhealthy" {
 			t.Errorf("after the job: SetInstanceHealth %+v\n%s", in.HealthCalls, r)
 		}
@@ -248,7 +248,7 @@ func TestPipeline(t *testing.T) {
 		defer h.knob("gpu-count", "")
 		keys := len(aws.ObjectKeys(pipeBucket))
 		// As slurmd runs the HealthCheckProgram, with the fake's endpoint added.
-		r := h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", nodeconf.ModeSlurm, "--config", nodeconf.ConfigPath)
+		r := h.nodeCheck(t, append(env, "SLURMD_NODENAME="+hostNode), "--mode", string(nodeconf.ModeSlurm), "--config", nodeconf.ConfigPath)
 		if r.code != 0 || !strings.Contains(r.stderr, "evidence: could not upload the evidence bundle: s3:PutObject") {
 			t.Errorf("exit %d (want 0: drained), notes:\n%s", r.code, r)
 		}
@@ -266,7 +266,7 @@ func TestPipeline(t *testing.T) {
 		if tf := h.readFile(nodeconf.DefaultTextfile); !strings.Contains(tf, `dlami_node_check_evidence_ok{step="upload"} 0`) || !strings.Contains(tf, `dlami_node_check_evidence_ok{step="write"} 1`) {
 			t.Errorf("textfile:\n%s", grepLines(tf, "evidence"))
 		}
-		if r := h.nodeCheck(t, env, "--mode", nodeconf.ModeReport, "--config", nodeconf.ConfigPath); r.code != 1 {
+		if r := h.nodeCheck(t, env, "--mode", string(nodeconf.ModeReport), "--config", nodeconf.ConfigPath); r.code != 1 {
 			t.Errorf("report mode: %s", r)
 		}
 	})

@@ -32,7 +32,7 @@ func TestSlurm(t *testing.T) {
 	needEngines(t)
 	layer := script(t, 30*time.Minute, "test/fleetengines/build-slurm-layer")
 	cfg := nodeconf.Config{Action: nodeconf.ActionDrain, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
-		Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(2 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute),
+		Textfile: nodeconf.DefaultTextfile, Timeout: 2 * time.Minute, CheckTimeout: time.Minute,
 		Scontrol: nodeconf.DefaultScontrol, Before: []string{"slurmd.service"}}
 	start := time.Now()
 	h := bootHost(t, layer, imageLayer(t, cfg))
@@ -115,7 +115,7 @@ func TestSlurm(t *testing.T) {
 		h.knob("gpu-count", "7")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", nodeconf.ModeBoot, "--config", nodeconf.ConfigPath)
+		r, err := h.exec(ctx, true, nil, "", nodeconf.BinaryPath, "--mode", string(nodeconf.ModeBoot), "--config", nodeconf.ConfigPath)
 		if err != nil || r.code != 1 {
 			t.Errorf("exit %d (%v), want 1: the unit fails\n%s", r.code, err, r)
 		}

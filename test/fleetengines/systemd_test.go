@@ -33,10 +33,10 @@ func TestSystemdUnits(t *testing.T) {
 	bin := nodeCheckBinary(t)
 	for _, action := range nodeconf.Actions {
 		for _, before := range [][]string{nodeconf.DefaultBefore, nil} {
-			name := action + "/before=" + strings.Join(before, ",")
+			name := string(action) + "/before=" + strings.Join(before, ",")
 			t.Run(name, func(t *testing.T) {
 				cfg := nodeconf.Config{Action: action, BOMPath: bom.DefaultPath, OutDir: nodeconf.DefaultOutDir,
-					Textfile: nodeconf.DefaultTextfile, Timeout: nodeconf.Duration(5 * time.Minute), CheckTimeout: nodeconf.Duration(time.Minute),
+					Textfile: nodeconf.DefaultTextfile, Timeout: 5 * time.Minute, CheckTimeout: time.Minute,
 					Scontrol: nodeconf.DefaultScontrol, Before: before}
 				root := unitRoot(t, layer, bin, nodeconf.Unit(cfg))
 				out := runSystemd(t, systemctl, "--root="+root, "enable", "munge.service", "slurmd.service", nodeconf.UnitName)
@@ -60,7 +60,7 @@ func TestSystemdUnits(t *testing.T) {
 	t.Run("verify judges", func(t *testing.T) {
 		// The checks above could fail: verify does report a cycle (the unit ordered before
 		// munge, which a drain unit runs after) and an unknown key.
-		cfg := nodeconf.Config{Action: nodeconf.ActionDrain, Timeout: nodeconf.Duration(5 * time.Minute), Before: []string{"slurmd.service", "munge.service"}}
+		cfg := nodeconf.Config{Action: nodeconf.ActionDrain, Timeout: 5 * time.Minute, Before: []string{"slurmd.service", "munge.service"}}
 		unit := nodeconf.Unit(cfg) + "\n[Unit]\nAftr=x.service\n"
 		root := unitRoot(t, layer, bin, unit)
 		out := runSystemdStatus(t, systemdAnalyze, "verify", "--man=no", "--root="+root, nodeconf.UnitPath,

@@ -421,7 +421,7 @@ func TestNPDConfigMapIsThePlugins(t *testing.T) {
 	if err := json.Unmarshal([]byte(cm.Data["dlami-node-check.json"]), &got); err != nil {
 		t.Fatalf("the ConfigMap's JSON: %v", err)
 	}
-	img := nodeconf.NPDConfig(nodeconf.Config{Timeout: nodeconf.Duration(nodeconf.DefaultTimeout)})
+	img := nodeconf.NPDConfig(nodeconf.Config{Timeout: nodeconf.DefaultTimeout})
 	if err := json.Unmarshal(img, &want); err != nil {
 		t.Fatal(err)
 	}

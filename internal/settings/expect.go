@@ -1,15 +1,14 @@
 //go:generate packer-sdc mapstructure-to-hcl2 -type Expectations
 //go:generate packer-sdc struct-markdown
 
-// Package checks judges the output of the host validation commands and of the 1-node NCCL test
-// into typed results. It runs nothing: the provisioner sends the commands this package lists and
-// hands their output back.
-//
-// Every check compares the host with an expectation whose basis it records: an explicit
-// setting first, then the instance type's built-in profile, then the host's own PCI
-// inventory. A check with nothing to compare against warns and names the setting that would
-// make it judge; it never passes.
-package checks
+package settings
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
+)
 
 // Expectations is the provisioner's `expect` block: what the host must look like. Versions
 // take an exact value ("595.91.07") or a constraint such as ">= 3.3.0" or ">= 3.3, < 4" (see
@@ -76,4 +75,53 @@ func (e Expectations) NVMeMount() string {
 		return DefaultNVMePath
 	}
 	return e.NVMePath
+}
+
+// Validate reports every bad setting of the expect block, in field order, naming each one.
+func (e Expectations) Validate() []error {
+	var errs []error
+	for _, p := range e.pins() {
+		if p.value == "" {
+			continue
+		}
+		if _, err := constraint.Parse(p.value); err != nil {
+			errs = append(errs, fmt.Errorf("expect.%s: %w", p.setting, err))
+		}
+	}
+	for _, n := range []struct {
+		setting string
+		v       int
+	}{{"gpu_count", e.GPUCount}, {"efa_count", e.EFACount}, {"nvlinks", e.NVLinks}} {
+		if n.v < -1 {
+			errs = append(errs, fmt.Errorf("expect.%s = %d: use a count, or -1 to turn the count off", n.setting, n.v))
+		}
+	}
+	if e.PCIeWidth != 0 && !pcieWidths[e.PCIeWidth] {
+		errs = append(errs, fmt.Errorf("expect.pcie_width = %d: use a PCIe link width (1, 2, 4, 8, 12, 16 or 32 lanes), or leave it unset to take the profile's or the GPU's maximum", e.PCIeWidth))
+	}
+	if e.BusBWFloorGBps < 0 {
+		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
+	}
+	if e.NVMePath != "" && !path.IsAbs(e.NVMePath) {
+		errs = append(errs, fmt.Errorf("expect.nvme_path %q: must be an absolute path", e.NVMePath))
+	}
+	for i, x := range e.IgnoreXids {
+		if x <= 0 {
+			errs = append(errs, fmt.Errorf("expect.ignore_xids[%d] = %d: Xid numbers are positive", i, x))
+		}
+	}
+	return errs
+}
+
+// pcieWidths are the link widths the PCIe specification defines.
+var pcieWidths = map[int]bool{1: true, 2: true, 4: true, 8: true, 12: true, 16: true, 32: true}
+
+type pin struct{ setting, value string }
+
+// pins are the version settings, which take an exact version or a constraint.
+func (e Expectations) pins() []pin {
+	return []pin{
+		{"nvidia_driver", e.NvidiaDriver}, {"efa_driver", e.EFADriver}, {"efa_installer", e.EFAInstaller},
+		{"libfabric", e.Libfabric}, {"aws_ofi_nccl", e.AWSOFINCCL}, {"gdrcopy", e.GDRCopy}, {"lustre", e.Lustre},
+	}
 }
