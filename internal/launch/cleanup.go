@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,21 @@ func (l Leak) Command(region string) string {
 			return fmt.Sprintf("for a in $(aws ec2 describe-addresses --region %s --filters Name=tag:%s,Values=%s --query 'Addresses[].AllocationId' --output text); do aws ec2 release-address --region %s --allocation-id \"$a\"; done",
 				region, LaunchTag, l.LaunchID, region)
 		}
-		return fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, ids)
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
+	case KindVolume:
+		if len(l.IDs) == 0 {
+			return fmt.Sprintf("for v in $(aws ec2 describe-volumes --region %s --filters Name=tag:%s,Values=%s --query 'Volumes[].VolumeId' --output text); do aws ec2 delete-volume --region %s --volume-id \"$v\"; done",
+				region, LaunchTag, l.LaunchID, region)
+		}
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 delete-volume --region %s --volume-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
 	case KindPlacementGroup:
 		return fmt.Sprintf("aws ec2 delete-placement-group --region %s --group-name %s", region, ids)
 	case KindImage:
@@ -97,6 +112,8 @@ func (l Leak) What() string {
 		return fmt.Sprintf("the instance of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Kind == KindInterface:
 		return fmt.Sprintf("the network interfaces of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
+	case l.Kind == KindVolume:
+		return fmt.Sprintf("the volumes of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Kind == KindElasticIP:
 		return fmt.Sprintf("the Elastic IP of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Name != "":
@@ -165,6 +182,8 @@ type resource struct {
 	// whether anything is there (a denied lookup): what waits for the kind is still tried, and
 	// EC2 refuses it itself if something is.
 	unsure func() bool
+	// order is its place in the cleanup, for the leaks' order.
+	order int
 }
 
 // resources are what in's launch made, or may have made when an answer was lost: the key pair
@@ -177,7 +196,7 @@ type resource struct {
 func (in *Instance) resources() []resource {
 	var out []resource
 	for _, rs := range [][]resource{
-		in.keyPairResources(), in.elasticIPResources(), in.instanceResources(), in.interfaceResources(),
+		in.keyPairResources(), in.elasticIPResources(), in.instanceResources(), in.interfaceResources(), in.volumeResources(),
 		in.placementGroupResources(), in.securityGroupResources(),
 	} {
 		out = append(out, rs...)
@@ -239,15 +258,56 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 	}
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(in.patience.timeout())
-	rs := ordered(in.resources())
-	var leaks []Leak
 	// stuck: kinds whose removal failed for good (a missing permission): what waits for them
 	// cannot go either, and is not tried. One that ran out of time is not stuck: it may be
 	// gone by the time the next one is tried.
 	stuck := map[string]error{}
+	rs := ordered(in.resources())
+	for i := range rs {
+		rs[i].order = i
+	}
+	failed := in.cleanupPass(ctx, rs, deadline, stuck, say)
+	// A second pass over what failed for want of time, while time is left: a share that one
+	// unanswered call used up, a resource that waited for one that is gone since.
+	var again []resource
+	for _, f := range failed {
+		if !f.final {
+			again = append(again, f.r)
+		}
+	}
+	if len(again) > 0 && time.Until(deadline) > 0 {
+		retried := in.cleanupPass(ctx, again, deadline, stuck, say)
+		failed = slices.DeleteFunc(failed, func(f failure) bool { return !f.final })
+		failed = append(failed, retried...)
+	}
+	slices.SortFunc(failed, func(a, b failure) int { return a.r.order - b.r.order })
+	var leaks []Leak
+	for _, f := range failed {
+		leaks = append(leaks, f.r.left(f.err))
+	}
+	if len(leaks) > 0 {
+		return &LeakError{Leaks: leaks}
+	}
+	return nil
+}
+
+// failure is a resource a cleanup pass could not remove; final when trying again cannot help
+// (a missing permission, or it waits for a kind that is stuck).
+type failure struct {
+	r     resource
+	err   error
+	final bool
+}
+
+// cleanupPass removes rs in order, each in its own share of the time left to deadline: its
+// weight against the weights of those still to go, and at least one call bound plus a retry
+// where an even split of the time left allows that much. It returns what it could not remove.
+func (in *Instance) cleanupPass(ctx context.Context, rs []resource, deadline time.Time, stuck map[string]error, say func(string)) []failure {
+	var failed []failure
+	floor := 2*in.patience.callTimeout() + in.patience.poll()
 	for i, r := range rs {
 		if err := waitsFor(r, stuck); err != nil {
-			leaks = append(leaks, r.left(err))
+			failed = append(failed, failure{r, err, true})
 			stuck[r.kind] = err
 			continue
 		}
@@ -255,23 +315,22 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		for _, later := range rs[i:] {
 			weights += later.weight
 		}
-		share := time.Duration(float64(time.Until(deadline)) * float64(r.weight) / float64(weights))
+		left := time.Until(deadline)
+		share := max(time.Duration(float64(left)*float64(r.weight)/float64(weights)), min(floor, left/time.Duration(len(rs)-i)))
 		rctx, cancel := context.WithTimeout(ctx, max(share, 0))
 		stop := in.patience.pace().Waiting(say, progress.Fixed(in.removing(r.kind)), share)
 		err := r.remove(rctx, say)
 		stop()
 		cancel()
 		if err != nil {
-			leaks = append(leaks, r.left(err))
-			if denied(err) && (r.unsure == nil || !r.unsure()) {
+			final := denied(err) && (r.unsure == nil || !r.unsure())
+			if final {
 				stuck[r.kind] = err
 			}
+			failed = append(failed, failure{r, err, final})
 		}
 	}
-	if len(leaks) > 0 {
-		return &LeakError{Leaks: leaks}
-	}
-	return nil
+	return failed
 }
 
 // removing names, for a progress line, the removal of a resource of kind: the instances by

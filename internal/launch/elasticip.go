@@ -2,14 +2,18 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 )
 
 // attachElasticIP allocates a temporary Elastic IP and associates it with the primary
@@ -44,6 +48,9 @@ func (in *Instance) attachElasticIP(ctx context.Context, say func(string)) error
 			out, err := in.api.AllocateAddress(ctx, &ec2.AllocateAddressInput{Domain: types.DomainTypeVpc, TagSpecifications: tagSpec(types.ResourceTypeElasticIp, in.addressTags())},
 				func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} })
 			if err != nil {
+				if mayHaveActed(err) {
+					in.unanswered++ // the cleanup looks for what it may have made
+				}
 				return err
 			}
 			in.allocationID, public = aws.ToString(out.AllocationId), aws.ToString(out.PublicIp)
@@ -88,23 +95,78 @@ func (in *Instance) lookupAddress(ctx context.Context) (types.Address, error) {
 // while the instance may still be terminating. A retry after a lost answer meets
 // InvalidAllocationID.NotFound or InvalidAssociationID.NotFound: done.
 func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) error {
-	if in.allocationID == "" {
-		err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-			a, err := in.lookupAddress(ctx)
-			in.allocationID = aws.ToString(a.AllocationId)
+	var released []string
+	if in.allocationID != "" {
+		if err := in.releaseAddress(ctx, in.allocationID); err != nil {
+			return fmt.Errorf("releasing Elastic IP %s: %w", in.allocationID, err)
+		}
+		released = append(released, in.allocationID)
+		say("released temporary Elastic IP " + in.allocationID)
+	}
+	// Then every address carrying the launch's and the node's tags: one an AllocateAddress
+	// without an answer made, which DescribeAddresses (eventually consistent) may not have
+	// listed when the step looked before allocating again. While fewer are found than the
+	// calls that may have made one, it looks again, a few times.
+	want := len(released) + in.unanswered
+	for look := 1; ; look++ {
+		var found []types.Address
+		err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) (err error) {
+			found, err = in.lookupAddresses(ctx)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("finding the Elastic IP of launch %s (%s = %s) after AllocateAddress failed: %w", in.launchID, LaunchTag, in.launchID, err)
+			return fmt.Errorf("finding the Elastic IPs of launch %s (%s = %s): %w", in.launchID, LaunchTag, in.launchID, err)
 		}
-		if in.allocationID == "" {
-			return nil // never allocated
+		for _, a := range found {
+			id := aws.ToString(a.AllocationId)
+			if slices.Contains(released, id) {
+				continue // released: EC2 may list it a while yet
+			}
+			in.extraAllocations = append(in.extraAllocations, id)
+			if err := in.releaseAddress(ctx, id); err != nil {
+				return fmt.Errorf("releasing Elastic IP %s, allocated by a call whose answer was lost: %w", id, err)
+			}
+			in.extraAllocations = slices.DeleteFunc(in.extraAllocations, func(x string) bool { return x == id })
+			released = append(released, id)
+			say("released temporary Elastic IP " + id + ", allocated by a call whose answer was lost")
+		}
+		if len(released) >= want || look >= addressLooks {
+			break
+		}
+		if err := pause.Sleep(ctx, in.patience.poll()); err != nil {
+			break
 		}
 	}
-	err := in.patience.retryCalls(ctx, cleanupFinal, func(ctx context.Context) error {
+	if len(released) < want {
+		say(fmt.Sprintf("%d AllocateAddress calls of node %s got no answer and EC2 lists no address they made; any that shows up later carries %s = %s and %s = %s",
+			in.unanswered, in.nodeTag(), LaunchTag, in.launchID, NodeTag, in.nodeTag()))
+	}
+	return nil
+}
+
+// addressLooks is how often the cleanup lists a node's Elastic IPs while fewer are found than
+// AllocateAddress calls may have made.
+const addressLooks = 3
+
+// lookupAddresses are the Elastic IPs carrying this launch's tag and this node's.
+func (in *Instance) lookupAddresses(ctx context.Context) ([]types.Address, error) {
+	out, err := in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: []types.Filter{
+		{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
+		{Name: aws.String("tag:" + NodeTag), Values: []string{in.nodeTag()}},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return out.Addresses, nil
+}
+
+// releaseAddress disassociates and releases one Elastic IP, retried until ctx ends. A retry
+// after a lost answer meets InvalidAllocationID.NotFound or InvalidAssociationID.NotFound: done.
+func (in *Instance) releaseAddress(ctx context.Context, id string) error {
+	return in.patience.retryCalls(ctx, cleanupFinal, func(ctx context.Context) error {
 		var out *ec2.DescribeAddressesOutput
 		err := in.patience.call(ctx, func(ctx context.Context) (err error) {
-			out, err = in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{in.allocationID}})
+			out, err = in.api.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{id}})
 			return err
 		})
 		if awsaccess.APICode(err) == "InvalidAllocationID.NotFound" {
@@ -126,7 +188,7 @@ func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) erro
 			}
 		}
 		err = in.patience.call(ctx, func(ctx context.Context) error {
-			_, err := in.api.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: aws.String(in.allocationID)})
+			_, err := in.api.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: aws.String(id)})
 			return err
 		})
 		if awsaccess.APICode(err) == "InvalidAllocationID.NotFound" {
@@ -134,11 +196,17 @@ func (in *Instance) releaseElasticIP(ctx context.Context, say func(string)) erro
 		}
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("releasing Elastic IP %s: %w", in.allocationID, err)
+}
+
+// mayHaveActed reports whether a failed call may still have been carried out: no answer came
+// (a dropped connection, a call cut at its bound), or EC2 failed with a 5xx after it may have
+// acted. A refusal with an answer (throttling, a 4xx) did nothing.
+func mayHaveActed(err error) bool {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode() >= 500
 	}
-	say("released temporary Elastic IP " + in.allocationID)
-	return nil
+	return err != nil
 }
 
 // nodeTag is the instance's number in its launch, as its Elastic IP's NodeTag says it.
@@ -197,6 +265,7 @@ func (in *Instance) elasticIPResources() []resource {
 				if n.allocationID != "" {
 					l.IDs = []string{n.allocationID}
 				}
+				l.IDs = append(l.IDs, n.extraAllocations...)
 				return l
 			}})
 	}

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,7 +64,8 @@ func runInput(s Spec, keyName string, groups []string, placementGroup string, la
 	run := &ec2.RunInstancesInput{
 		ImageId: aws.String(s.ImageID), InstanceType: types.InstanceType(s.InstanceType),
 		MinCount: aws.Int32(int32(max(s.Count, 1))), MaxCount: aws.Int32(int32(max(s.Count, 1))), KeyName: aws.String(keyName),
-		TagSpecifications: tagSpec(types.ResourceTypeInstance, tags),
+		// The volumes carry the launch's tags: one EC2 kept after the instance is found by them.
+		TagSpecifications: append(tagSpec(types.ResourceTypeInstance, tags), tagSpec(types.ResourceTypeVolume, tags)...),
 	}
 	switch {
 	case len(layout.Interfaces) > 1:
@@ -218,11 +220,13 @@ func primaryInterface(i types.Instance) string {
 	return ""
 }
 
-// launched is the instance to terminate: the one RunInstances answered with, else those a
-// RunInstances without an answer made, found by the launch tag.
+// launched is the instances to terminate: the ones RunInstances answered with and, when the
+// answer named fewer than the launch asked for (or none came), those carrying the launch tag.
+// It returns the ids it knows even when the lookup failed, with the lookup's error.
 func (in *Instance) launched(ctx context.Context) ([]string, error) {
-	if in.ID != "" {
-		return in.ids(), nil
+	known := in.ids()
+	if len(known) > 0 && len(known) >= in.count {
+		return known, nil
 	}
 	// Every candidate's instance carries the one launch tag.
 	var ids []string
@@ -242,8 +246,13 @@ func (in *Instance) launched(ctx context.Context) ([]string, error) {
 		}
 		return nil
 	})
+	for _, id := range known {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w", in.launchID, LaunchTag, in.launchID, err)
+		return ids, fmt.Errorf("finding the instances of launch %s (%s = %s) that RunInstances did not name: %w", in.launchID, LaunchTag, in.launchID, err)
 	}
 	return ids, nil
 }
@@ -363,6 +372,7 @@ func (b *build) runInstances(ctx context.Context, say func(string)) error {
 		one.InstanceType, one.SubnetID = c.InstanceType, c.SubnetID
 		layout := b.layouts[c.InstanceType]
 		run := runInput(one, in.keyName, b.groups, b.placementGroup, layout, b.tags)
+		run.BlockDeviceMappings = b.volumes
 		if len(run.NetworkInterfaces) > 1 {
 			in.interfaces = true
 		}
@@ -407,6 +417,7 @@ func (b *build) runInstances(ctx context.Context, say func(string)) error {
 // index order.
 func (b *build) takeInstances(out *ec2.RunInstancesOutput, say func(string)) error {
 	in, count := b.in, max(b.s.Count, 1)
+	in.count = count
 	launched := slices.Clone(out.Instances)
 	slices.SortFunc(launched, func(a, b types.Instance) int {
 		return int(aws.ToInt32(a.AmiLaunchIndex) - aws.ToInt32(b.AmiLaunchIndex))
@@ -453,10 +464,11 @@ func (in *Instance) instanceResources() []resource {
 	return []resource{{kind: KindInstance, weight: 5,
 		remove: func(ctx context.Context, say func(string)) error {
 			var err error
-			if ids, err = in.launched(ctx); err != nil || len(ids) == 0 {
+			ids, err = in.launched(ctx)
+			if len(ids) == 0 {
 				return err
 			}
-			return in.terminate(ctx, ids, say)
+			return errors.Join(err, in.terminate(ctx, ids, say))
 		},
 		left: func(err error) Leak {
 			return Leak{Kind: KindInstance, IDs: ids, LaunchID: in.launchID, Err: err}

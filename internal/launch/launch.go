@@ -60,6 +60,9 @@ type EC2API interface {
 	DisassociateAddress(ctx context.Context, in *ec2.DisassociateAddressInput, optFns ...func(*ec2.Options)) (*ec2.DisassociateAddressOutput, error)
 	ReleaseAddress(ctx context.Context, in *ec2.ReleaseAddressInput, optFns ...func(*ec2.Options)) (*ec2.ReleaseAddressOutput, error)
 	DescribeAddresses(ctx context.Context, in *ec2.DescribeAddressesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeAddressesOutput, error)
+	// The volumes of a launch that outlived its instances.
+	DescribeVolumes(ctx context.Context, in *ec2.DescribeVolumesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeVolumesOutput, error)
+	DeleteVolume(ctx context.Context, in *ec2.DeleteVolumeInput, optFns ...func(*ec2.Options)) (*ec2.DeleteVolumeOutput, error)
 }
 
 // Spec is what to launch.
@@ -269,10 +272,16 @@ type Instance struct {
 	// the address was found by the launch tag).
 	elasticIP    bool
 	allocationID string
+	// unanswered counts the AllocateAddress calls that failed after EC2 may have allocated
+	// (mayHaveActed); extraAllocations are addresses found by the tags, not yet released.
+	unanswered       int
+	extraAllocations []string
 	// primaryENI is the primary network interface, from DescribeInstances.
 	primaryENI string
 	// tags are the launch's, for what it makes after RunInstances.
 	tags map[string]string
+	// count is how many instances the launch asked for, set once RunInstances answered.
+	count int
 }
 
 // PlacementGroup is the placement group the instance was launched into, if any.
@@ -354,7 +363,7 @@ func Launch(ctx context.Context, api EC2API, s Spec, say func(string)) (*Instanc
 	}
 	in := b.in
 	for _, step := range []func(context.Context, func(string)) error{
-		b.makeKeyPair, b.makeSecurityGroup, b.makePlacementGroup, b.runInstances, b.waitRunning, b.attachElasticIPs,
+		b.readVolumes, b.makeKeyPair, b.makeSecurityGroup, b.makePlacementGroup, b.runInstances, b.waitRunning, b.attachElasticIPs,
 	} {
 		if err := step(ctx, say); err != nil {
 			if cerr := Cleanup(ctx, in, say); cerr != nil {
@@ -380,6 +389,8 @@ type build struct {
 	// groups are the instance's security groups; placementGroup the group it launches into.
 	groups         []string
 	placementGroup string
+	// volumes are the image's EBS mappings, each deleted on termination.
+	volumes []types.BlockDeviceMapping
 }
 
 // newBuild checks, before anything is made, the network interfaces each candidate gets and
