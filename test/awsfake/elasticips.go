@@ -329,7 +329,7 @@ func (s *Server) describeAddresses(region string, in DescribeAddressesInput) res
 			}
 			return len(in.PublicIPs) == 0 || contains(in.PublicIPs, a.PublicIP)
 		},
-		tags:     func(a *ElasticIP) map[string]string { return a.Tags },
+		tags: func(a *ElasticIP) map[string]string { return a.Tags },
 		field: func(a *ElasticIP, name string) []string {
 			switch name {
 			case "allocation-id":

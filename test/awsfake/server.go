@@ -74,10 +74,10 @@ type Server struct {
 	transitionPolls int
 	// addressListingLag: SetAddressListingLag.
 	addressListingLag int
-	bgCtx           context.Context
-	bgCancel        context.CancelFunc
-	bgWG            sync.WaitGroup
-	closed          bool
+	bgCtx             context.Context
+	bgCancel          context.CancelFunc
+	bgWG              sync.WaitGroup
+	closed            bool
 	// fleet is S3's and Auto Scaling's state (s3.go, autoscaling.go).
 	fleet fleetState
 }
