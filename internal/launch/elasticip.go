@@ -199,12 +199,17 @@ func (in *Instance) releaseAddress(ctx context.Context, id string) error {
 }
 
 // mayHaveActed reports whether a failed call may still have been carried out: no answer came
-// (a dropped connection, a call cut at its bound), or EC2 failed with a 5xx after it may have
-// acted. A refusal with an answer (throttling, a 4xx) did nothing.
+// (a dropped connection, a call cut at its bound), an answer came that could not be read, or
+// EC2 failed with a 5xx after it may have acted. A refusal (throttling, any other 4xx) did
+// nothing.
 func mayHaveActed(err error) bool {
+	if awsaccess.IsThrottle(err) {
+		return false
+	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
-		return re.HTTPStatusCode() >= 500
+		code := re.HTTPStatusCode()
+		return code < 400 || code >= 500
 	}
 	return err != nil
 }
