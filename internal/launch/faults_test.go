@@ -350,3 +350,29 @@ func TestDeregisterUnknownImage(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// A CreateTags answered 200 with a body that cannot be read is not a tagging: the tags are
+// read back after every CreateTags, and an image they never reach is not said tagged.
+func TestTagImageReadsBackAfterEveryTagging(t *testing.T) {
+	tags := map[string]string{"dlami:verified": "true"}
+	f := newFake(t, region, "us-west-2")
+	east, _ := bakedImage(t, f)
+	f.srv.SetFault(awsfake.OpCreateTags, region, awsfake.Fault{Malformed: true})
+	p := Patience{Poll: 10 * time.Millisecond, Timeout: 500 * time.Millisecond, CallTimeout: 200 * time.Millisecond}
+	err := TagImage(context.Background(), f.client(region), east, tags, p)
+	if got, _ := f.imageTags(region, east); got["dlami:verified"] == "true" {
+		t.Fatalf("the fake set the tags on a malformed answer: %v", got)
+	}
+	if err == nil || !errors.Is(err, errNotTagged) {
+		t.Errorf("err %v: a 200 with a broken body counted as tagged", err)
+	}
+	// Answered and there: done, with one CreateTags.
+	f.srv.SetFault(awsfake.OpCreateTags, region, awsfake.Fault{})
+	before := f.srv.CallCount(awsfake.OpCreateTags, region)
+	if err := TagImage(context.Background(), f.client(region), east, tags, p); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.srv.CallCount(awsfake.OpCreateTags, region) - before; n != 1 {
+		t.Errorf("%d CreateTags for one tagging", n)
+	}
+}
