@@ -229,3 +229,33 @@ func TestMultiNodeNotRun(t *testing.T) {
 		t.Errorf("calls %q", *calls)
 	}
 }
+
+// The caller learns the test's status: a pass, or a skip when skip_checks names it (the test
+// across nodes then proves nothing, and nobody may say it passed).
+func TestMultiNodeOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		skip []string
+		want result.Status
+	}{
+		{"passed", nil, result.Pass},
+		{"skipped", []string{result.NCCLMultiNode}, result.Skip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, _ := twoFakeNodes(t, func(_ context.Context, w io.Writer) (int, error) {
+				io.WriteString(w, multiNodeLog("437.79"))
+				return 0, nil
+			})
+			o := multiNodeOptions(t, hosts, 0)
+			o.Checks.Skip = tc.skip
+			var got result.Status
+			o.Outcome = &got
+			if err := MultiNode(context.Background(), &recordingUI{}, o); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("outcome %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -474,3 +474,46 @@ func (in *Instance) instanceResources() []resource {
 			return Leak{Kind: KindInstance, IDs: ids, LaunchID: in.launchID, Err: err}
 		}}}
 }
+
+// Lost names the nodes of the launch that EC2 no longer describes as running ("i-0a1b is
+// shutting-down"): a host retired under a test, a Capacity Block that ended. What the nodes
+// said after that is no verdict on their image. It asks once, bounded by two call bounds, and
+// returns the lookup's error when EC2 did not answer.
+func (in *Instance) Lost(ctx context.Context) ([]string, error) {
+	ids := in.ids()
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*in.patience.callTimeout())
+	defer cancel()
+	var out *ec2.DescribeInstancesOutput
+	err := in.patience.retry(ctx, lasting, func(ctx context.Context) (err error) {
+		out, err = in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+		return err
+	})
+	if awsaccess.APICode(err) == "InvalidInstanceID.NotFound" {
+		out, err = &ec2.DescribeInstancesOutput{}, nil // EC2 knows none of them any more
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the state of %s: %w", strings.Join(ids, ", "), err)
+	}
+	state := map[string]string{}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.State != nil {
+				state[aws.ToString(i.InstanceId)] = string(i.State.Name)
+			}
+		}
+	}
+	var lost []string
+	for _, id := range ids {
+		switch s := state[id]; s {
+		case string(types.InstanceStateNameRunning):
+		case "":
+			lost = append(lost, id+" is not described")
+		default:
+			lost = append(lost, id+" is "+s)
+		}
+	}
+	return lost, nil
+}

@@ -7,19 +7,22 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
-// verify launches one instance from t.ami, checks it and cleans up; it returns the instance
-// type the check ran on. The cleanup's outcome goes to run. It tags nothing: the AMI's fate
-// waits for the verdict on every copy.
-func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, t target, typ string) (string, error) {
+// verify launches one instance from t.ami (or the nodes), checks it and cleans up; it returns
+// the instance type the check ran on and, when the test across nodes ran and passed, how many
+// nodes it passed on (0 when it was skipped or only warned). The cleanup's outcome goes to run.
+// It tags nothing: the AMI's fate waits for the verdict on every copy.
+func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func(context.Context, string) (launch.EC2API, error), run *run, t target, typ string) (string, int, error) {
 	c := &p.config
 	api, err := ec2For(ctx, t.region)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	say := func(s string) { ui.Say("dlami: " + t.region + ": " + s) }
 	tags := map[string]string{"Name": "dlami-verify " + t.ami, "dlami:verify": t.ami}
@@ -43,7 +46,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	if err != nil {
 		// Launch cleaned up itself; only what it could not remove is left to report.
 		run.leaked(t.region, launch.Leaks(err))
-		return "", err
+		return "", 0, err
 	}
 	typ = in.Placement.InstanceType
 	if in.Layout.EFA == 0 && c.efa != 0 {
@@ -68,6 +71,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	default:
 		check = p.check
 	}
+	p.across = nil
 	err = check(ctx, ui, in, t, typ, say)
 	// Always terminate and delete the temporaries, before anything else (success, failure,
 	// timeout and Ctrl-C): the instance costs money every second it runs. What it cannot
@@ -81,14 +85,23 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 		run.ran = append(run.ran, ranNode{t.region, n.Lifetime()})
 	}
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	if n := len(in.Nodes()); n > 1 {
-		say(fmt.Sprintf("%s booted healthy on %d × %s and passed the NCCL test across them", t.ami, n, typ))
-	} else {
+	n := len(in.Nodes())
+	switch {
+	case n == 1:
 		say(fmt.Sprintf("%s booted healthy on %s", t.ami, typ))
+		return typ, 0, nil
+	case p.across != nil && *p.across == result.Pass:
+		say(fmt.Sprintf("%s booted healthy on %d × %s and passed the NCCL test across them", t.ami, n, typ))
+		return typ, n, nil
 	}
-	return typ, nil
+	status := "was not judged"
+	if p.across != nil && *p.across != "" {
+		status = "is " + string(*p.across)
+	}
+	say(fmt.Sprintf("%s booted healthy on %d × %s; the NCCL test across them %s (%s), so %s is not set", t.ami, n, typ, status, result.NCCLMultiNode, amitags.VerifiedNodes))
+	return typ, 0, nil
 }
 
 // launchReport is what the report says about the launch.

@@ -27,6 +27,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/secretfilter"
 )
 
@@ -46,6 +47,9 @@ type PostProcessor struct {
 	pricingFor func(ctx context.Context) (PricingAPI, error)
 	// progressEvery replaces the pace of the progress lines (progress.DefaultEvery) in tests.
 	progressEvery time.Duration
+	// across is the status of the test across nodes of the launch being verified, set by its
+	// check (checkNodes) when the test was judged; nil when it was not.
+	across *result.Status
 }
 
 // patience is how the calls that carry out a verdict are retried.
@@ -208,10 +212,10 @@ func (p *PostProcessor) postProcess(ctx context.Context, ui packersdk.Ui, a pack
 	var cancelled error
 	for _, t := range targets {
 		ui.Say(fmt.Sprintf("dlami: verifying the first boot of %s in %s on %s", t.ami, t.region, c.candidateList(typ)))
-		ranOn, err := p.verify(ctx, ui, ec2For, run, t, typ)
+		ranOn, across, err := p.verify(ctx, ui, ec2For, run, t, typ)
 		switch {
 		case err == nil:
-			verified = append(verified, verdict{t, ranOn, c.Nodes})
+			verified = append(verified, verdict{t, ranOn, across})
 		case ctx.Err() != nil:
 			// Before Judged: a check cut short by the cancellation is no verdict.
 			cancelled = fmt.Errorf("cancelled while verifying %s in %s: %w", t.ami, t.region, err)
