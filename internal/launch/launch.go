@@ -389,6 +389,8 @@ type build struct {
 	// groups are the instance's security groups; placementGroup the group it launches into.
 	groups         []string
 	placementGroup string
+	// vpc is the candidates' VPC, where the temporary security group is made.
+	vpc string
 	// volumes are the image's EBS mappings, each deleted on termination.
 	volumes []types.BlockDeviceMapping
 }
@@ -413,6 +415,17 @@ func newBuild(ctx context.Context, api EC2API, s Spec) (*build, error) {
 	b.efa = slices.ContainsFunc(slices.Collect(maps.Values(b.layouts)), func(l Layout) bool { return l.EFA > 0 })
 	if b.efa && len(s.SecurityGroupIDs) > 0 {
 		if err := in.checkSelfTraffic(ctx, s.SecurityGroupIDs); err != nil {
+			return nil, err
+		}
+	}
+	// The candidates' subnets (and the VPC the temporary security group goes in): a subnet EC2
+	// does not know is found here, before anything is made.
+	if len(s.SecurityGroupIDs) == 0 || slices.ContainsFunc(b.candidates, func(c Placement) bool { return c.SubnetID != "" }) {
+		err := in.step(ctx, func(ctx context.Context) (err error) {
+			b.vpc, err = vpcOfAll(ctx, api, b.candidates)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

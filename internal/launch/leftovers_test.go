@@ -149,3 +149,22 @@ func TestCleanupAtTheProductionRatio(t *testing.T) {
 		}
 	}
 }
+
+// A subnet EC2 does not know is found before anything is made, with the user's security
+// groups as with a temporary one.
+func TestUnknownSubnetFoundBeforeAnythingIsMade(t *testing.T) {
+	for _, groups := range [][]string{nil, {"sg-0000000000000aaaa"}} {
+		f := newFake(t)
+		s := spec(region)
+		s.SubnetID, s.SecurityGroupIDs, s.EFA = "subnet-00000000000000bad", groups, 0
+		_, err := Launch(context.Background(), f.client(region), s, discard)
+		if err == nil || !strings.Contains(err.Error(), "subnet-00000000000000bad") {
+			t.Errorf("groups %v: err %v", groups, err)
+		}
+		for _, op := range []string{awsfake.OpCreateKeyPair, awsfake.OpCreateSecurityGroup, awsfake.OpRunInstances} {
+			if n := f.srv.CallCount(op, region); n != 0 {
+				t.Errorf("groups %v: %d %s calls before the subnet was found unknown", groups, n, op)
+			}
+		}
+	}
+}

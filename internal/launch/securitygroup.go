@@ -259,16 +259,7 @@ func (b *build) makeSecurityGroup(ctx context.Context, say func(string)) error {
 	in := b.in
 	b.groups = b.s.SecurityGroupIDs
 	if len(b.groups) == 0 {
-		var vpc string
-		err := in.step(ctx, func(ctx context.Context) error {
-			var err error
-			vpc, err = vpcOfAll(ctx, in.api, b.candidates)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		in.groupName, in.vpc = "dlami-verify-"+b.suffix, vpc
+		in.groupName, in.vpc = "dlami-verify-"+b.suffix, b.vpc
 		if err := in.createGroup(ctx, b.tags); err != nil {
 			return fmt.Errorf("creating the temporary security group %s: %w", in.groupName, err)
 		}

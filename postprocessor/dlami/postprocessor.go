@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +70,8 @@ func (p *PostProcessor) ConfigSpec() hcldec.ObjectSpec { return p.config.FlatMap
 
 // Configure implements packersdk.PostProcessor. It does no network I/O.
 func (p *PostProcessor) Configure(raws ...interface{}) error {
-	err := config.Decode(&p.config, &config.DecodeOpts{PluginType: "dlami", Interpolate: true, InterpolateContext: &p.config.ctx}, raws...)
+	err := config.Decode(&p.config, &config.DecodeOpts{PluginType: "dlami", Interpolate: true, InterpolateContext: &p.config.ctx,
+		DecodeHooks: append(slices.Clone(config.DefaultDecodeHookFuncs), wholeNumbers)}, raws...)
 	if err != nil {
 		return err
 	}
@@ -78,6 +81,29 @@ func (p *PostProcessor) Configure(raws ...interface{}) error {
 		fmt.Fprintln(os.Stderr, "dlami: warning: "+w)
 	}
 	return errors.Join(errs...)
+}
+
+// wholeNumbers refuses a number with a fraction for a whole-number setting (nodes = 1.5),
+// which the decoder would otherwise cut to its whole part; the decoder names the setting.
+func wholeNumbers(from, to reflect.Type, data interface{}) (interface{}, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return data, nil
+	}
+	var f float64
+	switch v := data.(type) {
+	case float64:
+		f = v
+	case float32:
+		f = float64(v)
+	default:
+		return data, nil
+	}
+	if f != math.Trunc(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%g is not a whole number", f)
+	}
+	return data, nil
 }
 
 // target is one AMI copy to verify.
