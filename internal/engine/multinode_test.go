@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -257,5 +258,24 @@ func TestMultiNodeOutcome(t *testing.T) {
 				t.Errorf("outcome %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The first node's staging folder holds the test's private key and the script with every
+// multi_node.env value: a failed removal is said, not swallowed.
+func TestMultiNodeSaysAStagingFolderLeft(t *testing.T) {
+	hosts, _ := twoFakeNodes(t, func(_ context.Context, w io.Writer) (int, error) {
+		io.WriteString(w, multiNodeLog("437.79"))
+		return 0, nil
+	})
+	hosts[0].removeErr = errors.New("rm: cannot remove: Read-only file system")
+	o := multiNodeOptions(t, hosts, 0)
+	ui := &recordingUI{}
+	if err := MultiNode(context.Background(), ui, o); err != nil {
+		t.Fatalf("%v\n%s", err, ui)
+	}
+	said := ui.String()
+	if !strings.Contains(said, "ERROR dlami: the staging folder") || !strings.Contains(said, "Read-only file system") || !strings.Contains(said, "private key") {
+		t.Errorf("the folder left on node 1 is not said:\n%s", said)
 	}
 }

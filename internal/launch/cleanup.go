@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
@@ -354,3 +355,27 @@ func waitsFor(r resource, stuck map[string]error) error {
 
 // cleanupFinal is the final-error test of a removal: a missing permission.
 func cleanupFinal(err error) bool { return denied(err) }
+
+// removeAtOnce is how many removals of one kind (a node's interfaces, the nodes' volumes) run at
+// the same time: eight nodes of p5.48xlarge keep up to 256 interfaces, too many to delete one
+// after another within a share of the deadline, and not so many at once that EC2 throttles
+// them all.
+const removeAtOnce = 8
+
+// removeEach calls remove for each id, removeAtOnce at a time, and returns each one's error in
+// the order of ids.
+func removeEach(ids []string, remove func(id string) error) []error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, removeAtOnce)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = remove(id)
+		}()
+	}
+	wg.Wait()
+	return errs
+}

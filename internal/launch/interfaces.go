@@ -30,6 +30,7 @@ func (in *Instance) deleteInterfaces(ctx context.Context, say func(string), left
 		}
 		*left, *looked = nil, true
 		var errs []error
+		var gone []string
 		for _, ni := range out.NetworkInterfaces {
 			id := aws.ToString(ni.NetworkInterfaceId)
 			if ni.Status == types.NetworkInterfaceStatusInUse {
@@ -37,16 +38,25 @@ func (in *Instance) deleteInterfaces(ctx context.Context, say func(string), left
 				errs = append(errs, fmt.Errorf("%s is still attached", id))
 				continue
 			}
+			gone = append(gone, id)
+		}
+		// At once, a few at a time: eight nodes keep up to 256 interfaces.
+		failed := removeEach(gone, func(id string) error {
 			err := in.patience.call(ctx, func(ctx context.Context) error {
 				_, err := in.api.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)})
 				return err
 			})
 			if err != nil && awsaccess.APICode(err) != "InvalidNetworkInterfaceID.NotFound" {
-				*left = append(*left, id)
-				errs = append(errs, fmt.Errorf("deleting %s: %w", id, err))
-				continue
+				return fmt.Errorf("deleting %s: %w", id, err)
 			}
 			say("deleted network interface " + id + ", left after the instance")
+			return nil
+		})
+		for i, err := range failed {
+			if err != nil {
+				*left = append(*left, gone[i])
+				errs = append(errs, err)
+			}
 		}
 		return errors.Join(errs...)
 	})

@@ -83,26 +83,34 @@ func (in *Instance) deleteVolumes(ctx context.Context, say func(string), left *[
 		}
 		*left, *looked = nil, true
 		var errs []error
+		var gone []string
 		for _, v := range out.Volumes {
 			id := aws.ToString(v.VolumeId)
-			if v.State == types.VolumeStateDeleted || v.State == types.VolumeStateDeleting {
-				continue
-			}
-			if v.State != types.VolumeStateAvailable {
+			switch v.State {
+			case types.VolumeStateDeleted, types.VolumeStateDeleting:
+			case types.VolumeStateAvailable:
+				gone = append(gone, id)
+			default:
 				*left = append(*left, id)
 				errs = append(errs, fmt.Errorf("%s is %s", id, v.State))
-				continue
 			}
+		}
+		failed := removeEach(gone, func(id string) error {
 			err := in.patience.call(ctx, func(ctx context.Context) error {
 				_, err := in.api.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: aws.String(id)})
 				return err
 			})
 			if err != nil && awsaccess.APICode(err) != "InvalidVolume.NotFound" {
-				*left = append(*left, id)
-				errs = append(errs, fmt.Errorf("deleting %s: %w", id, err))
-				continue
+				return fmt.Errorf("deleting %s: %w", id, err)
 			}
 			say("deleted volume " + id + ", left after the instance")
+			return nil
+		})
+		for i, err := range failed {
+			if err != nil {
+				*left = append(*left, gone[i])
+				errs = append(errs, err)
+			}
 		}
 		return errors.Join(errs...)
 	})
