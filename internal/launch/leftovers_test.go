@@ -90,7 +90,7 @@ func TestPartialRunInstancesAnswerLeavesNothing(t *testing.T) {
 	for _, nodes := range []int{2, 4} {
 		f := newFake(t)
 		s := efaSpec("p5.48xlarge")
-		s.Count = nodes
+		s.Count, s.CleanupTimeout = nodes, 5*time.Second
 		f.srv.SetFault(awsfake.OpRunInstances, region, awsfake.Fault{PartialAnswer: 1})
 		_, err := Launch(context.Background(), f.client(region), s, discard)
 		if err == nil || !strings.Contains(err.Error(), "RunInstances returned 1 instances") {
