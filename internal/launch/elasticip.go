@@ -12,6 +12,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 )

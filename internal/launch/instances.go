@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 )

@@ -7,8 +7,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 )
 
 // createKeyPair makes the temporary key pair and keeps its private key. EC2 hands the private

@@ -10,18 +10,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 	sdkssh "github.com/hashicorp/packer-plugin-sdk/communicator/ssh"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hashicorp/packer-plugin-sdk/pathing"
 	sshcomm "github.com/hashicorp/packer-plugin-sdk/sdk-internals/communicator/ssh"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/remote"
 )
 
 // connect opens SSH to a launched instance and reads the bill of materials the image carries.

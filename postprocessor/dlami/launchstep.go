@@ -7,11 +7,12 @@ import (
 	"maps"
 	"strings"
 
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
-	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
 // verify launches one instance from t.ami (or the nodes), checks it and cleans up; it returns

@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 )
 
 // run is one PostProcess: its id (the Packer run UUID, which tags what it launches), what its

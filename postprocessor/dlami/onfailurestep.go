@@ -9,10 +9,11 @@ import (
 	"slices"
 	"time"
 
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
-	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
 // onFailure applies on_failure to every copy of the AMI, detached from cancellation (the

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
-	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
 // verifiedTags are the tags of an AMI whose first boot verified on instance type typ ("" on a

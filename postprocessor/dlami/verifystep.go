@@ -4,13 +4,14 @@ import (
 	"context"
 	"path/filepath"
 
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/checks"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/version"
-	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
 
 // check connects to the launched instance and judges its first boot.
