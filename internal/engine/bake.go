@@ -507,6 +507,12 @@ func (b *Bake) finish(ctx context.Context, runErr error) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		rerr := b.host.RemoveAll(cctx, b.workDir)
 		cancel()
+		if rerr != nil && !b.plan.image {
+			// Not an image: the host is thrown away, but until it is, its scripts (for the test
+			// across nodes, the test's private key and the script with every multi_node.env
+			// value) stay on it.
+			b.ui.Error(fmt.Sprintf("dlami: the staging folder %s could not be removed (%v): the scripts in it (for the test across nodes, its private key and its environment values) stay on the host until it is terminated", b.workDir, rerr))
+		}
 		if rerr != nil && b.plan.image {
 			// The layers' scripts and the apt auth file are in it: an image that keeps them
 			// fails, whatever its checks said.

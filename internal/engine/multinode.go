@@ -20,6 +20,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 // Node is one instance of a verification across nodes: the host to reach it and who it is.
@@ -43,6 +44,10 @@ type MultiNodeOptions struct {
 	NotRun string
 	// Launch is the launch, for the report; its Nodes are filled in here.
 	Launch *report.Launch
+	// Outcome, when set, receives the nccl-multinode check's status once the run ends (""
+	// when it was never judged): a caller says and tags a test across nodes only when it
+	// passed, not when skip_checks or warn_checks made it a skip or a warning.
+	Outcome *result.Status
 }
 
 // multiNodeKeyTag starts the comment of the test's key in authorized_keys.
@@ -73,10 +78,14 @@ func MultiNode(ctx context.Context, ui UI, o MultiNodeOptions) error {
 		checkIDs: checks.IDs(checks.PhaseMultiNode),
 		steps:    []func(context.Context) error{mn.prepare, mn.test, b.judged("the multi-node test")},
 	}
-	return b.withReports(ctx, func(ctx context.Context) error {
+	err := b.withReports(ctx, func(ctx context.Context) error {
 		defer mn.cleanup(ctx)
 		return b.plan.run(ctx)
 	})
+	if o.Outcome != nil {
+		*o.Outcome = b.checkOf(result.NCCLMultiNode).Status
+	}
+	return err
 }
 
 // multiNode is one run of the test across nodes.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -227,5 +228,54 @@ func TestMultiNodeNotRun(t *testing.T) {
 	}
 	if len(*calls) != 0 {
 		t.Errorf("calls %q", *calls)
+	}
+}
+
+// The caller learns the test's status: a pass, or a skip when skip_checks names it (the test
+// across nodes then proves nothing, and nobody may say it passed).
+func TestMultiNodeOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		skip []string
+		want result.Status
+	}{
+		{"passed", nil, result.Pass},
+		{"skipped", []string{result.NCCLMultiNode}, result.Skip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, _ := twoFakeNodes(t, func(_ context.Context, w io.Writer) (int, error) {
+				io.WriteString(w, multiNodeLog("437.79"))
+				return 0, nil
+			})
+			o := multiNodeOptions(t, hosts, 0)
+			o.Checks.Skip = tc.skip
+			var got result.Status
+			o.Outcome = &got
+			if err := MultiNode(context.Background(), &recordingUI{}, o); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("outcome %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The first node's staging folder holds the test's private key and the script with every
+// multi_node.env value: a failed removal is said, not swallowed.
+func TestMultiNodeSaysAStagingFolderLeft(t *testing.T) {
+	hosts, _ := twoFakeNodes(t, func(_ context.Context, w io.Writer) (int, error) {
+		io.WriteString(w, multiNodeLog("437.79"))
+		return 0, nil
+	})
+	hosts[0].removeErr = errors.New("rm: cannot remove: Read-only file system")
+	o := multiNodeOptions(t, hosts, 0)
+	ui := &recordingUI{}
+	if err := MultiNode(context.Background(), ui, o); err != nil {
+		t.Fatalf("%v\n%s", err, ui)
+	}
+	said := ui.String()
+	if !strings.Contains(said, "ERROR dlami: the staging folder") || !strings.Contains(said, "Read-only file system") || !strings.Contains(said, "private key") {
+		t.Errorf("the folder left on node 1 is not said:\n%s", said)
 	}
 }

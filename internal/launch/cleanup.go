@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
-	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/pause"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/progress"
 )
 
@@ -79,7 +75,21 @@ func (l Leak) Command(region string) string {
 			return fmt.Sprintf("for a in $(aws ec2 describe-addresses --region %s --filters Name=tag:%s,Values=%s --query 'Addresses[].AllocationId' --output text); do aws ec2 release-address --region %s --allocation-id \"$a\"; done",
 				region, LaunchTag, l.LaunchID, region)
 		}
-		return fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, ids)
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 release-address --region %s --allocation-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
+	case KindVolume:
+		if len(l.IDs) == 0 {
+			return fmt.Sprintf("for v in $(aws ec2 describe-volumes --region %s --filters Name=tag:%s,Values=%s --query 'Volumes[].VolumeId' --output text); do aws ec2 delete-volume --region %s --volume-id \"$v\"; done",
+				region, LaunchTag, l.LaunchID, region)
+		}
+		var cmds []string
+		for _, id := range l.IDs {
+			cmds = append(cmds, fmt.Sprintf("aws ec2 delete-volume --region %s --volume-id %s", region, id))
+		}
+		return strings.Join(cmds, "; ")
 	case KindPlacementGroup:
 		return fmt.Sprintf("aws ec2 delete-placement-group --region %s --group-name %s", region, ids)
 	case KindImage:
@@ -103,6 +113,8 @@ func (l Leak) What() string {
 		return fmt.Sprintf("the instance of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Kind == KindInterface:
 		return fmt.Sprintf("the network interfaces of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
+	case l.Kind == KindVolume:
+		return fmt.Sprintf("the volumes of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Kind == KindElasticIP:
 		return fmt.Sprintf("the Elastic IP of launch %s (%s = %s)", l.LaunchID, LaunchTag, l.LaunchID)
 	case l.Name != "":
@@ -171,6 +183,8 @@ type resource struct {
 	// whether anything is there (a denied lookup): what waits for the kind is still tried, and
 	// EC2 refuses it itself if something is.
 	unsure func() bool
+	// order is its place in the cleanup, for the leaks' order.
+	order int
 }
 
 // resources are what in's launch made, or may have made when an answer was lost: the key pair
@@ -182,62 +196,11 @@ type resource struct {
 // interface in it is there).
 func (in *Instance) resources() []resource {
 	var out []resource
-	if in.keyName != "" {
-		out = append(out, resource{kind: KindKeyPair, weight: 2, remove: in.deleteKeyPair,
-			left: func(err error) Leak { return Leak{Kind: KindKeyPair, IDs: []string{in.keyName}, Err: err} }})
-	}
-	for _, n := range in.Nodes() {
-		if !n.elasticIP {
-			continue
-		}
-		out = append(out, resource{kind: KindElasticIP, weight: 2, remove: n.releaseElasticIP,
-			left: func(err error) Leak {
-				l := Leak{Kind: KindElasticIP, LaunchID: n.launchID, Err: err}
-				if n.allocationID != "" {
-					l.IDs = []string{n.allocationID}
-				}
-				return l
-			}})
-	}
-	if in.ID != "" || in.token != "" {
-		var ids []string
-		out = append(out, resource{kind: KindInstance, weight: 5,
-			remove: func(ctx context.Context, say func(string)) error {
-				var err error
-				if ids, err = in.launched(ctx); err != nil || len(ids) == 0 {
-					return err
-				}
-				return in.terminate(ctx, ids, say)
-			},
-			left: func(err error) Leak {
-				return Leak{Kind: KindInstance, IDs: ids, LaunchID: in.launchID, Err: err}
-			}})
-	}
-	if in.interfaces {
-		var left []string
-		looked := false
-		out = append(out, resource{kind: KindInterface, after: []string{KindInstance}, weight: 2,
-			remove: func(ctx context.Context, say func(string)) error {
-				return in.deleteInterfaces(ctx, say, &left, &looked)
-			},
-			left:   func(err error) Leak { return Leak{Kind: KindInterface, IDs: left, LaunchID: in.launchID, Err: err} },
-			unsure: func() bool { return !looked }})
-	}
-	if in.placementGroup != "" {
-		out = append(out, resource{kind: KindPlacementGroup, after: []string{KindInstance}, weight: 2, remove: in.deletePlacementGroup,
-			left: func(err error) Leak {
-				return Leak{Kind: KindPlacementGroup, IDs: []string{in.placementGroup}, Err: err}
-			}})
-	}
-	if in.securityGroup != "" || in.groupName != "" {
-		out = append(out, resource{kind: KindSecurityGroup, after: []string{KindInstance, KindInterface}, weight: 3, remove: in.deleteGroup,
-			left: func(err error) Leak {
-				l := Leak{Kind: KindSecurityGroup, Name: in.groupName, VPC: in.vpc, Err: err}
-				if in.securityGroup != "" {
-					l.IDs = []string{in.securityGroup}
-				}
-				return l
-			}})
+	for _, rs := range [][]resource{
+		in.keyPairResources(), in.elasticIPResources(), in.instanceResources(), in.interfaceResources(), in.volumeResources(),
+		in.placementGroupResources(), in.securityGroupResources(),
+	} {
+		out = append(out, rs...)
 	}
 	return out
 }
@@ -296,15 +259,56 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 	}
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(in.patience.timeout())
-	rs := ordered(in.resources())
-	var leaks []Leak
 	// stuck: kinds whose removal failed for good (a missing permission): what waits for them
 	// cannot go either, and is not tried. One that ran out of time is not stuck: it may be
 	// gone by the time the next one is tried.
 	stuck := map[string]error{}
+	rs := ordered(in.resources())
+	for i := range rs {
+		rs[i].order = i
+	}
+	failed := in.cleanupPass(ctx, rs, deadline, stuck, say)
+	// A second pass over what failed for want of time, while time is left: a share that one
+	// unanswered call used up, a resource that waited for one that is gone since.
+	var again []resource
+	for _, f := range failed {
+		if !f.final {
+			again = append(again, f.r)
+		}
+	}
+	if len(again) > 0 && time.Until(deadline) > 0 {
+		retried := in.cleanupPass(ctx, again, deadline, stuck, say)
+		failed = slices.DeleteFunc(failed, func(f failure) bool { return !f.final })
+		failed = append(failed, retried...)
+	}
+	slices.SortFunc(failed, func(a, b failure) int { return a.r.order - b.r.order })
+	var leaks []Leak
+	for _, f := range failed {
+		leaks = append(leaks, f.r.left(f.err))
+	}
+	if len(leaks) > 0 {
+		return &LeakError{Leaks: leaks}
+	}
+	return nil
+}
+
+// failure is a resource a cleanup pass could not remove; final when trying again cannot help
+// (a missing permission, or it waits for a kind that is stuck).
+type failure struct {
+	r     resource
+	err   error
+	final bool
+}
+
+// cleanupPass removes rs in order, each in its own share of the time left to deadline: its
+// weight against the weights of those still to go, and at least one call bound plus a retry
+// where an even split of the time left allows that much. It returns what it could not remove.
+func (in *Instance) cleanupPass(ctx context.Context, rs []resource, deadline time.Time, stuck map[string]error, say func(string)) []failure {
+	var failed []failure
+	floor := 2*in.patience.callTimeout() + in.patience.poll()
 	for i, r := range rs {
 		if err := waitsFor(r, stuck); err != nil {
-			leaks = append(leaks, r.left(err))
+			failed = append(failed, failure{r, err, true})
 			stuck[r.kind] = err
 			continue
 		}
@@ -312,23 +316,22 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		for _, later := range rs[i:] {
 			weights += later.weight
 		}
-		share := time.Duration(float64(time.Until(deadline)) * float64(r.weight) / float64(weights))
+		left := time.Until(deadline)
+		share := max(time.Duration(float64(left)*float64(r.weight)/float64(weights)), min(floor, left/time.Duration(len(rs)-i)))
 		rctx, cancel := context.WithTimeout(ctx, max(share, 0))
 		stop := in.patience.pace().Waiting(say, progress.Fixed(in.removing(r.kind)), share)
 		err := r.remove(rctx, say)
 		stop()
 		cancel()
 		if err != nil {
-			leaks = append(leaks, r.left(err))
-			if denied(err) && (r.unsure == nil || !r.unsure()) {
+			final := denied(err) && (r.unsure == nil || !r.unsure())
+			if final {
 				stuck[r.kind] = err
 			}
+			failed = append(failed, failure{r, err, final})
 		}
 	}
-	if len(leaks) > 0 {
-		return &LeakError{Leaks: leaks}
-	}
-	return nil
+	return failed
 }
 
 // removing names, for a progress line, the removal of a resource of kind: the instances by
@@ -353,178 +356,26 @@ func waitsFor(r resource, stuck map[string]error) error {
 // cleanupFinal is the final-error test of a removal: a missing permission.
 func cleanupFinal(err error) bool { return denied(err) }
 
-func (in *Instance) deleteKeyPair(ctx context.Context, say func(string)) error {
-	// EC2 answers success for a key pair that does not exist: a retry after a lost answer is
-	// success too.
-	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-		_, err := in.api.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyName: aws.String(in.keyName)})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("deleting key pair %s: %w", in.keyName, err)
-	}
-	say("deleted temporary key pair " + in.keyName)
-	return nil
-}
+// removeAtOnce is how many removals of one kind (a node's interfaces, the nodes' volumes) run at
+// the same time: eight nodes of p5.48xlarge keep up to 256 interfaces, too many to delete one
+// after another within a share of the deadline, and not so many at once that EC2 throttles
+// them all.
+const removeAtOnce = 8
 
-func (in *Instance) deleteGroup(ctx context.Context, say func(string)) error {
-	if in.securityGroup == "" {
-		// CreateSecurityGroup went out without an answer: find the group by its name.
-		err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-			var err error
-			in.securityGroup, err = in.lookupGroup(ctx)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("finding security group %s after CreateSecurityGroup failed: %w", in.groupName, err)
-		}
-		if in.securityGroup == "" {
-			return nil // never made
-		}
+// removeEach calls remove for each id, removeAtOnce at a time, and returns each one's error in
+// the order of ids.
+func removeEach(ids []string, remove func(id string) error) []error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, removeAtOnce)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = remove(id)
+		}()
 	}
-	// EC2 refuses while the instance's network interface lingers (DependencyViolation); a
-	// retry after a lost answer meets InvalidGroup.NotFound.
-	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-		_, err := in.api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(in.securityGroup)})
-		if strings.HasPrefix(awsaccess.APICode(err), "InvalidGroup.NotFound") {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("deleting security group %s: %w", in.securityGroup, err)
-	}
-	say("deleted temporary security group " + in.securityGroup)
-	return nil
-}
-
-// launched is the instance to terminate: the one RunInstances answered with, else those a
-// RunInstances without an answer made, found by the launch tag.
-func (in *Instance) launched(ctx context.Context) ([]string, error) {
-	if in.ID != "" {
-		return in.ids(), nil
-	}
-	// Every candidate's instance carries the one launch tag.
-	var ids []string
-	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-		ids = nil
-		out, err := in.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []types.Filter{
-			{Name: aws.String("tag:" + LaunchTag), Values: []string{in.launchID}},
-			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-		}})
-		if err != nil {
-			return err
-		}
-		for _, r := range out.Reservations {
-			for _, i := range r.Instances {
-				ids = append(ids, aws.ToString(i.InstanceId))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finding the instance of launch %s (%s = %s) after RunInstances failed: %w", in.launchID, LaunchTag, in.launchID, err)
-	}
-	return ids, nil
-}
-
-// terminate terminates ids and waits until EC2 says they are terminated, retrying both across
-// errors (throttling, 5xx, an id EC2 does not know yet) until ctx ends.
-func (in *Instance) terminate(ctx context.Context, ids []string, say func(string)) error {
-	notFound := 0
-	err := in.patience.retry(ctx, cleanupFinal, func(ctx context.Context) error {
-		_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-		if awsaccess.APICode(err) == "InvalidInstanceID.NotFound" {
-			if notFound++; notFound >= notFoundTries {
-				return nil // gone, or never there
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), err)
-	}
-	say("terminating " + strings.Join(ids, ", "))
-	// The security group can only go once the instance is gone. The waiter would stop at the
-	// first describe error; a cleanup keeps asking until its deadline.
-	poll := in.patience.poll()
-	var last *ec2.DescribeInstancesOutput // the waiter's latest answer: the one that ended it
-	var seen time.Time
-	w := ec2.NewInstanceTerminatedWaiter(boundedDescribe{in.api, in.patience}, func(o *ec2.InstanceTerminatedWaiterOptions) {
-		o.MinDelay, o.MaxDelay = poll, 6*poll
-		terminated := o.Retryable
-		o.Retryable = func(ctx context.Context, di *ec2.DescribeInstancesInput, out *ec2.DescribeInstancesOutput, err error) (bool, error) {
-			if denied(err) {
-				return false, err
-			}
-			if err != nil {
-				return true, nil
-			}
-			last, seen = out, time.Now()
-			return terminated(ctx, di, out, err)
-		}
-	})
-	for {
-		d, _ := ctx.Deadline()
-		left := time.Until(d)
-		if left <= 0 {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), context.DeadlineExceeded)
-		}
-		err := w.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids}, left)
-		if err == nil {
-			in.recordTerminated(last, seen)
-			return nil
-		}
-		if ctx.Err() != nil || denied(err) {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
-		}
-		// Pending or stopping (the termination did not take yet): terminate again.
-		_ = in.patience.call(ctx, func(ctx context.Context) error {
-			_, err := in.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-			return err
-		})
-		if err := pause.Sleep(ctx, poll); err != nil {
-			return fmt.Errorf("waiting for %s to terminate: %w", strings.Join(ids, ", "), err)
-		}
-	}
-}
-
-// recordTerminated sets each node's Terminated from the answer in which EC2 described the
-// launch terminated: the time EC2 gives for the termination request, else seen.
-func (in *Instance) recordTerminated(out *ec2.DescribeInstancesOutput, seen time.Time) {
-	if out == nil {
-		return
-	}
-	nodes := map[string]*Instance{}
-	for _, n := range in.Nodes() {
-		nodes[n.ID] = n
-	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			n := nodes[aws.ToString(i.InstanceId)]
-			if n == nil || i.State == nil || i.State.Name != types.InstanceStateNameTerminated {
-				continue
-			}
-			n.Terminated = seen.UTC()
-			if t, ok := ParseTransitionTime(aws.ToString(i.StateTransitionReason)); ok {
-				n.Terminated = t
-			}
-		}
-	}
-}
-
-// boundedDescribe bounds each DescribeInstances of the waiter by the call timeout.
-type boundedDescribe struct {
-	api EC2API
-	p   Patience
-}
-
-func (b boundedDescribe) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	var out *ec2.DescribeInstancesOutput
-	err := b.p.call(ctx, func(ctx context.Context) error {
-		var err error
-		out, err = b.api.DescribeInstances(ctx, in, optFns...)
-		return err
-	})
-	return out, err
+	wg.Wait()
+	return errs
 }

@@ -24,11 +24,12 @@ func imageGone(err error) bool {
 }
 
 // TagImage sets tags on an AMI, retrying throttled, failed and unanswered calls until the
-// patience's Timeout. After a failed CreateTags it reads the tags back with DescribeImages:
-// when they are there (the answer was lost after EC2 set them) the tagging is done. A missing
-// permission, an image EC2 does not know, or tags over the image's limit (TagLimitExceeded:
-// EC2 sets none of them, and will not on a retry) end it at once. It runs detached from ctx's
-// cancellation: it carries out a verdict that is already given.
+// patience's Timeout. After every CreateTags, answered or not, it reads the tags back with
+// DescribeImages, and the tagging is done only when they are there: an answer can be lost
+// after EC2 set them, and a 200 whose body is broken says nothing about whether it did. A
+// missing permission, an image EC2 does not know, or tags over the image's limit
+// (TagLimitExceeded: EC2 sets none of them, and will not on a retry) end it at once. It runs
+// detached from ctx's cancellation: it carries out a verdict that is already given.
 func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]string, p Patience) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout())
 	defer cancel()
@@ -40,25 +41,33 @@ func TagImage(ctx context.Context, api EC2API, imageID string, tags map[string]s
 			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{imageID}, Tags: toTags(tags)})
 			return err
 		})
-		if err == nil || final(err) {
+		if final(err) {
 			return err
 		}
 		var tagged bool
-		_ = p.call(ctx, func(ctx context.Context) error {
+		rerr := p.call(ctx, func(ctx context.Context) error {
 			var rerr error
 			tagged, rerr = hasTags(ctx, api, imageID, tags)
 			return rerr
 		})
-		if tagged {
+		switch {
+		case tagged:
 			return nil
+		case err != nil:
+			return err
+		case rerr != nil:
+			return fmt.Errorf("CreateTags answered, and reading the tags back failed: %w", rerr)
 		}
-		return err
+		return errNotTagged
 	})
 	if err != nil {
 		return fmt.Errorf("tagging %s: %w", imageID, err)
 	}
 	return nil
 }
+
+// errNotTagged is a CreateTags that answered success while the tags do not read back.
+var errNotTagged = errors.New("CreateTags answered success, and DescribeImages does not show the tags")
 
 // hasTags reads imageID's tags and reports whether it carries every one of tags.
 func hasTags(ctx context.Context, api EC2API, imageID string, tags map[string]string) (bool, error) {

@@ -351,6 +351,20 @@ func assertNothingLeft(t *testing.T, f fakeEC2) {
 			t.Errorf("security group left: %+v", g)
 		}
 	}
+	for _, v := range rs.Volumes {
+		t.Errorf("volume left: %+v", v)
+	}
+	for _, a := range rs.ElasticIPs {
+		t.Errorf("Elastic IP left: %+v", a)
+	}
+	for _, pg := range rs.PlacementGroups {
+		t.Errorf("placement group left: %+v", pg)
+	}
+	for _, ni := range rs.NetworkInterfaces {
+		if ni.Status == "available" {
+			t.Errorf("network interface left: %+v", ni)
+		}
+	}
 }
 
 // A throttled TerminateInstances (or DeleteSecurityGroup, or a DescribeInstances failing while

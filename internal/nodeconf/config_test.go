@@ -18,7 +18,7 @@ func TestConfigIsTheBlockAndTheFile(t *testing.T) {
 		SkipChecks: []string{"nvme"}, WarnChecks: []string{"gpu-clocks"}, Timeout: 90 * time.Second, Textfile: TextfileNone,
 		LoginUser: "ubuntu", Replace: ReplaceASG, NPDCondition: NPDConditionFailed,
 		Evidence: Evidence{Disable: true, Dir: "/var/ev", MaxBundles: 3, MaxSizeMB: 64, S3URI: "s3://b/p", DCGMLevel: 3, BugReportTimeout: 4 * time.Minute},
-		BOMPath: "/etc/m.json", OutDir: "/var/out", CheckTimeout: 30 * time.Second, Scontrol: "/opt/slurm/bin/scontrol",
+		BOMPath:  "/etc/m.json", OutDir: "/var/out", CheckTimeout: 30 * time.Second, Scontrol: "/opt/slurm/bin/scontrol",
 	}
 	data := c.Encode()
 	for _, want := range []string{`"timeout": "1m30s"`, `"check_timeout": "30s"`, `"bug_report_timeout": "4m0s"`, `"max_size_mb": 64`, `"disable": true`} {

@@ -39,7 +39,11 @@ const (
 	MultiNodeDefaultMaxBytes = "2G"
 	MultiNodeDefaultTimeout  = 10 * time.Minute
 	multiNodeMaxNodes        = 16
-	multiNodeIterations      = "20"
+	// MultiNodeMaxBusBWGBps bounds busbw_floor_gbps: no EFA fabric comes near it (p5.48xlarge's
+	// 3200 Gbps is 400 GB/s), so a floor above it is a unit mistake, and a floor nothing can
+	// reach fails every healthy fleet.
+	MultiNodeMaxBusBWGBps = 10000
+	multiNodeIterations   = "20"
 )
 
 // multiNodeEnvKey is what multi_node.env may set: the NCCL and libfabric tuning variables.
@@ -91,8 +95,8 @@ func (m MultiNode) Resolved() (MultiNode, error) {
 	if m.Timeout == 0 {
 		m.Timeout = MultiNodeDefaultTimeout
 	}
-	if m.BusBWFloorGBps < 0 {
-		return m, fmt.Errorf("multi_node.busbw_floor_gbps = %g: use a bandwidth in GB/s, or 0 for the instance type's sourced figure", m.BusBWFloorGBps)
+	if !(m.BusBWFloorGBps >= 0 && m.BusBWFloorGBps <= MultiNodeMaxBusBWGBps) {
+		return m, fmt.Errorf("multi_node.busbw_floor_gbps = %g: use a bandwidth in GB/s up to %d (p5.48xlarge's 3200 Gbps of EFA is 400 GB/s), or 0 for the instance type's sourced figure", m.BusBWFloorGBps, MultiNodeMaxBusBWGBps)
 	}
 	for k, v := range m.Env {
 		if !multiNodeEnvKey.MatchString(k) {
@@ -100,6 +104,9 @@ func (m MultiNode) Resolved() (MultiNode, error) {
 		}
 		if multiNodeReservedEnv[k] {
 			return m, fmt.Errorf("multi_node.env key %s: set by the test itself (the check reads NCCL_DEBUG=INFO lines; FI_PROVIDER is efa); remove it", k)
+		}
+		if why, hides := HiddenDebugEnv[k]; hides {
+			return m, fmt.Errorf("multi_node.env key %s: %s; remove it", k, why)
 		}
 		if strings.ContainsAny(v, "\x00\n\r") {
 			return m, fmt.Errorf("multi_node.env[%q]: the value contains a NUL or line break", k)

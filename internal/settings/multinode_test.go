@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,10 @@ func TestMultiNodeResolved(t *testing.T) {
 		{MultiNode{Nodes: 2, MinBytes: "4G", MaxBytes: "2G"}, "above multi_node.max_bytes"},
 		{MultiNode{Nodes: 2, Timeout: time.Second}, "multi_node.timeout"},
 		{MultiNode{Nodes: 2, BusBWFloorGBps: -1}, "multi_node.busbw_floor_gbps"},
+		{MultiNode{Nodes: 2, BusBWFloorGBps: 400000}, "multi_node.busbw_floor_gbps = 400000"},
+		{MultiNode{Nodes: 2, BusBWFloorGBps: math.NaN()}, "multi_node.busbw_floor_gbps = NaN"},
+		{MultiNode{Nodes: 2, Env: map[string]string{"NCCL_DEBUG_FILE": "/tmp/x"}}, "multi_node.env key NCCL_DEBUG_FILE"},
+		{MultiNode{Nodes: 2, Env: map[string]string{"NCCL_DEBUG_SUBSYS": "INIT,ENV"}}, "multi_node.env key NCCL_DEBUG_SUBSYS"},
 		{MultiNode{Nodes: 2, Env: map[string]string{"LD_PRELOAD": "x"}}, "only NCCL_*"},
 		{MultiNode{Nodes: 2, Env: map[string]string{"NCCL_DEBUG": "WARN"}}, "set by the test itself"},
 		{MultiNode{Nodes: 2, Env: map[string]string{"NCCL_ALGO": "a\nb"}}, "line break"},

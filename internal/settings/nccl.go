@@ -62,6 +62,13 @@ var (
 	// ncclReservedEnv are set by the test itself: the transport check reads the INFO lines,
 	// and the library path is what puts aws-ofi-nccl in front of NCCL.
 	ncclReservedEnv = map[string]bool{"LD_LIBRARY_PATH": true, "NCCL_DEBUG": true}
+	// HiddenDebugEnv are the NCCL variables that hide from the judge the INFO lines it reads
+	// (which transport and which network plugin the ranks used), with why: the NCCL test's
+	// env and the multi-node test's refuse them.
+	HiddenDebugEnv = map[string]string{
+		"NCCL_DEBUG_FILE":   "it sends NCCL's INFO lines, which the transport check reads, to a file instead of the test's output",
+		"NCCL_DEBUG_SUBSYS": "it narrows NCCL's INFO lines to some subsystems, hiding the network lines the transport check reads",
+	}
 )
 
 // Resolved checks n and fills in the defaults, naming the setting (prefix "nccl.") it refuses.
@@ -97,6 +104,9 @@ func (n NCCL) Resolved() (NCCL, error) {
 		}
 		if ncclReservedEnv[k] {
 			return n, fmt.Errorf("nccl.env key %s: set by the NCCL test itself (the transport check needs NCCL_DEBUG=INFO and the DLAMI library path); remove it", k)
+		}
+		if why, hides := HiddenDebugEnv[k]; hides {
+			return n, fmt.Errorf("nccl.env key %s: %s; remove it", k, why)
 		}
 		if strings.ContainsAny(v, "\x00\n\r") {
 			return n, fmt.Errorf("nccl.env[%q]: the value contains a NUL or line break", k)

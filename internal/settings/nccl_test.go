@@ -23,6 +23,8 @@ func TestNCCLRejectsBadSettings(t *testing.T) {
 		{"env overrides NCCL_DEBUG", NCCL{Env: map[string]string{"NCCL_DEBUG": "WARN"}}, "NCCL_DEBUG"},
 		{"env overrides LD_LIBRARY_PATH", NCCL{Env: map[string]string{"LD_LIBRARY_PATH": "/tmp"}}, "LD_LIBRARY_PATH"},
 		{"env value with newline", NCCL{Env: map[string]string{"A": "1\nB"}}, `nccl.env["A"]`},
+		{"env hides the INFO lines in a file", NCCL{Env: map[string]string{"NCCL_DEBUG_FILE": "/tmp/nccl.%h.%p"}}, "nccl.env key NCCL_DEBUG_FILE"},
+		{"env narrows the INFO lines", NCCL{Env: map[string]string{"NCCL_DEBUG_SUBSYS": "INIT"}}, "nccl.env key NCCL_DEBUG_SUBSYS"},
 		{"arg with NUL", NCCL{Args: []string{"-b", "8\x00"}}, "nccl.args[1]"},
 	}
 	for _, tc := range tests {

@@ -29,7 +29,7 @@ func TestNetworkSettingsErrorsNameTheSetting(t *testing.T) {
 		raw  map[string]interface{}
 		want string
 	}{
-		{"efa word", map[string]interface{}{"efa": "most"}, `efa = "most": use "all" (every EFA interface of the instance type, the default), "none", or a count such as "8"`},
+		{"efa word", map[string]interface{}{"efa": "most"}, `efa = "most": use "all" (every EFA interface of the instance type, the default), "none", or a count from 1 to 32 such as "8"`},
 		{"efa zero", map[string]interface{}{"efa": "0"}, `efa = "0": use "all"`},
 		{"efa negative", map[string]interface{}{"efa": -2}, `efa = "-2"`},
 		{"both placement groups", map[string]interface{}{"placement_group": "pg", "temporary_placement_group": true}, "placement_group and temporary_placement_group = true: set one"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,14 +26,18 @@ import (
 )
 
 // The fault matrix's timing: fast polls, and a call that does not answer given up after
-// matrixCall. No case waits for a deadline (a missing permission ends an operation at once),
-// so the cleanup's deadline is only headroom for a loaded machine: its smallest share (the key
-// pair's, a fifth) outlasts many hung calls.
+// matrixCall; the cleanup's deadline (and each launch step's) is matrixCall times the
+// production ratio of the two (launch.CleanupTimeout to launch.CallTimeout, ten), so that one
+// call that never answers takes the share of the deadline it would take in production.
 const (
 	matrixPoll    = 5 * time.Millisecond
-	matrixCall    = 150 * time.Millisecond
-	matrixCleanup = 10 * time.Second
+	matrixCall    = 500 * time.Millisecond
+	matrixCleanup = matrixCall * time.Duration(launch.CleanupTimeout/launch.CallTimeout)
 )
+
+// matrixNodes are the launch sizes the matrix cycles through: one instance, and the test
+// across nodes of 2 to 8, each with its Elastic IP, in one temporary placement group.
+var matrixNodes = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
 // sdkClients makes each region's EC2 client as the post-processor does (awsaccess.LoadConfig,
 // the credential check with sts:GetCallerIdentity, the SDK's standard retryer with its 3
@@ -95,6 +100,8 @@ var matrixOps = []string{
 	awsfake.OpDescribeInstanceTypes, awsfake.OpAuthorizeSecurityGroupEgress, awsfake.OpCreatePlacementGroup, awsfake.OpDeletePlacementGroup,
 	awsfake.OpAllocateAddress, awsfake.OpAssociateAddress, awsfake.OpDescribeAddresses, awsfake.OpDisassociateAddress, awsfake.OpReleaseAddress,
 	awsfake.OpDescribeNetworkInterfaces, awsfake.OpDeleteNetworkInterface,
+	// The volumes: found by the launch tag after the instances, deleted when EC2 kept them.
+	awsfake.OpDescribeVolumes, awsfake.OpDeleteVolume,
 }
 
 // keptInterfaces is an EC2 client whose launches keep their network interfaces after the
@@ -105,6 +112,16 @@ func (k keptInterfaces) RunInstances(ctx context.Context, in *ec2.RunInstancesIn
 	for i := range in.NetworkInterfaces {
 		in.NetworkInterfaces[i].DeleteOnTermination = aws.Bool(false)
 	}
+	return k.EC2API.RunInstances(ctx, in, o...)
+}
+
+// keptVolumes is an EC2 client whose launches keep the image's own volume mappings (the
+// matrix's image records DeleteOnTermination = false, as amazon-ebs does by default), so that
+// the cleanup has volumes to delete.
+type keptVolumes struct{ launch.EC2API }
+
+func (k keptVolumes) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, o ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	in.BlockDeviceMappings = nil
 	return k.EC2API.RunInstances(ctx, in, o...)
 }
 
@@ -145,12 +162,15 @@ func TestFaultMatrix(t *testing.T) {
 	fired := map[string]bool{}
 	var mu sync.Mutex
 	t.Run("cases", func(t *testing.T) {
+		i := 0
 		for _, op := range matrixOps {
 			for _, fl := range matrixFaults {
 				for _, v := range matrixVerdicts {
-					t.Run(op+"/"+fl.name+"/"+v.name, func(t *testing.T) {
+					nodes := matrixNodes[i%len(matrixNodes)]
+					i++
+					t.Run(fmt.Sprintf("%s/%s/%s/%d-nodes", op, fl.name, v.name, nodes), func(t *testing.T) {
 						t.Parallel()
-						if faultFired(t, op, fl.fault, fl.persistent, v) {
+						if faultFired(t, op, fl.fault, fl.persistent, v, nodes) {
 							mu.Lock()
 							fired[op] = true
 							mu.Unlock()
@@ -168,7 +188,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 // faultFired runs one case of the matrix and reports whether the faulted action was called.
-func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v matrixVerdict) bool {
+func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v matrixVerdict, nodes int) bool {
 	const east, west = "ami-0000000000000f001", "ami-0000000000000f002"
 	const eastSnap, westSnap = "snap-00000000000000f01", "snap-00000000000000f02"
 	srv := awsfake.NewSeeded("us-east-1", "us-west-2")
@@ -179,7 +199,12 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 	f.own(t, "us-east-1", east, eastSnap)
 	f.own(t, "us-west-2", west, westSnap)
 	raw := map[string]interface{}{"region": "us-east-1", "instance_type": "p5.48xlarge", "report_dir": t.TempDir(),
-		"on_failure": v.onFailure, "ssh_timeout": "30s", "temporary_placement_group": true}
+		"on_failure": v.onFailure, "ssh_timeout": "30s"}
+	if nodes > 1 {
+		raw["nodes"] = nodes // in a temporary placement group of its own
+	} else {
+		raw["temporary_placement_group"] = true
+	}
 	if op == awsfake.OpDescribeSubnets {
 		raw["subnet_id"] = srv.State("us-east-1", false).Regions["us-east-1"].Subnet.ID
 	}
@@ -188,12 +213,15 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 		t.Fatal(err)
 	}
 	p.ec2For = sdkClients(hs.URL)
-	if op == awsfake.OpDeleteNetworkInterface {
+	if op == awsfake.OpDeleteNetworkInterface || op == awsfake.OpDeleteVolume {
 		clients := p.ec2For
 		p.ec2For = func(ctx context.Context, region string) (launch.EC2API, error) {
 			api, err := clients(ctx, region)
 			if err != nil {
 				return nil, err
+			}
+			if op == awsfake.OpDeleteVolume {
+				return keptVolumes{api}, nil
 			}
 			return keptInterfaces{api}, nil
 		}
@@ -253,11 +281,17 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 		for _, pg := range rs.PlacementGroups {
 			left = append(left, fmt.Sprintf("aws ec2 delete-placement-group --region %s --group-name %s", region, pg.Name))
 		}
+		for _, vol := range rs.Volumes {
+			// A volume still attached goes with its instance (named STILL RUNNING above).
+			if vol.State == "available" {
+				left = append(left, fmt.Sprintf("aws ec2 delete-volume --region %s --volume-id %s", region, vol.ID))
+			}
+		}
 	}
 	for _, cmd := range left {
 		if !persistent {
 			t.Errorf("left behind after a transient fault: %s", cmd)
-		} else if !strings.Contains(said, cmd) && !strings.Contains(said, unknownIDForm(cmd)) {
+		} else if !named(said, cmd) && !strings.Contains(said, unknownIDForm(cmd)) {
 			t.Errorf("left behind and not named with its command %q:\n%s", cmd, said)
 		}
 	}
@@ -363,13 +397,39 @@ func faultFired(t *testing.T, op string, fault awsfake.Fault, persistent bool, v
 	return srv.CallCount(op, "") > 0
 }
 
-// unknownIDForm is cmd's form for a group whose id the cleanup never learned: the leak command
-// names it by its name and VPC instead. Any delete-security-group command in the output names
-// the group as long as one was printed; the caller checks the id form first.
+// named reports whether said names cmd: the command itself, or, for an instance, a
+// terminate-instances command of its region that lists it among the launch's others.
+func named(said, cmd string) bool {
+	if strings.Contains(said, cmd) {
+		return true
+	}
+	prefix, id, ok := strings.Cut(cmd, "--instance-ids ")
+	if !ok {
+		return false
+	}
+	for _, line := range strings.Split(said, "\n") {
+		if _, rest, ok := strings.Cut(line, prefix+"--instance-ids "); ok && slices.Contains(strings.Fields(rest), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownIDForm is cmd's form for what the cleanup never learned the id of: the leak command
+// finds it by its name and VPC (a group) or by the launch tag (volumes, Elastic IPs,
+// interfaces) instead. The caller checks the id form first.
 func unknownIDForm(cmd string) string {
-	if strings.HasPrefix(cmd, "aws ec2 delete-security-group") {
-		region := strings.Fields(cmd)[4]
+	f := strings.Fields(cmd)
+	region := f[4]
+	switch f[2] {
+	case "delete-security-group":
 		return "aws ec2 delete-security-group --region " + region + " --group-id $(aws ec2 describe-security-groups"
+	case "delete-volume":
+		return "for v in $(aws ec2 describe-volumes --region " + region
+	case "release-address":
+		return "for a in $(aws ec2 describe-addresses --region " + region
+	case "delete-network-interface":
+		return "for eni in $(aws ec2 describe-network-interfaces --region " + region
 	}
 	return cmd
 }

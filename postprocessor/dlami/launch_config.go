@@ -147,11 +147,12 @@ func (c *Config) prepareNetwork() []error {
 		c.efa = 0
 	default:
 		n, err := strconv.Atoi(c.EFA)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf(`efa = %q: use "all" (every EFA interface of the instance type, the default), "none", or a count such as "8"`, c.EFA))
+		if err != nil || n < 1 || n > maxEFACount {
+			errs = append(errs, fmt.Errorf(`efa = %q: use "all" (every EFA interface of the instance type, the default), "none", or a count from 1 to %d such as "8"`, c.EFA, maxEFACount))
 		}
 		c.efa = n
 	}
+	errs = append(errs, c.reachableAddress()...)
 	if c.PlacementGroup != "" && c.TemporaryPlacementGroup {
 		errs = append(errs, errors.New("placement_group and temporary_placement_group = true: set one (placement_group names an existing group; temporary_placement_group makes a cluster group for the verification)"))
 	}
@@ -198,6 +199,32 @@ func (c *Config) prepareNetwork() []error {
 	}
 	if c.SSHInterface == "public_ip" || c.SSHInterface == "public_dns" {
 		errs = append(errs, fmt.Errorf(`ssh_bastion_host with ssh_interface = %q: through a bastion the instance is reached by its private address; use "private_ip" or "private_dns", or leave ssh_interface unset`, c.SSHInterface))
+	}
+	return errs
+}
+
+// maxEFACount bounds a count of efa: the most EFA interfaces an instance type takes
+// (p5.48xlarge's 32, EC2 User Guide, "Maximum network interfaces").
+const maxEFACount = 32
+
+// severalInterfaces reports whether the launch may attach several network interfaces (efa =
+// "all", or a count of 2 or more): EC2 then gives the instance no public IP, nor a public DNS
+// name, at launch.
+func (c *Config) severalInterfaces() bool { return c.efa == launch.EFAAll || c.efa >= 2 }
+
+// reachableAddress refuses an address the launch cannot have, before any instance runs: an
+// instance with several network interfaces has no public IP nor public DNS name at launch, and
+// the temporary Elastic IP (its public address) comes after the DNS name was read.
+func (c *Config) reachableAddress() []error {
+	if !c.severalInterfaces() {
+		return nil
+	}
+	var errs []error
+	if c.SSHInterface == "public_dns" {
+		errs = append(errs, fmt.Errorf(`ssh_interface = "public_dns" with %s: the launch has several network interfaces, and EC2 gives such an instance no public DNS name at launch; use ssh_interface = "public_ip" (the temporary Elastic IP), "private_ip" or "private_dns", or set efa = "none"`, c.efaSetting()))
+	}
+	if c.SSHInterface == "public_ip" && c.TemporaryElasticIP != nil && !*c.TemporaryElasticIP {
+		errs = append(errs, fmt.Errorf(`temporary_elastic_ip = false with ssh_interface = "public_ip" and %s: EC2 gives an instance with several network interfaces no public IP, and nothing else would give it one; remove temporary_elastic_ip, use ssh_interface = "private_ip", or set efa = "none"`, c.efaSetting()))
 	}
 	return errs
 }

@@ -26,7 +26,7 @@ type MultiNodeConfig struct {
 	Timeout time.Duration `mapstructure:"timeout"`
 	// The lowest acceptable inter-node bus bandwidth at the largest size, GB/s. Default: the
 	// instance type's published 2-node figure (p5.48xlarge 350, p4de.24xlarge 60, at 2 GiB),
-	// else the check warns and names this setting.
+	// else the check warns and names this setting. Above 10000 is refused.
 	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
 	// Ranks per node, one per GPU. Default: the first node's GPU count.
 	RanksPerNode int `mapstructure:"ranks_per_node"`
@@ -37,7 +37,8 @@ type MultiNodeConfig struct {
 	// written into a report or the image. Values that can be secret (a credential by the
 	// variable's name, a URL's user and password, a token-like value of 20 characters or more)
 	// are kept out of the build's output, its logs and the reports, as for the provisioner's
-	// `nccl.env`.
+	// `nccl.env`. `NCCL_DEBUG_FILE` and `NCCL_DEBUG_SUBSYS` are refused: they hide the INFO
+	// lines the check reads.
 	Env map[string]string `mapstructure:"env"`
 }
 

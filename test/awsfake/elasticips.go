@@ -40,6 +40,9 @@ type ElasticIP struct {
 	NetworkInterfaceID string            `json:"network_interface_id,omitempty"`
 	PrivateIP          string            `json:"private_ip,omitempty"`
 	Tags               map[string]string `json:"tags,omitempty"`
+	// unlisted is how many more listings (a DescribeAddresses without allocation ids) leave the
+	// address out: SetAddressListingLag.
+	unlisted int
 }
 
 var (
@@ -178,7 +181,7 @@ func (s *Server) allocateAddress(region string, in AllocateAddressInput) respons
 	if !ok {
 		return badRequest("AddressLimitExceeded", "The maximum number of addresses has been reached.")
 	}
-	a := &ElasticIP{AllocationID: id, PublicIP: public, Domain: "vpc"}
+	a := &ElasticIP{AllocationID: id, PublicIP: public, Domain: "vpc", unlisted: s.addressListingLag}
 	applyTags(&a.Tags, tagsFor(in.TagSpecs, "elastic-ip"))
 	rd.addresses[id] = a
 	return xmlOK(xmlAllocateAddress{ec2Meta: meta(), PublicIP: public, AllocationID: id, Domain: "vpc",
@@ -318,8 +321,15 @@ func (s *Server) describeAddresses(region string, in DescribeAddressesInput) res
 	addrs, _, errResp, ok := describe(describeSpec[*ElasticIP]{
 		in: in.DescribeInput, all: all, id: func(a *ElasticIP) string { return a.AllocationID },
 		notFound: func(missing []string) response { return allocationNotFound(missing[0]) },
-		keep:     func(a *ElasticIP) bool { return len(in.PublicIPs) == 0 || contains(in.PublicIPs, a.PublicIP) },
-		tags:     func(a *ElasticIP) map[string]string { return a.Tags },
+		keep: func(a *ElasticIP) bool {
+			if len(in.IDs) == 0 && len(in.PublicIPs) == 0 && a.unlisted > 0 {
+				// EC2's describes are eventually consistent: a fresh address is not listed yet.
+				a.unlisted--
+				return false
+			}
+			return len(in.PublicIPs) == 0 || contains(in.PublicIPs, a.PublicIP)
+		},
+		tags: func(a *ElasticIP) map[string]string { return a.Tags },
 		field: func(a *ElasticIP, name string) []string {
 			switch name {
 			case "allocation-id":

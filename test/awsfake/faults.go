@@ -42,6 +42,11 @@ type Fault struct {
 	// one launch's interfaces to each of its instances): it exercises the checks that judge
 	// each node of a launch of several by what it got.
 	EFADropped int
+	// PartialAnswer makes the next N RunInstances answers name only the launch's first
+	// instance, though every one of them runs: an answer that lists fewer instances than the
+	// launch made (EC2 documents MinCount = MaxCount as all or nothing; nobody documents that
+	// its answer can never be cut short, so the cleanup must not count on it).
+	PartialAnswer int
 	// Hang leaves the next N calls unanswered, without acting, until the
 	// client gives up (its context ends and it closes the connection) or
 	// the fake closes: a call that never answers.
@@ -91,16 +96,17 @@ func ParseFault(spec string) (op, region string, f Fault, err error) {
 type FaultAction string
 
 const (
-	FaultThrottle     FaultAction = "throttle"      // throttle:N, the service's throttling error
-	FaultServerError  FaultAction = "500"           // 500:N, HTTP 500
-	FaultLatency      FaultAction = "latency"       // latency:DURATION before every answer
-	FaultDenied       FaultAction = "denied"        // the service's authorization error, every call
-	FaultMalformed    FaultAction = "malformed"     // HTTP 200 with a truncated body, every call
-	FaultCapacity     FaultAction = "capacity"      // capacity:N, RunInstances only: InsufficientInstanceCapacity
-	FaultStuckPending FaultAction = "stuck-pending" // stuck-pending:N, RunInstances only: instances never leave pending
-	FaultLoseAnswer   FaultAction = "lose-answer"   // lose-answer:N, act, then drop the connection without an answer
-	FaultHang         FaultAction = "hang"          // hang:N, never answer (nor act) until the client gives up
-	FaultEFADropped   FaultAction = "efa-dropped"   // efa-dropped:N, RunInstances only: the next launch's N-th instance gets no EFA interface
+	FaultThrottle     FaultAction = "throttle"       // throttle:N, the service's throttling error
+	FaultServerError  FaultAction = "500"            // 500:N, HTTP 500
+	FaultLatency      FaultAction = "latency"        // latency:DURATION before every answer
+	FaultDenied       FaultAction = "denied"         // the service's authorization error, every call
+	FaultMalformed    FaultAction = "malformed"      // HTTP 200 with a truncated body, every call
+	FaultCapacity     FaultAction = "capacity"       // capacity:N, RunInstances only: InsufficientInstanceCapacity
+	FaultStuckPending FaultAction = "stuck-pending"  // stuck-pending:N, RunInstances only: instances never leave pending
+	FaultLoseAnswer   FaultAction = "lose-answer"    // lose-answer:N, act, then drop the connection without an answer
+	FaultHang         FaultAction = "hang"           // hang:N, never answer (nor act) until the client gives up
+	FaultEFADropped   FaultAction = "efa-dropped"    // efa-dropped:N, RunInstances only: the next launch's N-th instance gets no EFA interface
+	FaultPartial      FaultAction = "partial-answer" // partial-answer:N, RunInstances only: the answer names the first instance only
 
 	// faultNone is pickFault's answer when the request is served normally.
 	faultNone FaultAction = ""
@@ -108,13 +114,13 @@ const (
 
 // FaultActions lists every action a fault spec may name, with its argument.
 func FaultActions() []string {
-	return []string{"throttle:N", "500:N", "lose-answer:N", "hang:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N", "efa-dropped:N"}
+	return []string{"throttle:N", "500:N", "lose-answer:N", "hang:N", "latency:D", "denied", "malformed", "capacity:N", "stuck-pending:N", "efa-dropped:N", "partial-answer:N"}
 }
 
 // ParseFaultAction checks that kind names a fault action.
 func ParseFaultAction(kind string) (FaultAction, error) {
 	switch a := FaultAction(kind); a {
-	case FaultThrottle, FaultServerError, FaultLoseAnswer, FaultHang, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending, FaultEFADropped:
+	case FaultThrottle, FaultServerError, FaultLoseAnswer, FaultHang, FaultLatency, FaultDenied, FaultMalformed, FaultCapacity, FaultStuckPending, FaultEFADropped, FaultPartial:
 		return a, nil
 	}
 	return faultNone, fmt.Errorf("unknown kind %q (want %s)", kind, strings.Join(FaultActions(), ", "))
@@ -157,13 +163,16 @@ func (a FaultAction) apply(f *Fault, op, arg string, hasArg bool) error {
 			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
 		}
 		f.EFADropped, err = count()
-	case FaultCapacity, FaultStuckPending:
+	case FaultCapacity, FaultStuckPending, FaultPartial:
 		if op != OpRunInstances {
 			return fmt.Errorf("%s applies to RunInstances only (write RunInstances=%s:N)", a, a)
 		}
 		counter := &f.InsufficientCapacity
-		if a == FaultStuckPending {
+		switch a {
+		case FaultStuckPending:
 			counter = &f.StuckPending
+		case FaultPartial:
+			counter = &f.PartialAnswer
 		}
 		*counter, err = count()
 	}

@@ -344,6 +344,9 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 		r.reservationID = reservation
 		s.startMachine(r)
 	}
+	if s.takeRunFault(region, func(f *Fault) *int { return &f.PartialAnswer }) {
+		launched = launched[:1]
+	}
 	return s.renderReservation(rd, launched)
 }
 

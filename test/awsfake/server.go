@@ -72,10 +72,12 @@ type Server struct {
 	addrBusy        func(addr string) bool
 	machines        Machines
 	transitionPolls int
-	bgCtx           context.Context
-	bgCancel        context.CancelFunc
-	bgWG            sync.WaitGroup
-	closed          bool
+	// addressListingLag: SetAddressListingLag.
+	addressListingLag int
+	bgCtx             context.Context
+	bgCancel          context.CancelFunc
+	bgWG              sync.WaitGroup
+	closed            bool
 	// fleet is S3's and Auto Scaling's state (s3.go, autoscaling.go).
 	fleet fleetState
 }
@@ -119,6 +121,16 @@ func (s *Server) SetTransitionPolls(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.transitionPolls = max(n, 0)
+}
+
+// SetAddressListingLag makes every address allocated from now on absent from the next n
+// DescribeAddresses listings (a describe by filters or of every address; one naming its
+// allocation id finds it): EC2's describes are eventually consistent, and nobody documents for
+// how long a fresh Elastic IP may go unlisted. 0, the default, lists it at once.
+func (s *Server) SetAddressListingLag(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addressListingLag = max(n, 0)
 }
 
 // SetLog sends the fake's own diagnostics (failed machine calls) to w.
