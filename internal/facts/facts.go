@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
@@ -68,6 +69,10 @@ type Host struct {
 	LibfabricRuntime Fact[string]
 	// RDMA is what /sys/class/infiniband lists.
 	RDMA Fact[RDMADevices]
+	// RDMAPorts are the state and physical state of port 1 of every device under
+	// /sys/class/infiniband: a device listed there whose port is not ACTIVE with its link up
+	// cannot carry traffic (presence is not function).
+	RDMAPorts Fact[[]ibport.Port]
 	// Domains are the libfabric EFA RDM domains fi_info lists.
 	Domains Fact[[]string]
 	// GDRDevice is the file type of /dev/gdrdrv as stat names it ("character special file").

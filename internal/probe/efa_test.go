@@ -52,6 +52,16 @@ func TestEFAFaults(t *testing.T) {
 		{"fi_info garbage", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, "\x00\x01 garbage ####", 0)
 		}, nil, []string{result.EFADevices}, "no provider"},
+		{"an EFA port DOWN", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, strings.Replace(s[sectionRDMAPorts].Output, "rdmap99s0 state 4: ACTIVE", "rdmap99s0 state 1: DOWN", 1), 0)
+		}, nil, []string{result.EFADevices}, `rdmap99s0: port 1 is "1: DOWN", physical state "5: LinkUp"`},
+		{"an EFA link Polling", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, strings.Replace(s[sectionRDMAPorts].Output, "rdmap83s0 phys_state 5: LinkUp", "rdmap83s0 phys_state 2: Polling", 1), 0)
+		}, nil, []string{result.EFADevices}, `rdmap83s0: port 1 is "4: ACTIVE", physical state "2: Polling"`},
+		{"port state section absent", func(s map[string]bundle.Section) { delete(s, sectionRDMAPorts) }, nil, []string{result.EFADevices}, "port state"},
+		{"port state listing garbage", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, "sh: 1: cannot open /sys/class/infiniband: Permission denied", 0)
+		}, nil, []string{result.EFADevices}, "port state"},
 		{"no infiniband class", func(s map[string]bundle.Section) {
 			set(s, sectionInfiniband, "ls: cannot access '/sys/class/infiniband/': No such file or directory", 2)
 		}, nil, []string{result.EFADevices}, ""},

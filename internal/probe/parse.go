@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
@@ -45,6 +46,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		EFAInstaller:     parseWith(sections, sectionEFAPackages, efapkgs.Parse),
 		LibfabricRuntime: parseWith(sections, sectionFiInfoVersion, func(out string) (string, error) { v, err := fiinfo.ParseVersion(out); return v.Libfabric, err }),
 		RDMA:             parseRDMA(sections),
+		RDMAPorts:        parseWith(sections, sectionRDMAPorts, ibport.Parse),
 		Domains:          parseWith(sections, sectionFiInfo, fiinfo.ParseDomains),
 		GDRDevice:        parseWith(sections, sectionGDRDevice, func(out string) (string, error) { return firstLine(out), nil }),
 		Memlock:          parseMemlock(sections),
