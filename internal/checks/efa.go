@@ -131,7 +131,9 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 	if counted {
 		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)
 	}
-	ev := func() string { return evidence(h.PCI.Evidence, h.RDMA.Evidence, h.RDMAPorts.Evidence, h.Domains.Evidence) }
+	ev := func() string {
+		return evidence(h.PCI.Evidence, h.RDMA.Evidence, h.RDMAPorts.Evidence, h.Domains.Evidence)
+	}
 	if !h.RDMA.OK() {
 		return check(id, result.Fail, basis, expected, "unknown", h.RDMA.Problem, ev())
 	}

@@ -69,8 +69,11 @@ func TestEFADevicesPortState(t *testing.T) {
 			change: func(h *facts.Host) { h.RDMAPorts.Value[5].PhysState = &ibport.Attr{Code: 2, Name: "Polling"} },
 			says:   []string{`rdmap97s0: port 1 is "4: ACTIVE", physical state "2: Polling"`}},
 		{name: "two ports DOWN are named together", file: "ibport-derived-p5-rdmap98s0-down.txt", want: result.Fail,
-			change: func(h *facts.Host) { h.RDMAPorts.Value[0].State = &ibport.Attr{Code: 1, Name: "DOWN"}; h.RDMAPorts.Value[0].PhysState = &ibport.Attr{Code: 3, Name: "Disabled"} },
-			says:   []string{`rdmap79s0, rdmap98s0: port 1 is "1: DOWN"`}},
+			change: func(h *facts.Host) {
+				h.RDMAPorts.Value[0].State = &ibport.Attr{Code: 1, Name: "DOWN"}
+				h.RDMAPorts.Value[0].PhysState = &ibport.Attr{Code: 3, Name: "Disabled"}
+			},
+			says: []string{`rdmap79s0, rdmap98s0: port 1 is "1: DOWN"`}},
 		{name: "the listing unreadable: fail closed", file: "ibport-derived-p5-32efa-healthy.txt", want: result.Fail,
 			change: func(h *facts.Host) { h.RDMAPorts = facts.Unread[[]ibport.Port]("host.infiniband_ports: timed out", "") },
 			says:   []string{"port state", "could not be read", "timed out"}},
