@@ -152,7 +152,7 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 		// A launch that should have given EFA devices (the verification's request, the fleet's
 		// own launch template) gave none: never a warning that points elsewhere.
 		if !h.Domains.OK() {
-			why += "; fi_info: " + h.Domains.Problem
+			why += "; fi_info: " + efaDomainsProblem(h)
 		}
 		return check(id, result.Fail, cmp.Or(basis, t.launchBasis()), expected, "0 EFA devices (the PCI bus shows no EFA function)", why, ev())
 	}
@@ -171,7 +171,11 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 			return check(id, result.Skip, basis, expected, "0 EFA devices",
 				"no EFA on this host and none expected; fi_info: "+h.Domains.Problem, ev())
 		}
-		return check(id, result.Fail, basis, expected, fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs)), h.Domains.Problem, ev())
+		actual := fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs))
+		if h.EFAProviderMissing != "" {
+			actual = fmt.Sprintf("%d rdmap devices, no EFA provider in libfabric", len(devs))
+		}
+		return check(id, result.Fail, basis, expected, actual, efaDomainsProblem(h), ev())
 	}
 	domains := h.Domains.Value
 
@@ -248,6 +252,40 @@ func efaPortsNotUp(h facts.Host, devs []string) []string {
 		out = append(out, strings.Join(groups[why], ", ")+": "+why)
 	}
 	return out
+}
+
+// efaDomainsProblem says why fi_info's EFA domains are unknown. libfabric's own answer that
+// the EFA provider has nothing here (fi_getinfo -61) is named as such, with its likely
+// causes, each with what this host shows of it; any other failure is the fact's problem.
+func efaDomainsProblem(h facts.Host) string {
+	if h.EFAProviderMissing == "" {
+		return h.Domains.Problem
+	}
+	var causes, ruledOut []string
+	installer := "the EFA installer was not run for the running kernel (it builds the efa module and installs libfabric's EFA provider; re-run it after a kernel change)"
+	if m := h.EFAModule; !m.OK() || m.Value == "" {
+		installer += ": this host has no efa module for its kernel (modinfo efa failed)"
+	}
+	causes = append(causes, installer)
+	switch module := "the efa kernel module is not loaded (modprobe efa; dmesg | grep efa)"; {
+	case !h.Loaded.OK():
+		causes = append(causes, module)
+	case h.Loaded.Value.Has("efa"):
+		ruledOut = append(ruledOut, "the efa module is loaded")
+	default:
+		causes = append(causes, module+": lsmod does not list efa here")
+	}
+	device := "no EFA device is attached to the instance (its launch needs network interfaces with InterfaceType efa)"
+	if h.RDMA.OK() && len(h.RDMA.Value.EFA) == 0 {
+		device += ": /sys/class/infiniband has no EFA device here"
+	}
+	causes = append(causes, device)
+	msg := fmt.Sprintf("libfabric's EFA provider is missing: `fi_info -p efa` answered %q and listed no \"provider: efa\". Likely causes: %s",
+		h.EFAProviderMissing, strings.Join(causes, "; "))
+	if len(ruledOut) > 0 {
+		msg += " (" + strings.Join(ruledOut, ", ") + ")"
+	}
+	return msg
 }
 
 // expectedEFA resolves the EFA device count: the count the run's own launch attached, else the

@@ -75,6 +75,10 @@ type Host struct {
 	RDMAPorts Fact[[]ibport.Port]
 	// Domains are the libfabric EFA RDM domains fi_info lists.
 	Domains Fact[[]string]
+	// EFAProviderMissing is libfabric's own line when `fi_info -p efa` answered that the EFA
+	// provider has nothing on this host (fi_getinfo -61, "No data available", no
+	// "provider: efa" block); "" otherwise. Domains is then unread with that problem.
+	EFAProviderMissing string
 	// GDRDevice is the file type of /dev/gdrdrv as stat names it ("character special file").
 	GDRDevice Fact[string]
 	// Memlock is the locked-memory limit of the probe's own session. Over SSH in a bake that

@@ -48,7 +48,13 @@ func TestEFAFaults(t *testing.T) {
 		}, nil, []string{result.EFADevices}, "command not found"},
 		{"fi_info no data", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
+		}, nil, []string{result.EFADevices}, `libfabric's EFA provider is missing: ` + "`fi_info -p efa`" + ` answered "fi_getinfo: -61 (No data available)"`},
+		{"fi_info exits 1 with other words", func(s map[string]bundle.Section) {
+			set(s, sectionFiInfo, "fi_info: error while loading shared libraries: libfabric.so.1: cannot open shared object file", 1)
 		}, nil, []string{result.EFADevices}, "exited 1"},
+		{"fi_info times out", func(s map[string]bundle.Section) {
+			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 124)
+		}, nil, []string{result.EFADevices}, "timed out"},
 		{"fi_info garbage", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, "\x00\x01 garbage ####", 0)
 		}, nil, []string{result.EFADevices}, "no provider"},
