@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
@@ -24,8 +25,8 @@ func init() {
 	})
 	register(Entry{
 		ID: result.EFADevices, Phase: PhaseHost, Family: "efa", Order: 280, Judge: judgeEFADevices,
-		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count; ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once. On an EFA-capable type whose launch attached no EFA interface (a builder such as amazon-ebs cannot attach one; the PCI bus shows none) it warns, naming the post-processor's verification where the devices are proven, and never passes; some devices but fewer than expected fails. A host that should have EFA and shows none fails, naming why: a single-node verification whose launch asked for EFA interfaces (judged against the request, naming what EC2 describes and what the host shows), or a fleet node of an EFA-capable type (the node check: its launch template must declare the EFA network interfaces; a fleet without EFA sets `expect.efa_count = -1` or skips `efa-devices`)",
-		Reads: "`/sys/bus/pci/devices`, `ls -1 /sys/class/infiniband/`, `/opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM`",
+		Doc:   "EFA PCI functions = `rdmap*` devices = distinct `fi_info` EFA domains = the expected EFA count, and every EFA device's port is up (`ports/1/state` `4: ACTIVE`, `phys_state` `5: LinkUp`; a port `DOWN`, `INIT` or still `Polling` fails, naming the device); ConnectX-7 entries (`ibp*`, link DOWN) ignored, RDM/DGRAM duplicates counted once. On an EFA-capable type whose launch attached no EFA interface (a builder such as amazon-ebs cannot attach one; the PCI bus shows none) it warns, naming the post-processor's verification where the devices are proven, and never passes; some devices but fewer than expected fails. A host that should have EFA and shows none fails, naming why: a single-node verification whose launch asked for EFA interfaces (judged against the request, naming what EC2 describes and what the host shows), or a fleet node of an EFA-capable type (the node check: its launch template must declare the EFA network interfaces; a fleet without EFA sets `expect.efa_count = -1` or skips `efa-devices`)",
+		Reads: "`/sys/bus/pci/devices`, `ls -1 /sys/class/infiniband/`, `/sys/class/infiniband/<dev>/ports/1/state` and `phys_state`, `/opt/amazon/efa/bin/fi_info -p efa -t FI_EP_RDM`",
 	})
 }
 
@@ -130,7 +131,9 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 	if counted {
 		expected = fmt.Sprintf("%d EFA devices (PCI = /sys/class/infiniband rdmap* = fi_info domains)", want)
 	}
-	ev := func() string { return evidence(h.PCI.Evidence, h.RDMA.Evidence, h.Domains.Evidence) }
+	ev := func() string {
+		return evidence(h.PCI.Evidence, h.RDMA.Evidence, h.RDMAPorts.Evidence, h.Domains.Evidence)
+	}
 	if !h.RDMA.OK() {
 		return check(id, result.Fail, basis, expected, "unknown", h.RDMA.Problem, ev())
 	}
@@ -149,7 +152,7 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 		// A launch that should have given EFA devices (the verification's request, the fleet's
 		// own launch template) gave none: never a warning that points elsewhere.
 		if !h.Domains.OK() {
-			why += "; fi_info: " + h.Domains.Problem
+			why += "; fi_info: " + efaDomainsProblem(h)
 		}
 		return check(id, result.Fail, cmp.Or(basis, t.launchBasis()), expected, "0 EFA devices (the PCI bus shows no EFA function)", why, ev())
 	}
@@ -168,7 +171,11 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 			return check(id, result.Skip, basis, expected, "0 EFA devices",
 				"no EFA on this host and none expected; fi_info: "+h.Domains.Problem, ev())
 		}
-		return check(id, result.Fail, basis, expected, fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs)), h.Domains.Problem, ev())
+		actual := fmt.Sprintf("%d rdmap devices, fi_info failed", len(devs))
+		if h.EFAProviderMissing != "" {
+			actual = fmt.Sprintf("%d rdmap devices, no EFA provider in libfabric", len(devs))
+		}
+		return check(id, result.Fail, basis, expected, actual, efaDomainsProblem(h), ev())
 	}
 	domains := h.Domains.Value
 
@@ -193,6 +200,7 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 	} else if counted && basis != BasisPCI && len(devs) != want {
 		fails = append(fails, fmt.Sprintf("%d EFA devices, %s says %d (check the launch's EFA network interfaces; p5en devices can come up late)", len(devs), basis, want))
 	}
+	fails = append(fails, efaPortsNotUp(h, devs)...)
 	if len(fails) > 0 {
 		return check(id, result.Fail, basis, expected, actual, strings.Join(append(fails, notes...), "; "), ev())
 	}
@@ -203,6 +211,81 @@ func judgeEFADevices(f facts.Run, t Target) result.Check {
 		return check(id, result.Skip, basis, expected, actual, "no EFA on this host and none expected", "")
 	}
 	return check(id, result.Pass, basis, expected, actual, strings.Join(notes, "; "), "")
+}
+
+// efaPortsNotUp names the EFA devices whose port 1 is not ACTIVE with its link up (sysfs
+// ports/1/state and phys_state), grouped by what they read, and those whose state could not be
+// read (fail closed): a device that is listed but whose port is down cannot carry traffic.
+func efaPortsNotUp(h facts.Host, devs []string) []string {
+	if len(devs) == 0 {
+		return nil
+	}
+	if !h.RDMAPorts.OK() {
+		return []string{"the EFA devices' port state (/sys/class/infiniband/<dev>/ports/1/state, phys_state) could not be read, so their links cannot be judged: " + h.RDMAPorts.Problem}
+	}
+	byDevice := map[string]ibport.Port{}
+	for _, p := range h.RDMAPorts.Value {
+		byDevice[p.Device] = p
+	}
+	var order []string
+	groups := map[string][]string{}
+	add := func(why, dev string) {
+		if _, ok := groups[why]; !ok {
+			order = append(order, why)
+		}
+		groups[why] = append(groups[why], dev)
+	}
+	for _, d := range devs {
+		p, ok := byDevice[d]
+		switch {
+		case !ok:
+			add("port state not read (no ports/1/state for it)", d)
+		case p.Problem != "":
+			add("port state unreadable: "+p.Problem, d)
+		case !p.Up():
+			add(fmt.Sprintf("port 1 is %q, physical state %q (a working EFA port reads \"%d: ACTIVE\", \"%d: LinkUp\"): the device is present but its link is not up, so it cannot carry traffic (dmesg | grep efa; a port that stays down needs the instance replaced)",
+				p.State.String(), p.PhysState.String(), ibport.StateActive, ibport.PhysLinkUp), d)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, why := range order {
+		out = append(out, strings.Join(groups[why], ", ")+": "+why)
+	}
+	return out
+}
+
+// efaDomainsProblem says why fi_info's EFA domains are unknown. libfabric's own answer that
+// the EFA provider has nothing here (fi_getinfo -61) is named as such, with its likely
+// causes, each with what this host shows of it; any other failure is the fact's problem.
+func efaDomainsProblem(h facts.Host) string {
+	if h.EFAProviderMissing == "" {
+		return h.Domains.Problem
+	}
+	var causes, ruledOut []string
+	installer := "the EFA installer was not run for the running kernel (it builds the efa module and installs libfabric's EFA provider; re-run it after a kernel change)"
+	if m := h.EFAModule; !m.OK() || m.Value == "" {
+		installer += ": this host has no efa module for its kernel (modinfo efa failed)"
+	}
+	causes = append(causes, installer)
+	switch module := "the efa kernel module is not loaded (modprobe efa; dmesg | grep efa)"; {
+	case !h.Loaded.OK():
+		causes = append(causes, module)
+	case h.Loaded.Value.Has("efa"):
+		ruledOut = append(ruledOut, "the efa module is loaded")
+	default:
+		causes = append(causes, module+": lsmod does not list efa here")
+	}
+	device := "no EFA device is attached to the instance (its launch needs network interfaces with InterfaceType efa)"
+	if h.RDMA.OK() && len(h.RDMA.Value.EFA) == 0 {
+		device += ": /sys/class/infiniband has no EFA device here"
+	}
+	causes = append(causes, device)
+	msg := fmt.Sprintf("libfabric's EFA provider is missing: `fi_info -p efa` answered %q and listed no \"provider: efa\". Likely causes: %s",
+		h.EFAProviderMissing, strings.Join(causes, "; "))
+	if len(ruledOut) > 0 {
+		msg += " (" + strings.Join(ruledOut, ", ") + ")"
+	}
+	return msg
 }
 
 // expectedEFA resolves the EFA device count: the count the run's own launch attached, else the

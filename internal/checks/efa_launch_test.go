@@ -30,7 +30,7 @@ func TestEFAWhereTheLaunchGaveIt(t *testing.T) {
 			d := "rdmap" + string(rune('a'+i)) + "s0"
 			devs, domains = append(devs, d), append(domains, d)
 		}
-		h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, "")}
+		h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, ""), RDMAPorts: upPorts(t, devs)}
 		if n == 0 {
 			h.Domains = facts.Unread[[]string]("fi_info: no provider found (exit 61)", "")
 		} else {
@@ -136,7 +136,7 @@ func TestEFAMissingWhereItWasDue(t *testing.T) {
 			for i := 0; i < tc.efa; i++ {
 				devs = append(devs, "rdmap"+string(rune('a'+i))+"s0")
 			}
-			h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, ""), Domains: facts.Read(devs, "")}
+			h := facts.Host{PCI: facts.Read(inv, ""), RDMA: facts.Read(facts.RDMADevices{EFA: devs}, ""), RDMAPorts: upPorts(t, devs), Domains: facts.Read(devs, "")}
 			if tc.efa == 0 {
 				h.Domains = facts.Unread[[]string]("fi_info: fi_getinfo: -61 (No data available)", "")
 			}

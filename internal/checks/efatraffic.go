@@ -2,6 +2,7 @@ package checks
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -12,7 +13,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.EFATraffic, Phase: PhaseFunction, Family: "efa", Order: 510, Judge: judgeEFATraffic,
-		Doc:   "for every EFA device, an RDM `fi_pingpong` between a server and a client on that device with `FI_EFA_ENABLE_SHM_TRANSFER=0` (otherwise same-host traffic takes libfabric's shared-memory path and never crosses the device), in groups of `efa_traffic.concurrency`, each bounded by `efa_traffic.timeout`: a device that hangs, errors or falls below `efa_traffic.min_bandwidth_mbps` fails and is named; bandwidth and latency per device in the evidence; device error counters (`rx_drops`, `retrans_timeout_events`, ...) that grew warn; skipped on hosts without EFA; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it); where EFA was due and is missing (a verification launch EC2 gave none, a fleet node) it warns, and `efa-devices` fails",
+		Doc:   "for every EFA device, an RDM `fi_pingpong` between a server and a client on that device with `FI_EFA_ENABLE_SHM_TRANSFER=0` (otherwise same-host traffic takes libfabric's shared-memory path and never crosses the device), in groups of `efa_traffic.concurrency`, each bounded by `efa_traffic.timeout`: a device that hangs, errors or falls below `efa_traffic.min_bandwidth_mbps` fails and is named; every device hanging points at the security group's rules to and from itself, some hanging while others carry traffic through the same group points at those devices (their port state, the `rdma statistic` error counters that grew on them); bandwidth and latency per device in the evidence; device error counters (`rx_drops`, `retrans_timeout_events`, ...) that grew warn; skipped on hosts without EFA; on an EFA-capable host whose launch attached no EFA interface it warns (not judged here: the post-processor's verification attaches them and judges it); where EFA was due and is missing (a verification launch EC2 gave none, a fleet node) it warns, and `efa-devices` fails",
 		Reads: "`/opt/amazon/efa/bin/fi_pingpong`, `rdma statistic show`",
 	})
 }
@@ -60,7 +61,7 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 		}
 		byDevice[name] = f
 	}
-	var fails, figures []string
+	var fails, figures, hung []string
 	var evs []string
 	var low float64 = -1
 	for _, d := range devices {
@@ -70,6 +71,9 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 			fails = append(fails, d+": no result (the test did not reach it)")
 			continue
 		case !f.OK():
+			if efaHung(f.Problem) {
+				hung = append(hung, d)
+			}
 			fails = append(fails, f.Problem)
 			evs = append(evs, f.Evidence)
 			continue
@@ -102,9 +106,7 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 	ev := evidence(strings.Join(evs, "\n"), strings.Join(figures, "\n"))
 	if len(fails) > 0 {
 		msg := "EFA traffic failed: " + strings.Join(append(fails, grew...), "; ")
-		if stalled := strings.Contains(msg, "hung and was stopped"); stalled {
-			msg += tg.efaGroupsHint()
-		}
+		msg += efaStallCause(run, tg, devices, hung, len(figures))
 		return check(id, result.Fail, basis, expected, actual, msg, ev)
 	}
 	var warns []string
@@ -119,6 +121,80 @@ func judgeEFATraffic(run facts.Run, tg Target) result.Check {
 		return check(id, result.Warn, basis, expected, actual, strings.Join(warns, "; "), ev)
 	}
 	return check(id, result.Pass, basis, expected, actual, "", ev)
+}
+
+// efaHung reports whether a device's ping-pong problem is a stall its bound stopped (the
+// probe's words for it), not an error the tool printed.
+func efaHung(problem string) bool { return strings.Contains(problem, "hung and was stopped") }
+
+// efaStallCause says what the stalls point at. A security group without its rules to and from
+// itself stops EFA traffic on every device at once (the group is per interface, and a launch
+// gives all its EFA interfaces the same groups): only when every device hung is the group
+// named. One device hanging while others carried traffic through the same groups is that
+// device: its port state and its error counters are named instead.
+func efaStallCause(run facts.Run, tg Target, devices, hung []string, carried int) string {
+	switch {
+	case len(hung) == 0:
+		return ""
+	case len(hung) == len(devices):
+		if h := tg.efaGroupsHint(); h != "" {
+			return fmt.Sprintf(" (all %d devices hung:%s)", len(devices), strings.TrimPrefix(h, " ("))
+		}
+		return fmt.Sprintf(" (all %d devices hung: EFA traffic arrives only while the security group of the instance's EFA interfaces allows all inbound and all outbound traffic to and from itself: check its self-referencing rules)", len(devices))
+	}
+	var parts []string
+	for _, d := range hung {
+		parts = append(parts, d+": "+efaDeviceState(run, d))
+	}
+	lead := fmt.Sprintf("%d of %d devices hung", len(hung), len(devices))
+	if carried > 0 {
+		lead += fmt.Sprintf(" while %d carried traffic through the same security groups, so the groups are not the cause: the hung device is", carried)
+	}
+	return " (" + lead + "; " + strings.Join(parts, "; ") + "; see dmesg | grep efa, and replace the instance if the device stays stuck)"
+}
+
+// efaDeviceState says what the host shows of one device: its port state (efa-devices judges
+// it) and the watched error counters that grew on it during the test.
+func efaDeviceState(run facts.Run, dev string) string {
+	var out []string
+	ports := run.Host.RDMAPorts
+	switch {
+	case !ports.OK():
+		out = append(out, "port state not read ("+ports.Problem+")")
+	case len(ports.Value) == 0:
+		out = append(out, "port state not read")
+	default:
+		port := "port state not listed"
+		for _, p := range ports.Value {
+			switch {
+			case p.Device != dev:
+			case p.Problem != "":
+				port = "port state unreadable: " + p.Problem
+			case p.Up():
+				port = fmt.Sprintf("port %s, %s (up)", p.State, p.PhysState)
+			default:
+				port = fmt.Sprintf("port %s, %s (not up)", p.State, p.PhysState)
+			}
+		}
+		out = append(out, port)
+	}
+	t := run.EFATraffic
+	if !t.StatsBefore.OK() || !t.StatsAfter.OK() {
+		out = append(out, "rdma statistic counters not read")
+	} else if changes, err := facts.RDMADelta(t.StatsBefore.Value, t.StatsAfter.Value); err == nil {
+		var grew []string
+		for _, c := range changes {
+			if strings.HasPrefix(c.Link, dev+"/") && slices.Contains(efaCounterWatched, c.Counter) && c.Increase() > 0 {
+				grew = append(grew, c.Counter+fmt.Sprintf(" +%d", c.Increase()))
+			}
+		}
+		if len(grew) > 0 {
+			out = append(out, "rdma statistic errors grew: "+strings.Join(grew, ", "))
+		} else {
+			out = append(out, "no rdma statistic error counter grew")
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // efaGroupsHint names, for EFA traffic that stalled on a launch the run made, the security

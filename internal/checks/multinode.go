@@ -14,7 +14,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.NCCLMultiNode, Phase: PhaseMultiNode, Family: "nccl", Order: 650, Judge: judgeNCCLMultiNode,
-		Doc:   "with `nodes` of 2 or more, the all-reduce across the nodes ran to completion with correct data (`Out of bounds values : 0 OK`, no `#wrong`); every node's ranks used aws-ofi-nccl over EFA with GPUDirect RDMA (`via NET/Libfabric/…/GDRDMA`; a socket fallback or a connection without GDRDMA fails, naming the node), aws-ofi-nccl found as many NICs on each node as its launch attached EFA interfaces, each node ran its share of the ranks, no node logged an Xid during the run, the run ended within `multi_node.timeout` (a stall fails, and every rank on every node is stopped), and the inter-node busbw at the largest size reached `multi_node.busbw_floor_gbps` or the type's published 2-node figure (else it warns)",
+		Doc:   "with `nodes` of 2 or more, the all-reduce across the nodes ran to completion with correct data (`Out of bounds values : 0 OK`, no `#wrong`); every node's ranks used aws-ofi-nccl over EFA with GPUDirect RDMA (`via NET/Libfabric/…/GDRDMA`; a socket fallback or a connection without GDRDMA fails, naming the node), aws-ofi-nccl found as many NICs on each node as its launch attached EFA interfaces, each node ran its share of the ranks (a node's lines are told by its host name up to the first dot, as NCCL prints it: fully qualified host names match; a node that printed no line fails), no node logged an Xid during the run, the run ended within `multi_node.timeout` (a stall fails, and every rank on every node is stopped), and the inter-node busbw at the largest size reached `multi_node.busbw_floor_gbps` or the type's published 2-node figure (else it warns)",
 		Reads: "`all_reduce_perf` output of the run across nodes (`NCCL_DEBUG=INFO`), each node's kernel log around it",
 	})
 }
@@ -108,27 +108,35 @@ func nodeName(i int, n facts.MultiNodeNode) string {
 func (j *multiNodeJudging) transport() {
 	res := j.mn.NCCL.Result
 	names := map[string]int{}
+	dup := map[int]bool{}
 	for i, n := range j.mn.Nodes {
 		if n.HostName == "" {
 			j.fails = append(j.fails, nodeName(i, n)+": its host name could not be read, so its NCCL lines cannot be told from the others' (fail closed)")
 			continue
 		}
-		if k, dup := names[n.HostName]; dup {
-			j.fails = append(j.fails, fmt.Sprintf("%s and %s both call themselves %q: their NCCL lines cannot be told apart", nodeName(k, j.mn.Nodes[k]), nodeName(i, n), n.HostName))
+		short := ncclHostName(n.HostName)
+		if k, seen := names[short]; seen {
+			j.fails = append(j.fails, fmt.Sprintf("%s (%q) and %s (%q) both appear in NCCL's lines as %q: their NCCL lines cannot be told apart", nodeName(k, j.mn.Nodes[k]), j.mn.Nodes[k].HostName, nodeName(i, n), n.HostName, short))
+			dup[i], dup[k] = true, true
 			continue
 		}
-		names[n.HostName] = i
+		names[short] = i
 	}
 	perNode := 0
 	fmt.Sscanf(j.mn.NCCL.Ranks, "%d", &perNode)
 	for i, n := range j.mn.Nodes {
-		if n.HostName == "" {
+		if n.HostName == "" || dup[i] {
 			continue
 		}
 		who := nodeName(i, n)
-		k := slices.IndexFunc(res.Hosts, func(h facts.NCCLHost) bool { return h.Name == n.HostName })
+		short := ncclHostName(n.HostName)
+		k := slices.IndexFunc(res.Hosts, func(h facts.NCCLHost) bool { return ncclHostName(h.Name) == short })
 		if k < 0 {
-			j.fails = append(j.fails, fmt.Sprintf("%s printed no NCCL line as %s: its ranks did not start, or NCCL_DEBUG=INFO did not reach them", who, n.HostName))
+			as := short
+			if short != n.HostName {
+				as = fmt.Sprintf("%s (its host name %s up to the first dot, as NCCL prints it)", short, n.HostName)
+			}
+			j.fails = append(j.fails, fmt.Sprintf("%s printed no NCCL line as %s: its ranks did not start, or NCCL_DEBUG=INFO did not reach them", who, as))
 			continue
 		}
 		h := res.Hosts[k]
@@ -163,6 +171,16 @@ func (j *multiNodeJudging) transport() {
 	if want := perNode * len(j.mn.Nodes); perNode > 0 && res.NRanks != 0 && res.NRanks != want {
 		j.fails = append(j.fails, fmt.Sprintf("the communicator had %d ranks, want %d (%d nodes × %d)", res.NRanks, want, len(j.mn.Nodes), perNode))
 	}
+}
+
+// ncclHostName is a host name as NCCL prints it at the head of its lines: cut at the first dot
+// (src/debug.cc caches it with getHostName(hostname, 1024, '.'), which stops at the first
+// delimiter), so a node whose kernel host name is
+// "ip-10-0-1-5.ec2.internal" prints "ip-10-0-1-5:pid:tid". Both sides of the comparison go
+// through it: a log that does print a full name matches too.
+func ncclHostName(name string) string {
+	short, _, _ := strings.Cut(strings.TrimSpace(name), ".")
+	return short
 }
 
 func isOFINetwork(n string) bool { return n == "Libfabric" || n == "AWS Libfabric" }

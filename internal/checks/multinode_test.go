@@ -159,6 +159,76 @@ func TestJudgeNCCLMultiNode(t *testing.T) {
 	}
 }
 
+// Nodes whose kernel host names are fully qualified (custom DHCP options, Active Directory):
+// NCCL prints each name cut at its first dot, so the judge compares the names the same way.
+// Both forms pass a healthy run; a node that printed nothing still fails, under either form.
+func TestJudgeNCCLMultiNodeHostNames(t *testing.T) {
+	silentNode2 := func(host, l string) string {
+		if host == "ip-10-0-1-6" {
+			return ""
+		}
+		return l
+	}
+	tests := []struct {
+		name         string
+		hosts        [2]string
+		log          string
+		want         result.Status
+		says, absent []string
+	}{
+		{name: "short names", hosts: [2]string{"ip-10-0-1-5", "ip-10-0-1-6"}, log: twoNodeLog("437.79", nil), want: result.Pass},
+		{name: "fully qualified names", hosts: [2]string{"ip-10-0-1-5.ec2.internal", "ip-10-0-1-6.ec2.internal"}, log: twoNodeLog("437.79", nil), want: result.Pass},
+		{name: "one of each", hosts: [2]string{"ip-10-0-1-5.corp.example.com", "ip-10-0-1-6"}, log: twoNodeLog("437.79", nil), want: result.Pass},
+		{name: "a log that prints the full name", hosts: [2]string{"ip-10-0-1-5.ec2.internal", "ip-10-0-1-6.ec2.internal"},
+			log: strings.ReplaceAll(twoNodeLog("437.79", nil), "<stdout>:ip-10-0-1-6:", "<stdout>:ip-10-0-1-6.ec2.internal:"), want: result.Pass},
+		{name: "fully qualified, node 2 printed nothing", hosts: [2]string{"ip-10-0-1-5.ec2.internal", "ip-10-0-1-6.ec2.internal"},
+			log: twoNodeLog("437.79", silentNode2), want: result.Fail,
+			says:   []string{"node 2 (i-0bbb, 10.0.1.6) printed no NCCL line as ip-10-0-1-6 (its host name ip-10-0-1-6.ec2.internal up to the first dot"},
+			absent: []string{"node 1 (i-0aaa"}},
+		{name: "short, node 2 printed nothing", hosts: [2]string{"ip-10-0-1-5", "ip-10-0-1-6"}, log: twoNodeLog("437.79", silentNode2), want: result.Fail,
+			says: []string{"node 2 (i-0bbb, 10.0.1.6) printed no NCCL line as ip-10-0-1-6:"}},
+		{name: "two names alike up to the dot cannot be told apart", hosts: [2]string{"node.a.example.com", "node.b.example.com"},
+			log: twoNodeLog("437.79", nil), want: result.Fail, says: []string{"both appear in NCCL's lines as \"node\""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mn := twoNodes(t, tc.log, 0, false)
+			mn.Nodes[0].HostName, mn.Nodes[1].HostName = tc.hosts[0], tc.hosts[1]
+			c := judgeNCCLMultiNode(facts.Run{MultiNode: mn}, p5Target(0))
+			if c.Status != tc.want {
+				t.Errorf("status %s, want %s: %s", c.Status, tc.want, c.Message)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(c.Message, s) {
+					t.Errorf("message lacks %q: %s", s, c.Message)
+				}
+			}
+			for _, s := range tc.absent {
+				if strings.Contains(c.Message, s) {
+					t.Errorf("message names %q: %s", s, c.Message)
+				}
+			}
+		})
+	}
+}
+
+// The real 2 × p4d.24xlarge log (Kubernetes pods nccl-tests-efa-16-worker-0/1) with the pods'
+// fully qualified names as their kernel host names: the same verdict as with the short names.
+func TestJudgeNCCLMultiNodeRealP4dLogFQDN(t *testing.T) {
+	log := "@@DLAMI-NCCL RANKS 8\n@@DLAMI-NCCL NODES 2\n" + fixture.Read(t, "p4d-2node-efa-nccl2.9.9-mpi-tagged.txt")
+	p, _ := profile.Lookup("p4d.24xlarge")
+	tg := Target{InstanceType: "p4d.24xlarge", Profile: &p, Checks: settings.Checks{MultiNode: settings.MultiNode{Nodes: 2}}}
+	for _, suffix := range []string{"", ".nccl-tests-efa-16-worker.default.svc.cluster.local"} {
+		mn := twoNodes(t, log, 0, false)
+		mn.Nodes[0].HostName, mn.Nodes[1].HostName = "nccl-tests-efa-16-worker-0"+suffix, "nccl-tests-efa-16-worker-1"+suffix
+		mn.Nodes[0].EFA, mn.Nodes[1].EFA = 4, 4
+		c := judgeNCCLMultiNode(facts.Run{MultiNode: mn}, tg)
+		if c.Status != result.Warn || strings.Contains(c.Message, "printed no NCCL line") {
+			t.Errorf("suffix %q: %s: %s", suffix, c.Status, c.Message)
+		}
+	}
+}
+
 // The real 2 × p4d.24xlarge log: this aws-ofi-nccl prints no NIC count and p4d has no published
 // 2-node figure, so the check warns on both rather than passing what it did not judge.
 func TestJudgeNCCLMultiNodeRealP4dLog(t *testing.T) {

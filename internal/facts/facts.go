@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
@@ -68,8 +69,16 @@ type Host struct {
 	LibfabricRuntime Fact[string]
 	// RDMA is what /sys/class/infiniband lists.
 	RDMA Fact[RDMADevices]
+	// RDMAPorts are the state and physical state of port 1 of every device under
+	// /sys/class/infiniband: a device listed there whose port is not ACTIVE with its link up
+	// cannot carry traffic (presence is not function).
+	RDMAPorts Fact[[]ibport.Port]
 	// Domains are the libfabric EFA RDM domains fi_info lists.
 	Domains Fact[[]string]
+	// EFAProviderMissing is libfabric's own line when `fi_info -p efa` answered that the EFA
+	// provider has nothing on this host (fi_getinfo -61, "No data available", no
+	// "provider: efa" block); "" otherwise. Domains is then unread with that problem.
+	EFAProviderMissing string
 	// GDRDevice is the file type of /dev/gdrdrv as stat names it ("character special file").
 	GDRDevice Fact[string]
 	// Memlock is the locked-memory limit of the probe's own session. Over SSH in a bake that

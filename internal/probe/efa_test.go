@@ -48,10 +48,26 @@ func TestEFAFaults(t *testing.T) {
 		}, nil, []string{result.EFADevices}, "command not found"},
 		{"fi_info no data", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 1)
+		}, nil, []string{result.EFADevices}, `libfabric's EFA provider is missing: ` + "`fi_info -p efa`" + ` answered "fi_getinfo: -61 (No data available)"`},
+		{"fi_info exits 1 with other words", func(s map[string]bundle.Section) {
+			set(s, sectionFiInfo, "fi_info: error while loading shared libraries: libfabric.so.1: cannot open shared object file", 1)
 		}, nil, []string{result.EFADevices}, "exited 1"},
+		{"fi_info times out", func(s map[string]bundle.Section) {
+			set(s, sectionFiInfo, "fi_getinfo: -61 (No data available)", 124)
+		}, nil, []string{result.EFADevices}, "timed out"},
 		{"fi_info garbage", func(s map[string]bundle.Section) {
 			set(s, sectionFiInfo, "\x00\x01 garbage ####", 0)
 		}, nil, []string{result.EFADevices}, "no provider"},
+		{"an EFA port DOWN", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, strings.Replace(s[sectionRDMAPorts].Output, "rdmap99s0 state 4: ACTIVE", "rdmap99s0 state 1: DOWN", 1), 0)
+		}, nil, []string{result.EFADevices}, `rdmap99s0: port 1 is "1: DOWN", physical state "5: LinkUp"`},
+		{"an EFA link Polling", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, strings.Replace(s[sectionRDMAPorts].Output, "rdmap83s0 phys_state 5: LinkUp", "rdmap83s0 phys_state 2: Polling", 1), 0)
+		}, nil, []string{result.EFADevices}, `rdmap83s0: port 1 is "4: ACTIVE", physical state "2: Polling"`},
+		{"port state section absent", func(s map[string]bundle.Section) { delete(s, sectionRDMAPorts) }, nil, []string{result.EFADevices}, "port state"},
+		{"port state listing garbage", func(s map[string]bundle.Section) {
+			set(s, sectionRDMAPorts, "sh: 1: cannot open /sys/class/infiniband: Permission denied", 0)
+		}, nil, []string{result.EFADevices}, "port state"},
 		{"no infiniband class", func(s map[string]bundle.Section) {
 			set(s, sectionInfiniband, "ls: cannot access '/sys/class/infiniband/': No such file or directory", 2)
 		}, nil, []string{result.EFADevices}, ""},

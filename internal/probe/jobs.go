@@ -228,11 +228,16 @@ func EFATrafficScript(devices []string, e settings.EFATraffic) (Script, error) {
 			return Script{}, fmt.Errorf("efa traffic: %q is not an EFA device name", d)
 		}
 	}
-	text := render("efa-traffic.sh", []scriptVar{{name: "M", value: efaMarker}, {name: "timeout_s", value: seconds(e.Timeout)},
+	text := efaTrafficText(devices, e, paths(hosttools.FiPingpong))
+	return Script{Name: "the EFA traffic test", File: "efa-traffic", Text: text, Timeout: e.Budget(len(devices))}, nil
+}
+
+// efaTrafficText renders the traffic script with fi_pingpong looked for at pingPaths.
+func efaTrafficText(devices []string, e settings.EFATraffic, pingPaths string) string {
+	return render("efa-traffic.sh", []scriptVar{{name: "M", value: efaMarker}, {name: "timeout_s", value: seconds(e.Timeout)},
 		{name: "iterations", value: strconv.Itoa(efaPingIterations)}, {name: "size", value: strconv.Itoa(efaPingSize)},
 		{name: "concurrency", value: strconv.Itoa(e.Concurrency)}, {name: "base_port", value: strconv.Itoa(efaBasePort)},
-		{name: "pingpong_paths", value: paths(hosttools.FiPingpong)}}, devices)
-	return Script{Name: "the EFA traffic test", File: "efa-traffic", Text: text, Timeout: e.Budget(len(devices))}, nil
+		{name: "pingpong_paths", value: pingPaths}}, devices)
 }
 
 // ParseEFATraffic reads the traffic script's output: one ping-pong per device.
@@ -260,15 +265,22 @@ func ParseEFATraffic(output string) ([]facts.Fact[facts.PingPong], error) {
 			body.Reset()
 		case len(f) >= 3 && f[0] == "END" && cur != nil && f[1] == cur.Device:
 			rc, _ := strconv.Atoi(f[2])
-			src := -1
+			src, tries := -1, 1
 			if len(f) >= 4 {
 				src, _ = strconv.Atoi(f[3])
+			}
+			if len(f) >= 5 {
+				tries, _ = strconv.Atoi(f[4])
 			}
 			cur.ExitCode = rc
 			cur.TimedOut = bundle.TimedOut(rc) || bundle.TimedOut(src)
 			text := strings.TrimSpace(body.String())
-			ev := fmt.Sprintf("[%s client: exit %d, server: exit %d]\n%s", cur.Device, rc, src, textcut.HeadNote(text, evidenceMax))
+			ev := fmt.Sprintf("[%s client: exit %d after %d connect tries, server: exit %d]\n%s", cur.Device, rc, tries, src, textcut.HeadNote(text, evidenceMax))
 			switch tables, err := pingpong.Parse(text); {
+			case rc != 0 && !bundle.TimedOut(rc) && strings.Contains(text, "Connection refused"):
+				// The script tries a refused connect again while the server runs and the
+				// pair's bound lasts: refused to the end, the server never listened.
+				out = append(out, facts.Unread[facts.PingPong](fmt.Sprintf("%s: the client's connect was refused on all %d tries, until the pair's bound or the server's end (server exit %d): the server never listened on its port", cur.Device, tries, src), ev))
 			case cur.TimedOut:
 				out = append(out, facts.Unread[facts.PingPong](fmt.Sprintf("%s: the ping-pong hung and was stopped", cur.Device), ev))
 			case rc != 0 || (src != 0 && src != -1):

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
@@ -45,7 +47,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		EFAInstaller:     parseWith(sections, sectionEFAPackages, efapkgs.Parse),
 		LibfabricRuntime: parseWith(sections, sectionFiInfoVersion, func(out string) (string, error) { v, err := fiinfo.ParseVersion(out); return v.Libfabric, err }),
 		RDMA:             parseRDMA(sections),
-		Domains:          parseWith(sections, sectionFiInfo, fiinfo.ParseDomains),
+		RDMAPorts:        parseWith(sections, sectionRDMAPorts, ibport.Parse),
 		GDRDevice:        parseWith(sections, sectionGDRDevice, func(out string) (string, error) { return firstLine(out), nil }),
 		Memlock:          parseMemlock(sections),
 		LoginMemlock:     parseLoginMemlock(sections),
@@ -62,6 +64,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 			RDMAStats:    parseWith(sections, sectionRDMAStats, rdmastat.Parse),
 		},
 	}
+	h.Domains, h.EFAProviderMissing = parseFiInfo(sections)
 	h.GPUs = parseWith(sections, sectionNvidiaSMI, func(out string) ([]nvsmi.GPU, error) {
 		gpus, err := nvsmi.Parse(out)
 		if err != nil {
@@ -73,6 +76,29 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		h.CUDADriver = nvsmi.CUDAVersion(s.Output)
 	}
 	return h
+}
+
+// parseFiInfo reads `fi_info -p efa -t FI_EP_RDM`. fi_info exits non-zero when the provider
+// lists nothing, and its output then says why in libfabric's words (fi_getinfo: -61): that
+// answer is read, not reduced to "exited 1". A timeout, a missing tool, or other output of a
+// failed run stay the section's problem.
+func parseFiInfo(sections map[string]bundle.Section) (facts.Fact[[]string], string) {
+	ev := evidence(sections, sectionFiInfo)
+	s, problem := get(sections, sectionFiInfo)
+	if problem != "" && (s.TimedOut || s.ExitCode == 127 || strings.TrimSpace(s.Output) == "") {
+		return facts.Unread[[]string](problem, ev), ""
+	}
+	domains, err := fiinfo.ParseDomains(s.Output)
+	var none *fiinfo.NoProviderError
+	switch {
+	case errors.As(err, &none):
+		return facts.Unread[[]string](fmt.Sprintf("%s: libfabric has no EFA provider on this host: %s", sectionFiInfo, none.Line), ev), none.Line
+	case problem != "":
+		return facts.Unread[[]string](problem, ev), ""
+	case err != nil:
+		return facts.Unread[[]string](err.Error(), ev), ""
+	}
+	return facts.Read(domains, ev), ""
 }
 
 // parseHealthQuery reads the GPUs' health fields from `nvidia-smi -q`, which names each GPU's

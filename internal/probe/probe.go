@@ -67,6 +67,7 @@ const (
 	sectionModinfoLustre = "host.modinfo_lustre_version"
 	sectionEFAPackages   = "host.efa_installed_packages"
 	sectionInfiniband    = "host.infiniband"
+	sectionRDMAPorts     = "host.infiniband_ports"
 	sectionFiInfo        = "host.fi_info"
 	sectionFiInfoVersion = "host.fi_info_version"
 	sectionLsmod         = "host.lsmod"
@@ -115,6 +116,14 @@ const journalShell = `if [ "$(id -u)" = 0 ]; then exec "$1" ` + journalArgs + `;
 
 const journalArgs = `-k -b 0 -q --no-pager -o short-monotonic`
 
+// rdmaPortsCommand prints port 1's state and phys_state of every device under
+// /sys/class/infiniband, one "<device> <attribute> <value>" line each (package ibport), the
+// value as the kernel wrote it ("4: ACTIVE", "5: LinkUp") or "unreadable: " and cat's own
+// words. No class directory is no RDMA device: nothing printed, exit 0 (the device listing
+// says so on its own).
+const rdmaPortsCommand = `cd /sys/class/infiniband 2>/dev/null || exit 0; for d in *; do [ -e "$d" ] || continue; ` +
+	`for a in state phys_state; do if v=$(cat "$d/ports/1/$a" 2>&1); then echo "$d $a $v"; else echo "$d $a unreadable: $v"; fi; done; done`
+
 // hostCommands returns the read-only commands the host suite reads, for one bundle. The bundle
 // runs as the ordinary login user, not under sudo: `ulimit -l` reports that session's limit
 // (evidence beside the limit a new login gets, which the limits files decide). Only the kernel log needs root, and asks for it with `sudo -n`. Every tool
@@ -149,6 +158,7 @@ func hostCommands(o Options) []bundle.Command {
 		tool(sectionModinfoLustre, hosttools.Modinfo, `"$1" -F version lustre`),
 		cmd(sectionEFAPackages, "cat /opt/amazon/efa_installed_packages"),
 		cmd(sectionInfiniband, "ls -1 /sys/class/infiniband/"),
+		cmd(sectionRDMAPorts, rdmaPortsCommand),
 		tool(sectionFiInfo, hosttools.FiInfo, `"$1" -p efa -t FI_EP_RDM`),
 		tool(sectionFiInfoVersion, hosttools.FiInfo, `"$1" --version`),
 		tool(sectionLsmod, hosttools.Lsmod, `"$1"`),

@@ -583,6 +583,44 @@ func TestPingPongAndRDMACounters(t *testing.T) {
 	}
 }
 
+// Knob efa-pingpong-server-late: the server listens only after its delay, and a client that
+// comes first is refused (exit 111) as fabtests' is; a client once the server listens passes.
+func TestPingPongServerLate(t *testing.T) {
+	h := newHost(t, "p5.48xlarge", map[string]string{"efa-pingpong-server-late": "rdmap96s0:1.5"})
+	noSHM := []string{"FI_EFA_ENABLE_SHM_TRANSFER=0"}
+	port := "20196"
+	cmd := exec.Command("bash", filepath.Join(h.dir, pp), "-p", "efa", "-e", "rdm", "-d", "rdmap96s0-rdm", "-B", port, "-I", "10", "-S", "1024")
+	cmd.Env = append(append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix), noSHM...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	start := time.Now()
+	client := []string{"-p", "efa", "-e", "rdm", "-d", "rdmap96s0-rdm", "-P", port, "-I", "10", "-S", "1024", "127.0.0.1"}
+	time.Sleep(300 * time.Millisecond)
+	out, errs, code := h.runErr(noSHM, pp, client...)
+	if code != 111 || !strings.Contains(out+errs, "failed to connect: Connection refused") {
+		t.Fatalf("client before the late server: exit %d: %s%s", code, out, errs)
+	}
+	for code != 0 && time.Since(start) < 10*time.Second {
+		time.Sleep(250 * time.Millisecond)
+		out, errs, code = h.runErr(noSHM, pp, client...)
+	}
+	if code != 0 || time.Since(start) < 1500*time.Millisecond {
+		t.Fatalf("client after %s: exit %d: %s%s", time.Since(start), code, out, errs)
+	}
+	if _, err := pingpong.Parse(out); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("server: %v", err)
+	}
+	// Another device's server listens at once.
+	if _, cli, sc, cc := h.pingpong(noSHM, "rdmap97s0", "20197"); sc != 0 || cc != 0 {
+		t.Errorf("rdmap97s0: exit %d/%d: %s", sc, cc, cli)
+	}
+}
+
 func errorAs(err error, target **pingpong.Error) bool {
 	e, ok := err.(*pingpong.Error)
 	if ok {

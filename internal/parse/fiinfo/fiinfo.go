@@ -5,6 +5,7 @@ package fiinfo
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -66,9 +67,40 @@ func Parse(text string) ([]Entry, error) {
 		if first == "" {
 			return nil, errors.New("fi_info: empty output")
 		}
+		if line := noDataLine(text); line != "" {
+			return nil, &NoProviderError{Line: line}
+		}
 		return nil, fmt.Errorf("fi_info: no provider listed: %q", textcut.Head(first, 160))
 	}
 	return entries, nil
+}
+
+// NoProviderError is libfabric's own answer that the provider asked for (-p efa) has nothing
+// to give on this host: fi_getinfo returned -FI_ENODATA (-61, "No data available") and no
+// "provider:" block was listed. libfabric says no more than that; the causes are the host's.
+type NoProviderError struct {
+	// Line is libfabric's line, as printed ("fi_getinfo: -61 (No data available)").
+	Line string
+}
+
+func (e *NoProviderError) Error() string {
+	return fmt.Sprintf("fi_info: the provider listed nothing (libfabric: %q)", e.Line)
+}
+
+// fiGetinfoNoData matches fi_info's error line for -FI_ENODATA: "fi_getinfo: -61 (No data
+// available)" (util/info.c), and the older fabtests form "fi_getinfo(): util/info.c:333,
+// ret=-61 (No data available)".
+var fiGetinfoNoData = regexp.MustCompile(`^fi_getinfo(?:\(\))?:.*(?:^|[ =])-61\b`)
+
+// noDataLine returns libfabric's -61 line in text, or "".
+func noDataLine(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if fiGetinfoNoData.MatchString(line) {
+			return textcut.Head(line, 160)
+		}
+	}
+	return ""
 }
 
 // Domains returns the distinct device names behind the entries: the "-rdm" / "-dgrm"

@@ -1,6 +1,7 @@
 package fiinfo
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,6 +74,27 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// libfabric's own -61 answer is a typed error naming its line, in both forms; other output
+// without a provider block is not.
+func TestParseNoProvider(t *testing.T) {
+	for _, tt := range []struct {
+		in, line string
+	}{
+		{fixture.Read(t, "fi_info-no-efa-nodata.txt"), "fi_getinfo: -61 (No data available)"},
+		{fixture.Read(t, "fi_info-no-efa-nodata-fabtests-form.txt"), "fi_getinfo(): util/info.c:333, ret=-61 (No data available)"},
+		{"libfabric:1234:core:core:ofi_reg_dl_prov():675<warn> dlopen(libefa-fi.so): cannot open\nfi_getinfo: -61 (No data available)\n", "fi_getinfo: -61 (No data available)"},
+		{"sh: 1: fi_info: not found\n", ""},
+		{"fi_getinfo: -2 (No such file or directory)\n", ""},
+		{"fi_getinfo: -610 (x)\n", ""},
+	} {
+		_, err := ParseDomains(tt.in)
+		var np *NoProviderError
+		if got := errors.As(err, &np); got != (tt.line != "") || (got && np.Line != tt.line) {
+			t.Errorf("ParseDomains(%q) error %v, want the no-provider line %q", tt.in, err, tt.line)
+		}
+	}
+}
+
 func TestDeviceName(t *testing.T) {
 	for in, want := range map[string]string{
 		"rdmap16s27-rdm": "rdmap16s27", "efa_0-dgrm": "efa_0", "rdmap16s27": "rdmap16s27", " x-rdm ": "x", "": "",
@@ -102,6 +124,11 @@ func FuzzParse(f *testing.F) {
 		d, err := ParseDomains(s)
 		if err == nil && len(d) == 0 {
 			t.Fatal("no error but no domains")
+		}
+		// The no-provider answer only ever quotes a libfabric -61 line that is in the output.
+		var np *NoProviderError
+		if errors.As(err, &np) && (!strings.Contains(np.Line, "-61") || !strings.HasPrefix(np.Line, "fi_getinfo") || !strings.Contains(s, strings.TrimSuffix(np.Line, "..."))) {
+			t.Fatalf("no-provider error %q for %q", np.Line, s)
 		}
 		seen := map[string]bool{}
 		for _, x := range d {

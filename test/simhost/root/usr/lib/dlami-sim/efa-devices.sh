@@ -57,3 +57,38 @@ efa_dev_at() {
 # EFA OS-bypass traffic then never arrives: the tools stall until their caller's timeout, with
 # no message of their own, as on EC2 (EC2 User Guide, "Get started with EFA", step 1).
 efa_traffic_blocked() { kv efa-traffic allowed; [ "$REPLY" = blocked ]; }
+
+# efa_port_attr KNOB DEV: sets REPLY to what /sys/class/infiniband/DEV/ports/1/state (knob
+# efa-port-state) or phys_state (knob efa-phys-state) holds, in the kernel's "%d: %s" form
+# (drivers/infiniband/core/sysfs.c state_show, phys_state_show). The knobs list DEV:NAME
+# entries ("rdmap98s0:DOWN", "rdmap131s0:Polling"), NAME one of the kernel's words, any case:
+# state NOP DOWN INIT ARMED ACTIVE ACTIVE_DEFER; phys_state Sleep Polling Disabled
+# PortConfigurationTraining LinkUp LinkErrorRecovery "Phy Test" (PhyTest). A device not listed
+# reads "4: ACTIVE" / "5: LinkUp". An entry the kernel could not print fails (non-zero): the
+# boot fails rather than show a state no kernel writes.
+efa_port_attr() {
+	local knob=$1 dev=$2 e name="" i
+	local -a es names
+	if [ "$knob" = efa-port-state ]; then
+		names=(NOP DOWN INIT ARMED ACTIVE ACTIVE_DEFER) REPLY="4: ACTIVE"
+	else
+		names=("<unknown>" Sleep Polling Disabled PortConfigurationTraining LinkUp LinkErrorRecovery "Phy Test") REPLY="5: LinkUp"
+	fi
+	[ -f "$SIM_ETC/$knob" ] || return 0
+	kv "$knob" ""
+	IFS=', ' read -r -a es <<<"$REPLY"
+	[ "$knob" = efa-port-state ] && REPLY="4: ACTIVE" || REPLY="5: LinkUp"
+	for e in "${es[@]}"; do
+		[ "${e%%:*}" = "$dev" ] && [[ $e == *:* ]] && name=${e#*:}
+	done
+	[ -n "$name" ] || return 0
+	for i in "${!names[@]}"; do
+		local w=${names[$i]// /}
+		if [ "${w,,}" = "${name,,}" ]; then
+			REPLY="$i: ${names[$i]}"
+			return 0
+		fi
+	done
+	echo "dlami-sim: knob $knob: '$name' is not a port state the kernel names (${names[*]})" >&2
+	return 1
+}
