@@ -31,6 +31,8 @@ type NodeOptions struct {
 	DCGMLevel     settings.DCGMLevel
 	EFATraffic    bool
 	GPUDirectRDMA bool
+	// ContainerGPU runs the container-gpu test (with the bake's container_check).
+	ContainerGPU bool
 	// Timeout bounds the whole run: a node that cannot be judged in time fails.
 	Timeout time.Duration
 	// TimeoutSetting names the setting of Timeout in messages.
@@ -93,6 +95,7 @@ func nodeSettings(o NodeOptions, doc bom.BOM) checks.Settings {
 	s.Function.DCGMLevel = o.DCGMLevel
 	s.Function.EFATraffic.Skip = !o.EFATraffic
 	s.Function.GDR.Skip = !o.GPUDirectRDMA
+	s.Function.Container.Skip = !o.ContainerGPU
 	return s
 }
 
@@ -110,8 +113,8 @@ func (b *Bake) nodePlan(bctx context.Context, o NodeOptions, doc bom.BOM) plan {
 		off string
 	}
 	functionsOff := ""
-	if o.DCGMLevel == 0 && !o.EFATraffic && !o.GPUDirectRDMA {
-		functionsOff = "the function tests are off at boot (node_check.dcgm_level, efa_traffic and gpudirect_rdma; --dcgm-level, --efa-traffic and --gpudirect-rdma turn them on)"
+	if o.DCGMLevel == 0 && !o.EFATraffic && !o.GPUDirectRDMA && !o.ContainerGPU {
+		functionsOff = "the function tests are off at boot (node_check.dcgm_level, efa_traffic, gpudirect_rdma and container_gpu; --dcgm-level, --efa-traffic, --gpudirect-rdma and --container-gpu turn them on)"
 	}
 	ncclOff := ""
 	if !o.NCCL {

@@ -74,6 +74,8 @@ type Options struct {
 	DCGMLevel     int
 	EFATraffic    bool
 	GPUDirectRDMA bool
+	// ContainerGPU runs the container-gpu check.
+	ContainerGPU bool
 	// SkipChecks and WarnChecks are the node's own, on top of the bake's.
 	SkipChecks, WarnChecks []string
 	// Scontrol is Slurm's scontrol, by absolute path.
@@ -198,7 +200,7 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	r := &run{env: env, opt: opt, start: env.Now()}
 	if opt.Simulate != "" {
 		// A drill touches no hardware: no NCCL, DCGM, EFA traffic or GPUDirect RDMA test.
-		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA = false, 0, false, false
+		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA, opt.ContainerGPU = false, 0, false, false, false
 	}
 	o := engine.NodeOptions{
 		Common: engine.Common{
@@ -209,7 +211,8 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 			Launch: checks.Launch{FleetNode: true},
 		},
 		NCCL: opt.NCCL, DCGMLevel: settings.DCGMLevel(opt.DCGMLevel), EFATraffic: opt.EFATraffic, GPUDirectRDMA: opt.GPUDirectRDMA,
-		Timeout: opt.Timeout, TimeoutSetting: "--timeout", Read: &r.facts,
+		ContainerGPU: opt.ContainerGPU,
+		Timeout:      opt.Timeout, TimeoutSetting: "--timeout", Read: &r.facts,
 	}
 	if opt.LoginUser == "" {
 		o.LoginUnjudged = "no login user to judge: the node check runs as root; set --login-user (the provisioner's node_check.login_user, by default the bake's SSH user, sets it in " + nodeconf.ConfigPath + ")"

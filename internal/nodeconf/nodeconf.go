@@ -151,6 +151,8 @@ type Config struct {
 	DCGMLevel     int  `json:"dcgm_level,omitempty"`
 	EFATraffic    bool `json:"efa_traffic,omitempty"`
 	GPUDirectRDMA bool `json:"gpudirect_rdma,omitempty"`
+	// ContainerGPU runs the container-gpu check (with the bake's container_check).
+	ContainerGPU bool `json:"container_gpu,omitempty"`
 	// SkipChecks and WarnChecks are node_check's skip_checks and warn_checks, on top of the
 	// bake's.
 	SkipChecks []string `json:"skip_checks,omitempty"`

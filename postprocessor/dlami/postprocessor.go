@@ -854,6 +854,9 @@ func verifySettings(c *Config, doc bom.BOM, efa int) checks.Settings {
 		Function: settings.Function{EFATraffic: settings.EFATraffic{Skip: true}, GDR: settings.GDR{Skip: true}},
 		Skip:     c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
+	// The container-gpu check is cheap (seconds, no load): every verification runs it with the
+	// bake's container_check, from the bill of materials.
+	s.Function.Container = engine.BakeTests(s, doc).Function.Container
 	nccl := c.NCCL != nil && *c.NCCL
 	switch {
 	case nccl || c.CompleteValidation:

@@ -42,6 +42,9 @@ type NodeCheckConfig struct {
 	// Run the GPUDirect RDMA all-reduce at every boot (with the bake's gpudirect_rdma floor).
 	// Defaults to false.
 	GPUDirectRDMA bool `mapstructure:"gpudirect_rdma"`
+	// Run the container-gpu check at every boot (a container with all GPUs on each engine,
+	// from the bake's container_check image or rootfs). Defaults to false.
+	ContainerGPU bool `mapstructure:"container_gpu"`
 	// Check ids the node check does not judge, on top of the provisioner's skip_checks.
 	SkipChecks []string `mapstructure:"skip_checks"`
 	// Check ids whose failure only warns on a node, on top of the provisioner's warn_checks.
@@ -185,7 +188,8 @@ func (n *NodeCheckConfig) config(manifestPath string, checkTimeout time.Duration
 		Action: n.Action, BOMPath: manifestPath, OutDir: nodeconf.DefaultOutDir, Textfile: n.Textfile,
 		Timeout: nodeconf.Duration(n.Timeout), CheckTimeout: nodeconf.Duration(checkTimeout),
 		NCCL: n.NCCL, DCGMLevel: n.DCGMLevel, EFATraffic: n.EFATraffic, GPUDirectRDMA: n.GPUDirectRDMA,
-		SkipChecks: n.SkipChecks, WarnChecks: n.WarnChecks,
+		ContainerGPU: n.ContainerGPU,
+		SkipChecks:   n.SkipChecks, WarnChecks: n.WarnChecks,
 		Scontrol: nodeconf.DefaultScontrol, Before: n.Before, LoginUser: n.LoginUser,
 		Replace: n.Replace, NPDCondition: n.NPDCondition, Evidence: n.Evidence.config(),
 	}
