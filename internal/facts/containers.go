@@ -10,9 +10,10 @@ import (
 
 // The parsed shapes of the container toolkit's tools (see their parsers).
 type (
-	ContainerCLIInfo = nvcontainercli.Info
-	CDIList          = nvctk.List
-	ListedGPU        = nvsmi.Listed
+	ContainerCLIInfo   = nvcontainercli.Info
+	ContainerCLIDevice = nvcontainercli.Device
+	CDIList            = nvctk.List
+	ListedGPU          = nvsmi.Listed
 )
 
 // CDIGPUKind is the CDI kind of NVIDIA's GPUs ("nvidia.com/gpu").
