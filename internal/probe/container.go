@@ -48,8 +48,7 @@ func containerToolkitCommands(o Options) []bundle.Command {
 		return bundle.Command{Name: name, Shell: shell, Timeout: t, Tool: hosttools.Ptr(tl)}
 	}
 	specs := `for f in ` + strings.Join(CDISpecDirs, "/* ") + `/*; do [ -f "$f" ] && echo "$f"; done; exit 0`
-	engines := bundle.Command{Name: sectionCtrEngines, Timeout: t,
-		Shell: asRootShell(render("container-engines.sh", []scriptVar{{name: "systemctl", value: hosttools.Systemctl.Paths[0]}}, nil), "dlami-container-engines")}
+	engines := bundle.Command{Name: sectionCtrEngines, Timeout: t, Shell: asRootShell(containerEnginesScript(), "dlami-container-engines")}
 	return []bundle.Command{
 		tool(sectionCtrHostGPUs, hosttools.NvidiaSMI, `"$1" -L`),
 		tool(sectionCtrToolkit, hosttools.NvidiaCTK, `"$1" --version`),
@@ -306,4 +305,9 @@ func parseUnitWord(out string) (string, error) {
 		return "", fmt.Errorf("systemctl is-enabled: unreadable answer %q", textcut.Head(w, 120))
 	}
 	return w, nil
+}
+
+// containerEnginesScript is container-engines.sh, rendered.
+func containerEnginesScript() string {
+	return render("container-engines.sh", []scriptVar{{name: "systemctl", value: hosttools.Systemctl.Paths[0]}}, nil)
 }
