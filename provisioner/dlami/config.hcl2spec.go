@@ -11,37 +11,38 @@ import (
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	PackerBuildName     *string                  `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
-	PackerBuilderType   *string                  `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
-	PackerCoreVersion   *string                  `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
-	PackerDebug         *bool                    `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
-	PackerForce         *bool                    `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
-	PackerOnError       *string                  `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
-	PackerUserVars      map[string]string        `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
-	PackerSensitiveVars []string                 `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
-	ReportDir           *string                  `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
-	InstanceType        *string                  `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
-	KeepGoing           *bool                    `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
-	HoldUnheld          *bool                    `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
-	RequireHolds        *bool                    `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
-	Validate            *bool                    `mapstructure:"validate" cty:"validate" hcl:"validate"`
-	DeferValidation     *bool                    `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
-	CheckTimeout        *string                  `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
-	RemoteFolder        *string                  `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
-	ManifestPath        *string                  `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
-	RebootTimeout       *string                  `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
-	Guard               *FlatGuardConfig         `mapstructure:"guard" cty:"guard" hcl:"guard"`
-	Layers              []FlatLayer              `mapstructure:"layer" cty:"layer" hcl:"layer"`
-	Expect              *checks.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
-	NCCL                *FlatNCCLConfig          `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
-	DCGMLevel           *int                     `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
-	EFATraffic          *FlatEFATrafficConfig    `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
-	GPUDirectRDMA       *FlatGPUDirectRDMAConfig `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
-	NodeCheck           *FlatNodeCheckConfig     `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
-	SkipChecks          []string                 `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
-	WarnChecks          []string                 `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
-	SiteChecksDir       *string                  `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
-	ImageHygiene        *bool                    `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
+	PackerBuildName     *string                   `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
+	PackerBuilderType   *string                   `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
+	PackerCoreVersion   *string                   `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
+	PackerDebug         *bool                     `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
+	PackerForce         *bool                     `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
+	PackerOnError       *string                   `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
+	PackerUserVars      map[string]string         `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
+	PackerSensitiveVars []string                  `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	ReportDir           *string                   `mapstructure:"report_dir" cty:"report_dir" hcl:"report_dir"`
+	InstanceType        *string                   `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
+	KeepGoing           *bool                     `mapstructure:"keep_going" cty:"keep_going" hcl:"keep_going"`
+	HoldUnheld          *bool                     `mapstructure:"hold_unheld" cty:"hold_unheld" hcl:"hold_unheld"`
+	RequireHolds        *bool                     `mapstructure:"require_holds" cty:"require_holds" hcl:"require_holds"`
+	Validate            *bool                     `mapstructure:"validate" cty:"validate" hcl:"validate"`
+	DeferValidation     *bool                     `mapstructure:"defer_validation" cty:"defer_validation" hcl:"defer_validation"`
+	CheckTimeout        *string                   `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
+	RemoteFolder        *string                   `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
+	ManifestPath        *string                   `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
+	RebootTimeout       *string                   `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
+	Guard               *FlatGuardConfig          `mapstructure:"guard" cty:"guard" hcl:"guard"`
+	Layers              []FlatLayer               `mapstructure:"layer" cty:"layer" hcl:"layer"`
+	Expect              *checks.FlatExpectations  `mapstructure:"expect" cty:"expect" hcl:"expect"`
+	NCCL                *FlatNCCLConfig           `mapstructure:"nccl" cty:"nccl" hcl:"nccl"`
+	DCGMLevel           *int                      `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
+	EFATraffic          *FlatEFATrafficConfig     `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
+	GPUDirectRDMA       *FlatGPUDirectRDMAConfig  `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	ContainerCheck      *FlatContainerCheckConfig `mapstructure:"container_check" cty:"container_check" hcl:"container_check"`
+	NodeCheck           *FlatNodeCheckConfig      `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
+	SkipChecks          []string                  `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
+	WarnChecks          []string                  `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
+	SiteChecksDir       *string                   `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
+	ImageHygiene        *bool                     `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -82,11 +83,43 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
+		"container_check":            &hcldec.BlockSpec{TypeName: "container_check", Nested: hcldec.ObjectSpec((*FlatContainerCheckConfig)(nil).HCL2Spec())},
 		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*FlatNodeCheckConfig)(nil).HCL2Spec())},
 		"skip_checks":                &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
 		"image_hygiene":              &hcldec.AttrSpec{Name: "image_hygiene", Type: cty.Bool, Required: false},
+	}
+	return s
+}
+
+// FlatContainerCheckConfig is an auto-generated flat version of ContainerCheckConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatContainerCheckConfig struct {
+	Skip                *bool   `mapstructure:"skip" cty:"skip" hcl:"skip"`
+	Image               *string `mapstructure:"image" cty:"image" hcl:"image"`
+	Rootfs              *string `mapstructure:"rootfs" cty:"rootfs" hcl:"rootfs"`
+	ContainerdNamespace *string `mapstructure:"containerd_namespace" cty:"containerd_namespace" hcl:"containerd_namespace"`
+	Timeout             *string `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+}
+
+// FlatMapstructure returns a new FlatContainerCheckConfig.
+// FlatContainerCheckConfig is an auto-generated flat version of ContainerCheckConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*ContainerCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatContainerCheckConfig)
+}
+
+// HCL2Spec returns the hcl spec of a ContainerCheckConfig.
+// This spec is used by HCL to read the fields of ContainerCheckConfig.
+// The decoded values from this spec will then be applied to a FlatContainerCheckConfig.
+func (*FlatContainerCheckConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"skip":                 &hcldec.AttrSpec{Name: "skip", Type: cty.Bool, Required: false},
+		"image":                &hcldec.AttrSpec{Name: "image", Type: cty.String, Required: false},
+		"rootfs":               &hcldec.AttrSpec{Name: "rootfs", Type: cty.String, Required: false},
+		"containerd_namespace": &hcldec.AttrSpec{Name: "containerd_namespace", Type: cty.String, Required: false},
+		"timeout":              &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 	}
 	return s
 }
@@ -282,6 +315,7 @@ type FlatNodeCheckConfig struct {
 	DCGMLevel     *int                         `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
 	EFATraffic    *bool                        `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA *bool                        `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	ContainerGPU  *bool                        `mapstructure:"container_gpu" cty:"container_gpu" hcl:"container_gpu"`
 	SkipChecks    []string                     `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
 	WarnChecks    []string                     `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
 	Timeout       *string                      `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
@@ -310,6 +344,7 @@ func (*FlatNodeCheckConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":     &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":    &hcldec.AttrSpec{Name: "efa_traffic", Type: cty.Bool, Required: false},
 		"gpudirect_rdma": &hcldec.AttrSpec{Name: "gpudirect_rdma", Type: cty.Bool, Required: false},
+		"container_gpu":  &hcldec.AttrSpec{Name: "container_gpu", Type: cty.Bool, Required: false},
 		"skip_checks":    &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":    &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
