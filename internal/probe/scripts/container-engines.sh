@@ -41,7 +41,7 @@ if [ -x /usr/bin/ctr ]; then
 	# The CRI plugin's runtimes and CDI as containerd reads them (its config with every import
 	# merged): what kubelet's pods get.
 	if [ -x /usr/bin/containerd ] && c=$(/usr/bin/containerd config dump 2>&1); then
-		echo "containerd runtimes $(printf '%s\n' "$c" | sed -n "s/^ *\[.*\.runtimes\.[\"']\{0,1\}\([A-Za-z0-9_.-]*\)[\"']\{0,1\}\] *$/\1/p" | sort -u | oneline)"
+		echo "containerd runtimes $(printf '%s\n' "$c" | sed -n "s/^ *\[.*\.runtimes\.[\"']\{0,1\}\([A-Za-z0-9_-]*\)[\"']\{0,1\}\] *$/\1/p" | sort -u | oneline)"
 		echo "containerd default-runtime $(printf '%s\n' "$c" | sed -n "s/^ *default_runtime_name *= *[\"']\([^\"']*\)[\"'].*/\1/p" | head -n1)"
 		if printf '%s\n' "$c" | grep -Eq '^ *enable_cdi *= *true'; then echo "containerd cdi true"; else echo "containerd cdi false"; fi
 	else
