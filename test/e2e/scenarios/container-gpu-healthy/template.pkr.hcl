@@ -1,6 +1,7 @@
 # container-gpu-healthy: a layer loads a small image into docker's and containerd's local
 # stores (as a bake would save one into the AMI: the check never pulls), container_check names
-# it, and a container with all GPUs on each engine sees exactly the host's GPUs. Must pass, with
+# it, and a container with all GPUs on each engine (enabled by rootfs/: units, daemon.json and
+# config.toml with the nvidia runtime) sees exactly the host's GPUs. Must pass, with
 # the toolkit's and the engines' versions in the bill of materials.
 
 build {
