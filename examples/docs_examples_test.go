@@ -45,6 +45,7 @@ var partialContexts = map[string][]string{
 	"provisioner/dlami/NCCLConfig-not-required.mdx":              {"provisioner:nccl"},
 	"provisioner/dlami/EFATrafficConfig-not-required.mdx":        {"provisioner:efa_traffic"},
 	"provisioner/dlami/GPUDirectRDMAConfig-not-required.mdx":     {"provisioner:gpudirect_rdma"},
+	"provisioner/dlami/ContainerCheckConfig-not-required.mdx":    {"provisioner:container_check"},
 	"provisioner/dlami/NodeCheckConfig-not-required.mdx":         {"provisioner:node_check"},
 	"provisioner/dlami/NodeCheckEvidenceConfig-not-required.mdx": {"provisioner:node_check.evidence"},
 	"internal/checks/Expectations-not-required.mdx":              {"provisioner:expect", "post-processor:expect"},

@@ -10,7 +10,7 @@
 //	dlami-node-check [--mode boot|report|slurm|npd] [--action block|drain|report] [--json]
 //	                 [--config FILE] [--bom FILE] [--out DIR] [--textfile FILE.prom]
 //	                 [--timeout 5m] [--check-timeout 60s] [--nccl] [--dcgm-level N]
-//	                 [--efa-traffic] [--gpudirect-rdma] [--skip-checks IDS] [--warn-checks IDS]
+//	                 [--efa-traffic] [--gpudirect-rdma] [--container-gpu] [--skip-checks IDS] [--warn-checks IDS]
 //	                 [--scontrol PATH] [--login-user USER]
 //	                 [--replace none|asg] [--npd-condition TYPE] [--evidence-dir DIR]
 //	                 [--evidence-s3-uri s3://BUCKET/PREFIX] [--simulate-failure CHECK]
@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 	dcgmLevel := fl.Int("dcgm-level", 0, "run DCGM's diagnostics at this level too, 0 off (default: the config's)")
 	efaTraffic := fl.Bool("efa-traffic", false, "run the EFA traffic test too (default: the config's)")
 	gdr := fl.Bool("gpudirect-rdma", false, "run the GPUDirect RDMA all-reduce too (default: the config's)")
+	containerGPU := fl.Bool("container-gpu", false, "run the container-gpu check too (default: the config's)")
 	skipChecks := fl.String("skip-checks", "", "comma-separated check ids not to judge, on top of the bake's (default: the config's)")
 	warnChecks := fl.String("warn-checks", "", "comma-separated check ids whose failure only warns, on top of the bake's (default: the config's)")
 	scontrol := fl.String("scontrol", "", "Slurm's scontrol (default: the config's, else "+nodeconf.DefaultScontrol+")")
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env nodec
 		"login-user": func() { o.LoginUser = *loginUser },
 		"dcgm-level": func() { o.DCGMLevel = settings.DCGMLevel(*dcgmLevel) }, "efa-traffic": func() { o.EFATraffic = *efaTraffic },
 		"gpudirect-rdma": func() { o.GPUDirectRDMA = *gdr },
+		"container-gpu":  func() { o.ContainerGPU = *containerGPU },
 		"skip-checks":    func() { o.SkipChecks = idList(*skipChecks) }, "warn-checks": func() { o.WarnChecks = idList(*warnChecks) },
 		"replace": func() { o.Replace = *replace }, "npd-condition": func() { o.NPDCondition = *npdCondition },
 		"evidence-dir": func() { o.Evidence.Dir = *evidenceDir }, "evidence-s3-uri": func() { o.Evidence.S3URI = *evidenceS3 },

@@ -21,7 +21,7 @@ func TestCatalog(t *testing.T) {
 		result.EFADriver, result.EFAInstaller, result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre,
 		result.Xid, result.JobMemlock,
 		result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport, result.PCIeLink, result.GPUClocks,
-		result.DCGM, result.EFATraffic, result.GPUDirectRDMA,
+		result.ContainerGPU, result.DCGM, result.EFATraffic, result.GPUDirectRDMA,
 		result.NodeCheck, result.NCCLMultiNode, result.ImageHygiene,
 	}
 	var ids []string

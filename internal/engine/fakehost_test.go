@@ -106,6 +106,7 @@ func newFakeHost(t testing.TB) *fakeHost {
 		"Id=containerd.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n\nId=docker.service\nLoadState=not-found\nLimitMEMLOCK=8388608\n"}
 	h.hostOut["node.docker_daemon_json"] = fakeSection{out: "@@absent"}
 	h.hostOut["node.containerd_runtime_spec"] = fakeSection{out: "@@absent"}
+	addContainerToolkit(h, 8, false)
 	nccl, err := os.ReadFile("../parse/nccltests/testdata/synthetic-p6b200-1node-ok.txt")
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,10 @@ func (b *Bake) runJobOn(ctx context.Context, h host.Host, dir string, s probe.Sc
 // share no hardware), then the GPUDirect RDMA all-reduce; then the phase's checks are judged.
 func (b *Bake) functionTests(ctx context.Context) error {
 	start := b.now()
-	err := b.alongside(b.dcgmTest, b.efaTraffic)(ctx)
+	err := b.containerTest(ctx)
+	if err == nil {
+		err = b.alongside(b.dcgmTest, b.efaTraffic)(ctx)
+	}
 	if err == nil {
 		err = b.gdrTest(ctx)
 	}

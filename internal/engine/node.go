@@ -84,8 +84,8 @@ func (b *Bake) nodePlan(bctx context.Context, o NodeOptions, doc bom.BOM) plan {
 	}
 	functionsOff := ""
 	f := o.Checks.Function
-	if f.DCGMLevel.Off() && f.EFATraffic.Skip && f.GDR.Skip {
-		functionsOff = "the function tests are off at boot (node_check.dcgm_level, efa_traffic and gpudirect_rdma; --dcgm-level, --efa-traffic and --gpudirect-rdma turn them on)"
+	if f.DCGMLevel.Off() && f.EFATraffic.Skip && f.GDR.Skip && f.Container.Skip {
+		functionsOff = "the function tests are off at boot (node_check.dcgm_level, efa_traffic, gpudirect_rdma and container_gpu; --dcgm-level, --efa-traffic, --gpudirect-rdma and --container-gpu turn them on)"
 	}
 	ncclOff := ""
 	if o.Checks.NCCL.Skip {

@@ -22,6 +22,9 @@ type Run struct {
 	DCGM       DCGMRun
 	EFATraffic EFATraffic
 	GDR        NCCLRun
+	// Containers is the container-gpu test: the container toolkit and a container started
+	// with all GPUs on each engine.
+	Containers ContainerRun
 	// Site are the site checks' runs, in name order.
 	Site []SiteRun
 	// Hygiene is image hygiene's run, the bake's last step.

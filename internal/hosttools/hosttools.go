@@ -51,6 +51,15 @@ var (
 	// Pkill and Pgrep stop and count a multi-node test's processes (procps).
 	Pkill = tool("pkill", "/usr/bin/pkill")
 	Pgrep = tool("pgrep", "/usr/bin/pgrep")
+	// NvidiaCTK and NvidiaContainerCLI are the NVIDIA Container Toolkit's
+	// (nvidia-container-toolkit-base, libnvidia-container-tools).
+	NvidiaCTK          = tool("nvidia-ctk", "/usr/bin/nvidia-ctk")
+	NvidiaContainerCLI = tool("nvidia-container-cli", "/usr/bin/nvidia-container-cli")
+	// ContainerEngines are the engines the container-gpu test looks for, each at the paths
+	// its packages install it (docker-ce, containerd/containerd.io, podman).
+	Docker = tool("docker", "/usr/bin/docker")
+	Ctr    = tool("ctr", "/usr/bin/ctr")
+	Podman = tool("podman", "/usr/bin/podman")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

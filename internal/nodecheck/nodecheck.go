@@ -114,7 +114,7 @@ func FlagName(setting string) string {
 		return "--bom" + rest
 	case "out_dir":
 		return "--out" + rest
-	case "action", "textfile", "timeout", "check_timeout", "nccl", "dcgm_level", "efa_traffic", "gpudirect_rdma",
+	case "action", "textfile", "timeout", "check_timeout", "nccl", "dcgm_level", "efa_traffic", "gpudirect_rdma", "container_gpu",
 		"skip_checks", "warn_checks", "scontrol", "login_user", "replace", "npd_condition", "evidence.dir", "evidence.s3_uri":
 		return "--" + strings.NewReplacer("_", "-", ".", "-").Replace(base) + rest
 	}
@@ -144,8 +144,8 @@ func Run(ctx context.Context, env Env, opt Options) Outcome {
 	}
 	r := &run{env: env, opt: opt, start: env.Now()}
 	if opt.Simulate != "" {
-		// A drill touches no hardware: no NCCL, DCGM, EFA traffic or GPUDirect RDMA test.
-		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA = false, settings.DCGMOff, false, false
+		// A drill touches no hardware: no NCCL, DCGM, EFA traffic, GPUDirect RDMA or container test.
+		opt.NCCL, opt.DCGMLevel, opt.EFATraffic, opt.GPUDirectRDMA, opt.ContainerGPU = false, settings.DCGMOff, false, false, false
 	}
 	o := engine.NodeOptions{
 		Common: engine.Common{
@@ -197,7 +197,7 @@ func (o Options) overlay() settings.Overlay {
 	return settings.Overlay{
 		Skip: o.SkipChecks, Warn: o.WarnChecks,
 		SkipSetting: "node_check.skip_checks (or the bake's skip_checks)", WarnSetting: "node_check.warn_checks (or the bake's warn_checks)",
-		NCCL: on(o.NCCL), EFATraffic: on(o.EFATraffic), GDR: on(o.GPUDirectRDMA),
+		NCCL: on(o.NCCL), EFATraffic: on(o.EFATraffic), GDR: on(o.GPUDirectRDMA), Container: on(o.ContainerGPU),
 		DCGM: settings.RunOn, DCGMLevel: o.DCGMLevel,
 	}
 }

@@ -14,7 +14,7 @@ import (
 // back to the same settings.
 func TestConfigIsTheBlockAndTheFile(t *testing.T) {
 	c := Config{
-		Action: ActionDrain, Before: []string{"slurmd.service"}, NCCL: true, DCGMLevel: 1, EFATraffic: true, GPUDirectRDMA: true,
+		Action: ActionDrain, Before: []string{"slurmd.service"}, NCCL: true, DCGMLevel: 1, EFATraffic: true, GPUDirectRDMA: true, ContainerGPU: true,
 		SkipChecks: []string{"nvme"}, WarnChecks: []string{"gpu-clocks"}, Timeout: 90 * time.Second, Textfile: TextfileNone,
 		LoginUser: "ubuntu", Replace: ReplaceASG, NPDCondition: NPDConditionFailed,
 		Evidence: Evidence{Disable: true, Dir: "/var/ev", MaxBundles: 3, MaxSizeMB: 64, S3URI: "s3://b/p", DCGMLevel: 3, BugReportTimeout: 4 * time.Minute},

@@ -165,6 +165,9 @@ type Config struct {
 	// Run the GPUDirect RDMA all-reduce at every boot (with the bake's gpudirect_rdma floor).
 	// Defaults to false.
 	GPUDirectRDMA bool `mapstructure:"gpudirect_rdma" json:"gpudirect_rdma,omitempty"`
+	// Run the container-gpu check at every boot (a container with all GPUs on each engine,
+	// from the bake's container_check image or rootfs). Defaults to false.
+	ContainerGPU bool `mapstructure:"container_gpu" json:"container_gpu,omitempty"`
 	// Check ids the node check does not judge, on top of the provisioner's skip_checks.
 	SkipChecks []string `mapstructure:"skip_checks" json:"skip_checks,omitempty"`
 	// Check ids whose failure only warns on a node, on top of the provisioner's warn_checks.

@@ -17,6 +17,7 @@ type FlatConfig struct {
 	DCGMLevel     *settings.DCGMLevel `mapstructure:"dcgm_level" json:"dcgm_level,omitempty" cty:"dcgm_level" hcl:"dcgm_level"`
 	EFATraffic    *bool               `mapstructure:"efa_traffic" json:"efa_traffic,omitempty" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA *bool               `mapstructure:"gpudirect_rdma" json:"gpudirect_rdma,omitempty" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	ContainerGPU  *bool               `mapstructure:"container_gpu" json:"container_gpu,omitempty" cty:"container_gpu" hcl:"container_gpu"`
 	SkipChecks    []string            `mapstructure:"skip_checks" json:"skip_checks,omitempty" cty:"skip_checks" hcl:"skip_checks"`
 	WarnChecks    []string            `mapstructure:"warn_checks" json:"warn_checks,omitempty" cty:"warn_checks" hcl:"warn_checks"`
 	Timeout       *string             `mapstructure:"timeout" json:"-" cty:"timeout" hcl:"timeout"`
@@ -45,6 +46,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":     &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":    &hcldec.AttrSpec{Name: "efa_traffic", Type: cty.Bool, Required: false},
 		"gpudirect_rdma": &hcldec.AttrSpec{Name: "gpudirect_rdma", Type: cty.Bool, Required: false},
+		"container_gpu":  &hcldec.AttrSpec{Name: "container_gpu", Type: cty.Bool, Required: false},
 		"skip_checks":    &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":    &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"timeout":        &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},

@@ -40,6 +40,7 @@ func TestScriptsParse(t *testing.T) {
 		"hygiene":           HygieneScript("ubuntu", "ssh-ed25519 AAAAC3Nza k").Text,
 		"node-check-enable": NodeCheckEnableScript("dlami-node-check.service", "/usr/local/sbin/dlami-node-check").Text,
 		"hygiene-probe":     render("hygiene-probe.sh", hygieneVars("ubuntu", ""), nil),
+		"container-engines": containerEnginesScript(),
 	}
 	dir := t.TempDir()
 	var files, checked []string

@@ -55,6 +55,8 @@ const (
 	DCGM          = "dcgm"
 	EFATraffic    = "efa-traffic"
 	GPUDirectRDMA = "gpudirect-rdma"
+	// ContainerGPU is a container started with all GPUs on each engine of the image.
+	ContainerGPU = "container-gpu"
 	// The NCCL test across a verification's nodes (post-processor, nodes >= 2).
 	NCCLMultiNode = "nccl-multinode"
 	// The first boot of an instance launched from the baked AMI (post-processor).

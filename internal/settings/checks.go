@@ -61,10 +61,10 @@ type Overlay struct {
 	// WarnSetting name the settings of both in messages.
 	Skip, Warn               []string
 	SkipSetting, WarnSetting string
-	// NCCL, EFATraffic, GDR and DCGM say which of the bake's tests the phase runs; DCGMLevel
-	// is the level DCGM's diagnostics run at under RunOn (DCGMOff: none).
-	NCCL, EFATraffic, GDR, DCGM Run
-	DCGMLevel                   DCGMLevel
+	// NCCL, EFATraffic, GDR, Container and DCGM say which of the bake's tests the phase runs;
+	// DCGMLevel is the level DCGM's diagnostics run at under RunOn (DCGMOff: none).
+	NCCL, EFATraffic, GDR, Container, DCGM Run
+	DCGMLevel                              DCGMLevel
 	// NCCLEnv is the phase's own NCCL environment: the bill of materials never carries one.
 	NCCLEnv map[string]string
 }
@@ -86,6 +86,7 @@ func (bake *Checks) Overlay(o Overlay) Checks {
 	s.NCCL.Skip = o.NCCL.skip(s.NCCL.Skip)
 	s.Function.EFATraffic.Skip = o.EFATraffic.skip(s.Function.EFATraffic.Skip)
 	s.Function.GDR.Skip = o.GDR.skip(s.Function.GDR.Skip)
+	s.Function.Container.Skip = o.Container.skip(s.Function.Container.Skip)
 	switch o.DCGM {
 	case RunOff:
 		s.Function.DCGMLevel = DCGMOff

@@ -45,7 +45,7 @@ func TestOverlayChangesOnlyWhatThePhaseSets(t *testing.T) {
 		check   func(Checks) string
 	}{
 		{"a plain verification: its own expect block and selection, no load or function test",
-			Overlay{Expect: &own, Skip: []string{"nvme"}, SkipSetting: "skip_checks (here or in the bake)"},
+			Overlay{Expect: &own, Skip: []string{"nvme"}, SkipSetting: "skip_checks (here or in the bake)", Container: RunAsBaked},
 			[]string{"Expect.GPUCount", "Expect.GPUModel", "Expect.EFACount", "NCCL.Skip", "Function.DCGMLevel", "Function.EFATraffic.Skip", "Skip", "SkipSetting"},
 			func(s Checks) string {
 				if s.Function.DCGMLevel != DCGMOff || !s.NCCL.Skip || !s.Function.EFATraffic.Skip || !s.Function.GDR.Skip {
@@ -57,7 +57,7 @@ func TestOverlayChangesOnlyWhatThePhaseSets(t *testing.T) {
 				return ""
 			}},
 		{"a verification that completes the bake's: the bake's expect block and tests, NCCL on",
-			Overlay{NCCL: RunOn, DCGM: RunAsBaked, EFATraffic: RunAsBaked, GDR: RunAsBaked, NCCLEnv: map[string]string{"NCCL_X": "1"}},
+			Overlay{NCCL: RunOn, DCGM: RunAsBaked, EFATraffic: RunAsBaked, GDR: RunAsBaked, Container: RunAsBaked, NCCLEnv: map[string]string{"NCCL_X": "1"}},
 			[]string{"NCCL.Env"},
 			func(s Checks) string {
 				if s.NCCL.Skip || s.Function.DCGMLevel != 2 || s.Function.EFATraffic.Skip || !s.Function.GDR.Skip {
@@ -66,12 +66,12 @@ func TestOverlayChangesOnlyWhatThePhaseSets(t *testing.T) {
 				return ""
 			}},
 		{"a verification with EFA attached: the EFA tests as baked, not DCGM",
-			Overlay{NCCL: RunOn, EFATraffic: RunAsBaked, GDR: RunAsBaked},
+			Overlay{NCCL: RunOn, EFATraffic: RunAsBaked, GDR: RunAsBaked, Container: RunAsBaked},
 			[]string{"Function.DCGMLevel"},
 			nil},
 		{"a node: the bake's expect block, its own tests whatever the bake ran",
 			Overlay{Warn: []string{"nvme"}, NCCL: RunOff, EFATraffic: RunOff, GDR: RunOn, DCGM: RunOn, DCGMLevel: level1},
-			[]string{"NCCL.Skip", "Function.DCGMLevel", "Function.EFATraffic.Skip", "Function.GDR.Skip", "Warn"},
+			[]string{"NCCL.Skip", "Function.DCGMLevel", "Function.EFATraffic.Skip", "Function.GDR.Skip", "Function.Container.Skip", "Warn"},
 			func(s Checks) string {
 				if s.Function.GDR.Skip || s.Function.DCGMLevel != 1 || s.Function.GDR.BusBWFloorGBps != 40 {
 					return "did not run GPUDirect RDMA with the bake's floor, or DCGM at the node's level"
@@ -79,7 +79,7 @@ func TestOverlayChangesOnlyWhatThePhaseSets(t *testing.T) {
 				return ""
 			}},
 		{"a selection the bake has already: no change",
-			Overlay{Skip: []string{"lustre"}, NCCL: RunAsBaked, DCGM: RunAsBaked, EFATraffic: RunAsBaked, GDR: RunAsBaked},
+			Overlay{Skip: []string{"lustre"}, NCCL: RunAsBaked, DCGM: RunAsBaked, EFATraffic: RunAsBaked, GDR: RunAsBaked, Container: RunAsBaked},
 			nil, nil},
 	} {
 		got := (&bake).Overlay(tc.o)

@@ -13,6 +13,8 @@ type Function struct {
 	DCGMLevel  DCGMLevel  `json:"dcgm_level"`
 	EFATraffic EFATraffic `json:"efa_traffic"`
 	GDR        GDR        `json:"gpudirect_rdma"`
+	// Container is the container-gpu check's (container_check).
+	Container ContainerCheck `json:"container_check"`
 }
 
 // DCGMLevel is dcgmi diag's run level: 0 turns the diagnostics off.
@@ -81,6 +83,7 @@ func (f Function) Resolved() Function {
 	if f.EFATraffic.Concurrency <= 0 {
 		f.EFATraffic.Concurrency = DefaultEFATrafficConcurrency
 	}
+	f.Container = f.Container.resolved()
 	return f
 }
 
@@ -104,6 +107,7 @@ func (f Function) Validate(prefix string) []error {
 	if f.GDR.BusBWFloorGBps < 0 {
 		errs = append(errs, fmt.Errorf("%sgpudirect_rdma.busbw_floor_gbps = %g: must not be negative", prefix, f.GDR.BusBWFloorGBps))
 	}
+	errs = append(errs, f.Container.Validate(prefix)...)
 	return errs
 }
 

@@ -23,6 +23,9 @@ func verifySettings(c *Config, doc bom.BOM, efa int) settings.Checks {
 		Expect: &c.Expect, Skip: c.SkipChecks, Warn: c.WarnChecks,
 		SkipSetting: "skip_checks (here or in the bake)", WarnSetting: "warn_checks (here or in the bake)",
 	}
+	// The container-gpu check is cheap (seconds, no load): every verification runs it as the
+	// bake did, with the bake's container_check.
+	o.Container = settings.RunAsBaked
 	nccl := c.NCCL != nil && *c.NCCL
 	switch {
 	case nccl || c.CompleteValidation:

@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,ContainerCheckConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -86,6 +86,12 @@ type Config struct {
 	// The GPUDirect RDMA test: an all-reduce with NVLink and shared memory off, over the EFA
 	// devices.
 	GPUDirectRDMA GPUDirectRDMAConfig `mapstructure:"gpudirect_rdma"`
+	// The container-gpu check: a container started with all GPUs on each engine of the image
+	// (Docker, containerd, podman), which must see exactly the host's GPUs. It never pulls: set
+	// `image` to an image a layer already put in the engines' stores, or `rootfs` for
+	// containerd; without either the check warns `not judged: no local image`. Carried by the
+	// bill of materials into the post-processor's verification and the node check.
+	ContainerCheck ContainerCheckConfig `mapstructure:"container_check"`
 	// Install dlami-node-check into the image with a systemd unit that judges every boot
 	// against this bake's bill of materials. Off unless the block is set.
 	NodeCheck *nodeconf.Config `mapstructure:"node_check"`
@@ -212,6 +218,25 @@ type GPUDirectRDMAConfig struct {
 	BusBWFloorGBps float64 `mapstructure:"busbw_floor_gbps"`
 }
 
+// ContainerCheckConfig controls the container-gpu check.
+type ContainerCheckConfig struct {
+	// Skip the check.
+	Skip bool `mapstructure:"skip"`
+	// An image already in each engine's local store (docker, containerd's
+	// `containerd_namespace`, podman), e.g. `public.ecr.aws/amazonlinux/amazonlinux:2023-minimal`
+	// loaded by a layer: any image works, the toolkit injects `nvidia-smi` and the driver
+	// libraries. Never pulled.
+	Image string `mapstructure:"image"`
+	// A root filesystem directory on the image (with a libc) that containerd runs with `ctr
+	// run --rootfs`, for images without a container image.
+	Rootfs string `mapstructure:"rootfs"`
+	// containerd's namespace of `image`. Defaults to "default" (kubelet's images are in
+	// "k8s.io").
+	ContainerdNamespace string `mapstructure:"containerd_namespace"`
+	// Bound of one container's run. Defaults to 2m.
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
 // function builds the function tests' settings as the template wrote them; an unset
 // dcgm_level takes settings' default.
 func (c *Config) function() settings.Function {
@@ -224,6 +249,8 @@ func (c *Config) function() settings.Function {
 		EFATraffic: settings.EFATraffic{Skip: c.EFATraffic.Skip, MinBandwidthMBps: c.EFATraffic.MinBandwidthMBps,
 			Timeout: c.EFATraffic.Timeout, Concurrency: c.EFATraffic.Concurrency},
 		GDR: settings.GDR{Skip: c.GPUDirectRDMA.Skip, BusBWFloorGBps: c.GPUDirectRDMA.BusBWFloorGBps},
+		Container: settings.ContainerCheck{Skip: c.ContainerCheck.Skip, Image: c.ContainerCheck.Image, Rootfs: c.ContainerCheck.Rootfs,
+			Namespace: c.ContainerCheck.ContainerdNamespace, Timeout: c.ContainerCheck.Timeout},
 	}
 }
 

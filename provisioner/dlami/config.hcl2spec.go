@@ -38,6 +38,7 @@ type FlatConfig struct {
 	DCGMLevel           *int                       `mapstructure:"dcgm_level" cty:"dcgm_level" hcl:"dcgm_level"`
 	EFATraffic          *FlatEFATrafficConfig      `mapstructure:"efa_traffic" cty:"efa_traffic" hcl:"efa_traffic"`
 	GPUDirectRDMA       *FlatGPUDirectRDMAConfig   `mapstructure:"gpudirect_rdma" cty:"gpudirect_rdma" hcl:"gpudirect_rdma"`
+	ContainerCheck      *FlatContainerCheckConfig  `mapstructure:"container_check" cty:"container_check" hcl:"container_check"`
 	NodeCheck           *nodeconf.FlatConfig       `mapstructure:"node_check" cty:"node_check" hcl:"node_check"`
 	SkipChecks          []string                   `mapstructure:"skip_checks" cty:"skip_checks" hcl:"skip_checks"`
 	WarnChecks          []string                   `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
@@ -83,11 +84,43 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"dcgm_level":                 &hcldec.AttrSpec{Name: "dcgm_level", Type: cty.Number, Required: false},
 		"efa_traffic":                &hcldec.BlockSpec{TypeName: "efa_traffic", Nested: hcldec.ObjectSpec((*FlatEFATrafficConfig)(nil).HCL2Spec())},
 		"gpudirect_rdma":             &hcldec.BlockSpec{TypeName: "gpudirect_rdma", Nested: hcldec.ObjectSpec((*FlatGPUDirectRDMAConfig)(nil).HCL2Spec())},
+		"container_check":            &hcldec.BlockSpec{TypeName: "container_check", Nested: hcldec.ObjectSpec((*FlatContainerCheckConfig)(nil).HCL2Spec())},
 		"node_check":                 &hcldec.BlockSpec{TypeName: "node_check", Nested: hcldec.ObjectSpec((*nodeconf.FlatConfig)(nil).HCL2Spec())},
 		"skip_checks":                &hcldec.AttrSpec{Name: "skip_checks", Type: cty.List(cty.String), Required: false},
 		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
 		"image_hygiene":              &hcldec.AttrSpec{Name: "image_hygiene", Type: cty.Bool, Required: false},
+	}
+	return s
+}
+
+// FlatContainerCheckConfig is an auto-generated flat version of ContainerCheckConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatContainerCheckConfig struct {
+	Skip                *bool   `mapstructure:"skip" cty:"skip" hcl:"skip"`
+	Image               *string `mapstructure:"image" cty:"image" hcl:"image"`
+	Rootfs              *string `mapstructure:"rootfs" cty:"rootfs" hcl:"rootfs"`
+	ContainerdNamespace *string `mapstructure:"containerd_namespace" cty:"containerd_namespace" hcl:"containerd_namespace"`
+	Timeout             *string `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+}
+
+// FlatMapstructure returns a new FlatContainerCheckConfig.
+// FlatContainerCheckConfig is an auto-generated flat version of ContainerCheckConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*ContainerCheckConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatContainerCheckConfig)
+}
+
+// HCL2Spec returns the hcl spec of a ContainerCheckConfig.
+// This spec is used by HCL to read the fields of ContainerCheckConfig.
+// The decoded values from this spec will then be applied to a FlatContainerCheckConfig.
+func (*FlatContainerCheckConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"skip":                 &hcldec.AttrSpec{Name: "skip", Type: cty.Bool, Required: false},
+		"image":                &hcldec.AttrSpec{Name: "image", Type: cty.String, Required: false},
+		"rootfs":               &hcldec.AttrSpec{Name: "rootfs", Type: cty.String, Required: false},
+		"containerd_namespace": &hcldec.AttrSpec{Name: "containerd_namespace", Type: cty.String, Required: false},
+		"timeout":              &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 	}
 	return s
 }

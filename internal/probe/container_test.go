@@ -1,0 +1,98 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+)
+
+func TestParseEngines(t *testing.T) {
+	out := "docker present yes\ndocker enabled enabled\ndocker version 29.1.3\ndocker runtimes io.containerd.runc.v2 nvidia runc \ndocker default-runtime runc\ndocker cdi true\n" +
+		"containerd present yes\ncontainerd enabled disabled\ncontainerd version v2.1.4\ncontainerd runtimes runc\ncontainerd default-runtime runc\ncontainerd cdi true\n" +
+		"podman present no\ndone\n"
+	es := parseEngines(out)
+	if len(es) != 3 {
+		t.Fatalf("engines %+v", es)
+	}
+	d, c, p := es[0], es[1], es[2]
+	if !d.Judged() || d.Version.Value != "29.1.3" || !d.Config.Value.HasRuntime("nvidia") || !d.Config.Value.CDI {
+		t.Errorf("docker %+v", d)
+	}
+	if c.Judged() || c.Version.Value != "2.1.4" || c.Config.Value.HasRuntime("nvidia") {
+		t.Errorf("containerd %+v (disabled: not judged; no nvidia runtime)", c)
+	}
+	if p.Present || p.Judged() {
+		t.Errorf("podman %+v", p)
+	}
+	// An answer cut short leaves every fact unread, never a guess.
+	for _, e := range parseEngines(strings.TrimSuffix(out, "done\n")) {
+		if e.Config.OK() || e.Version.OK() {
+			t.Errorf("%s read from an unfinished answer: %+v", e.Name, e)
+		}
+	}
+	// A docker whose info failed has no configuration to judge.
+	broken := parseEngines("docker present yes\ndocker enabled enabled\ndocker error version: Cannot connect to the Docker daemon\ndocker error info: Cannot connect to the Docker daemon\ncontainerd present no\npodman present no\ndone\n")
+	if broken[0].Config.OK() || !strings.Contains(broken[0].Config.Problem, "Cannot connect") {
+		t.Errorf("docker %+v", broken[0])
+	}
+}
+
+func TestParseUnitWord(t *testing.T) {
+	for in, want := range map[string]string{"enabled\n": "enabled", "disabled": "disabled",
+		"Failed to get unit file state for nvidia-cdi-refresh.path: No such file or directory\n": "not-found"} {
+		if got, err := parseUnitWord(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v", in, got, err)
+		}
+	}
+	if _, err := parseUnitWord(""); err == nil {
+		t.Error("empty answer read as a state")
+	}
+}
+
+func TestContainerRunCommands(t *testing.T) {
+	docker := facts.ContainerEngine{Name: facts.EngineDocker, Present: true, Enabled: "enabled"}
+	ctr := facts.ContainerEngine{Name: facts.EngineContainerd, Present: true, Enabled: "enabled",
+		Config: facts.Read(facts.EngineConfig{Runtimes: []string{"nvidia"}}, "")}
+	o := ContainerRunOptions{Image: "public.ecr.aws/amazonlinux/amazonlinux:2023-minimal", Namespace: "default"}
+	cmd, ok := containerRunCommand(docker, 8, o)
+	if !ok || !strings.Contains(cmd.Shell, `engine='\''docker'\''`) || !strings.Contains(cmd.Shell, "--pull=never --gpus all") || strings.Contains(cmd.Shell, " pull ") {
+		t.Errorf("docker: %v %q", ok, cmd.Shell)
+	}
+	cmd, _ = containerRunCommand(ctr, 2, o)
+	if !strings.Contains(cmd.Shell, `gpu_flags='\''--gpus 0 --gpus 1'\''`) {
+		t.Errorf("containerd without CDI: %q", cmd.Shell)
+	}
+	ctr.Config.Value.CDI = true
+	if cmd, _ = containerRunCommand(ctr, 2, o); !strings.Contains(cmd.Shell, `gpu_flags='\''--device nvidia.com/gpu=all'\''`) {
+		t.Errorf("containerd with CDI: %q", cmd.Shell)
+	}
+	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{Rootfs: "/opt/rootfs"}); ok {
+		t.Error("docker cannot run a rootfs: no command expected")
+	}
+	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{}); ok {
+		t.Error("no image: no command expected (the check never pulls)")
+	}
+	docker.Enabled = "disabled"
+	if _, ok := containerRunCommand(docker, 8, o); ok {
+		t.Error("a disabled engine is not judged")
+	}
+}
+
+func TestParseContainerRun(t *testing.T) {
+	sections := map[string]bundle.Section{
+		"container.run.docker":     {Output: containerImageMissing + "\n"},
+		"container.run.containerd": {Output: "GPU 0: NVIDIA B200 (UUID: GPU-a)\nGPU 1: NVIDIA B200 (UUID: GPU-b)\n"},
+		"container.run.podman":     {Output: "Error: nvidia-container-cli: initialization error: nvml error: driver not loaded", ExitCode: 126},
+	}
+	if r := parseContainerRun(sections, "container.run.docker", "x"); !r.ImageMissing || r.GPUs.OK() {
+		t.Errorf("docker %+v", r)
+	}
+	if r := parseContainerRun(sections, "container.run.containerd", "x"); !r.GPUs.OK() || len(r.GPUs.Value) != 2 {
+		t.Errorf("containerd %+v", r)
+	}
+	if r := parseContainerRun(sections, "container.run.podman", "x"); r.GPUs.OK() || r.ExitCode != 126 || !strings.Contains(r.Output, "driver not loaded") {
+		t.Errorf("podman %+v", r)
+	}
+}
