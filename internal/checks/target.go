@@ -10,14 +10,17 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
 // Bases of an expectation, in the order they are consulted.
 const (
 	BasisSetting = "setting"
-	BasisPCI     = "PCI inventory"
-	BasisRule    = "rule"
+	// BasisEC2 is EC2's own description of the instance type.
+	BasisEC2  = "from " + instancetype.Source
+	BasisPCI  = "PCI inventory"
+	BasisRule = "rule"
 )
 
 // Validate reports every bad setting of the expect block, in field order, naming each one.
@@ -44,6 +47,9 @@ func (e Expectations) Validate() []error {
 	}
 	if e.BusBWFloorGBps < 0 {
 		errs = append(errs, fmt.Errorf("expect.busbw_floor_gbps = %g: must not be negative", e.BusBWFloorGBps))
+	}
+	if a := e.Architecture; a != "" && a != "x86_64" && a != "arm64" {
+		errs = append(errs, fmt.Errorf("expect.architecture = %q: use x86_64 or arm64 (the data source's architecture output)", a))
 	}
 	if e.NVMePath != "" && !path.IsAbs(e.NVMePath) {
 		errs = append(errs, fmt.Errorf("expect.nvme_path %q: must be an absolute path", e.NVMePath))
@@ -95,6 +101,11 @@ type Target struct {
 	InstanceTypeSource string
 	// Profile is nil when the instance type has no built-in profile.
 	Profile *profile.Profile
+	// EC2 is EC2's own description of the instance type (DescribeInstanceTypes), read once
+	// per run; nil when it was not read, EC2Problem then says why ("" when nobody asked: the
+	// node check, a run without AWS access).
+	EC2        *instancetype.Description
+	EC2Problem string
 	// PCI is nil when the inventory could not be read; PCIProblem then says why.
 	PCI        *facts.PCIInventory
 	PCIProblem string
@@ -192,6 +203,15 @@ func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int
 		return fromPCI(*t.PCI), BasisPCI, true
 	}
 	return 0, "", false
+}
+
+// expectedGPUs resolves the GPU count: the setting, else EC2's description (DescribeInstanceTypes
+// knows every type EC2 sells, its profile or not), else the profile's, else the PCI inventory's.
+func (t Target) expectedGPUs() (n int, basis string, ok bool) {
+	if t.Expect.GPUCount == 0 && t.EC2 != nil && t.EC2.GPUCount > 0 {
+		return t.EC2.GPUCount, BasisEC2, true
+	}
+	return t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) })
 }
 
 // efaCapable reports whether the instance type can have EFA devices: its profile, or the

@@ -11,6 +11,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
@@ -32,6 +33,8 @@ const evidenceMax = 2000
 func ParseHost(sections map[string]bundle.Section) facts.Host {
 	h := facts.Host{
 		Instance:         instanceType(sections),
+		Machine:          parseMachine(sections),
+		GPUMemory:        parseWith(sections, sectionGPUMemory, gpumem.Parse),
 		PCI:              parsePCI(sections),
 		NvidiaModule:     moduleField(sections, sectionModinfoNvidia, "nvidia"),
 		NvidiaLicense:    moduleField(sections, sectionNvidiaLicense, "nvidia"),
@@ -106,6 +109,17 @@ func get(sections map[string]bundle.Section, name string) (bundle.Section, strin
 
 // parseWith reads one section with parse: the section's problem, else the parser's error, is
 // the fact's problem.
+// parseMachine reads `uname -m`: one word.
+func parseMachine(sections map[string]bundle.Section) facts.Fact[string] {
+	return parseWith(sections, sectionHostMachine, func(out string) (string, error) {
+		m := strings.TrimSpace(out)
+		if m == "" || strings.ContainsAny(m, " \t\n") {
+			return "", fmt.Errorf("uname -m printed %q, not one architecture word", m)
+		}
+		return m, nil
+	})
+}
+
 func parseWith[T any](sections map[string]bundle.Section, name string, parse func(string) (T, error)) facts.Fact[T] {
 	ev := evidence(sections, name)
 	s, problem := get(sections, name)
