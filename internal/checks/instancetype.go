@@ -13,7 +13,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.InstanceType, Phase: PhaseHost, Family: "gpu", Order: 190, Judge: judgeInstanceType,
-		Doc: "the host is what EC2 says the instance type is (ec2:DescribeInstanceTypes): `uname -m`, `expect.architecture` (the DLAMI's) and the type's SupportedArchitectures agree, the GPUs are NVIDIA's and whole (no fractional vGPU type); a built-in profile that disagrees with EC2 on GPU count, memory, architecture or NVMe warns that it is stale; without EC2's description it warns and says what is judged from the profile or the PCI inventory instead",
+		Doc:   "the host is what EC2 says the instance type is (ec2:DescribeInstanceTypes): `uname -m`, `expect.architecture` (the DLAMI's) and the type's SupportedArchitectures agree, the GPUs are NVIDIA's and whole (no fractional vGPU type); a built-in profile that disagrees with EC2 on GPU count, memory, architecture or NVMe warns that it is stale; without EC2's description it warns and says what is judged from the profile or the PCI inventory instead",
 		Reads: "`uname -m`; ec2:DescribeInstanceTypes (by the plugin, once per run)",
 	})
 }
