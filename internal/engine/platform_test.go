@@ -36,7 +36,7 @@ func TestBakeJudgesTheInstanceTypeFromEC2(t *testing.T) {
 		mentioning map[string]string
 	}{
 		{name: "EC2 agrees", desc: b200(8), arch: "x86_64", layerRuns: true,
-			statuses: map[string]result.Status{result.InstanceType: result.Pass, result.GPU: result.Pass, result.NVMe: result.Pass},
+			statuses:   map[string]result.Status{result.InstanceType: result.Pass, result.GPU: result.Pass, result.NVMe: result.Pass},
 			mentioning: map[string]string{result.GPU: "from DescribeInstanceTypes"}},
 		{name: "arm64 AMI on an x86_64 type", desc: b200(8), arch: "arm64",
 			runErr: []string{"before any layer", "the AMI (expect.architecture) is arm64 but p6-b200.48xlarge runs only x86_64", "instance_type", "the data source's architecture"}},
