@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,NodeCheckConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,EC2Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,NodeCheckConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -68,6 +68,9 @@ type Config struct {
 	// before the host must answer again. Defaults to 10m.
 	RebootTimeout time.Duration `mapstructure:"reboot_timeout"`
 
+	// How the bake reads EC2's description of the build instance's type
+	// (ec2:DescribeInstanceTypes): the AWS access, the region, or skip.
+	EC2 EC2Config `mapstructure:"ec2"`
 	// Which packages the kernel hold guard watches, on top of the defaults.
 	Guard GuardConfig `mapstructure:"guard"`
 	// Ordered layers, run one after another; the drift check runs after each.
@@ -302,6 +305,7 @@ func (c *Config) prepare() []error {
 		seen[l.Name] = true
 	}
 	errs = append(errs, c.Expect.Validate()...)
+	errs = append(errs, c.EC2.prepare()...)
 	errs = append(errs, c.NCCL.Validate()...)
 	errs = append(errs, c.function().Validate("")...)
 	errs = append(errs, checks.CheckSelection("skip_checks", c.SkipChecks)...)

@@ -1,10 +1,13 @@
 package dlami
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
@@ -221,5 +224,26 @@ func TestPrepareErrorsAreOrdered(t *testing.T) {
 		} else if err.Error() != first {
 			t.Fatalf("error order changed:\n%s\n%s", first, err)
 		}
+	}
+}
+
+// The ec2 block: skip turns DescribeInstanceTypes off; otherwise the bake gets a reader, and
+// one without AWS access says so (the instance-type check then warns, never passes).
+func TestEC2Describer(t *testing.T) {
+	if (EC2Config{Skip: true}).describer(nil) != nil {
+		t.Fatal("ec2.skip = true still reads DescribeInstanceTypes")
+	}
+	e := EC2Config{AccessConfig: awsaccess.AccessConfig{AccessKey: "AKIAFAKE", SecretKey: "fake", CustomEndpointEC2: "http://127.0.0.1:1", STSEndpoint: "http://127.0.0.1:1", SkipMetadataAPICheck: true}}
+	if errs := e.prepare(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	d := e.describer(map[string]interface{}{"BuildRegion": "us-east-1"})
+	if d == nil {
+		t.Fatal("no reader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d(ctx, "p5.48xlarge"); err == nil {
+		t.Fatal("an unreachable endpoint read as a description")
 	}
 }
