@@ -546,7 +546,7 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 		return nil
 	}
 	for _, v := range verified {
-		if tag(v.region, v.ami, verifiedTags(v.instanceType, v.nodes)) == nil {
+		if tag(v.region, v.ami, amitags.WithVersions(verifiedTags(v.instanceType, v.nodes), p.config.BOMFile)) == nil {
 			nodes := ""
 			if v.nodes > 1 {
 				nodes = fmt.Sprintf(", %s = %d", amitags.VerifiedNodes, v.nodes)

@@ -51,8 +51,12 @@ func (e EC2Config) describer(generated map[string]interface{}) engine.DescribeFu
 	if region == "" {
 		region, _ = generated["BuildRegion"].(string)
 	}
+	access := e.AccessConfig
+	// The one call says itself when the credentials are bad; an sts:GetCallerIdentity first
+	// would only add a call (and an endpoint) that can fail.
+	access.SkipCredentialValidation = true
 	return func(ctx context.Context, typ string) (instancetype.Description, error) {
-		sess, err := e.Connect(ctx, region, e.Timeout)
+		sess, err := access.Connect(ctx, region, e.Timeout)
 		if err != nil {
 			if awsaccess.IsAccessDenied(err) {
 				return instancetype.Description{}, fmt.Errorf("%w: %v", instancetype.ErrDenied, err)
