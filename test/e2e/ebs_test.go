@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
+	billofmaterials "github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	dlamireport "github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -139,6 +141,21 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		// since: assertCleanedUp) and found its first boot healthy.
 		if golden.Tags["dlami:verified"] != "true" || golden.Tags["dlami:verified_at"] == "" {
 			t.Errorf("golden AMI tags %v: want dlami:verified = true with dlami:verified_at", golden.Tags)
+		}
+		// What fleets select by: the verified AMI carries the version tags of its bill of
+		// materials (read back from the fake EC2), the driver and the kernel at least.
+		manifest, err := billofmaterials.Decode(readLayerFile(t, golden, "etc/dlami-bake/manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := amitags.VersionTags(manifest)
+		if versions[amitags.NvidiaDriver] == "" || versions[amitags.NvidiaDriverBranch] == "" || versions[amitags.Kernel] == "" || versions[amitags.EFAInstaller] == "" {
+			t.Errorf("the bill of materials gives version tags %v: want the driver, its branch, the kernel and the EFA installer", versions)
+		}
+		for k, v := range versions {
+			if golden.Tags[k] != v {
+				t.Errorf("golden AMI tag %s = %q, want %q (from its bill of materials)", k, golden.Tags[k], v)
+			}
 		}
 		// The copy was not launched; it carries the verified copy's result and names it.
 		if cp.Tags["dlami:verified"] != "true" || cp.Tags["dlami:verified_in"] != ebsRegion+"/"+golden.ID {
