@@ -10,6 +10,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 )
@@ -52,6 +53,8 @@ type Host struct {
 	CUDADriver string
 	// GPUMemory is each GPU's memory.total (MiB), for the comparison with EC2's per-GPU figure.
 	GPUMemory Fact[[]gpumem.GPU]
+	// MIG is each GPU's current MIG mode (dcgmi diag does not run under MIG).
+	MIG Fact[[]migmode.GPU]
 	// Modules are the versions modinfo reports for the running kernel's modules.
 	NvidiaModule  Fact[string]
 	NvidiaLicense Fact[string]

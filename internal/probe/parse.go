@@ -15,6 +15,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
@@ -35,6 +36,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 		Instance:         instanceType(sections),
 		Machine:          parseMachine(sections),
 		GPUMemory:        parseWith(sections, sectionGPUMemory, gpumem.Parse),
+		MIG:              parseWith(sections, sectionMIG, migmode.Parse),
 		PCI:              parsePCI(sections),
 		NvidiaModule:     moduleField(sections, sectionModinfoNvidia, "nvidia"),
 		NvidiaLicense:    moduleField(sections, sectionNvidiaLicense, "nvidia"),

@@ -21,6 +21,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -53,6 +54,7 @@ const (
 	sectionNvidiaSMI     = "host.nvidia_smi"
 	sectionHostMachine   = "host.uname_m"
 	sectionGPUMemory     = "host.gpu_memory"
+	sectionMIG           = "host.mig_mode"
 	sectionFabricManager = "host.fabricmanager"
 	sectionPersistenced  = "host.persistenced"
 	sectionGPUHealth     = "host.gpu_health"
@@ -141,6 +143,7 @@ func hostCommands(o Options) []bundle.Command {
 		tool(sectionNvidiaSMI, hosttools.NvidiaSMI, `"$1" --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`),
 		tool(sectionHostMachine, hosttools.Uname, `"$1" -m`),
 		tool(sectionGPUMemory, hosttools.NvidiaSMI, `"$1" --query-gpu=`+gpumem.Query+` --format=csv,noheader,nounits`),
+		tool(sectionMIG, hosttools.NvidiaSMI, `"$1" --query-gpu=`+migmode.Query+` --format=csv,noheader`),
 		tool(sectionFabricManager, hosttools.Systemctl, `"$1" is-active nvidia-fabricmanager`),
 		tool(sectionPersistenced, hosttools.Systemctl, `"$1" is-active nvidia-persistenced`),
 		gpuHealthCommand(t),

@@ -81,8 +81,10 @@ type Config struct {
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
 	// DCGM diagnostics level: `dcgmi diag -r <level>` after the NCCL test. 0 turns them off;
-	// 1 is quick, 2 (the default) the production gate of AWS's GPU cluster health check, 3
-	// long. With a level above 0 and DCGM missing, the dcgm check fails.
+	// 1 is quick (seconds), 2 (the default, about two minutes) the production gate of AWS's GPU
+	// cluster health check, 3 long (about 15 minutes), 4 extended (NVIDIA's DCGM
+	// documentation). With a level above 0 and DCGM missing, the dcgm check fails; with MIG
+	// enabled on a GPU it is skipped, naming why (dcgmi diag does not run under MIG).
 	DCGMLevel *int `mapstructure:"dcgm_level"`
 	// The EFA traffic test: an RDM ping-pong across every EFA device.
 	EFATraffic EFATrafficConfig `mapstructure:"efa_traffic"`
