@@ -109,6 +109,12 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if rep.Result != "pass" || len(rep.FailedChecks) != 0 {
 			t.Errorf("report: result %q, failed %v; want pass", rep.Result, rep.FailedChecks)
 		}
+		// The bake read EC2's description of its type (the provisioner's ec2 block defaults to
+		// the builder's region; the SDK reaches the fake through AWS_ENDPOINT_URL_EC2) and
+		// judged the GPU count from it.
+		if st, basis := checkStatus(rep, "instance-type"), checkBasis(rep, "gpu"); st != "pass" || basis != "from DescribeInstanceTypes" {
+			t.Errorf("instance-type = %s (%s), gpu basis %q: want pass and the GPU count from DescribeInstanceTypes", st, checkMessage(rep, "instance-type"), basis)
+		}
 
 		// ami_regions: the copy exists in the other region with the same tags and its own snapshot.
 		copies := ownImages(s, ebsCopyRegion)
@@ -427,6 +433,16 @@ func checkStatus(r report, id string) string {
 		}
 	}
 	return "absent"
+}
+
+// checkBasis is the basis of check id in r, "" when it has none.
+func checkBasis(r report, id string) string {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c.Basis
+		}
+	}
+	return ""
 }
 
 // checkMessage is the message of check id in r, "" when it has none.
