@@ -185,6 +185,39 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		assertCleanedUp(t, fake.state(t), ebsRegion)
 	})
 
+	// An arm64 DLAMI on an x86_64 type, and a fractional-GPU type, are refused by the data
+	// source (given the builder's instance_type) before anything launches or any layer runs.
+	t.Run("refused-types", func(t *testing.T) {
+		for _, tc := range []struct {
+			arch, typ string
+			want      []string
+		}{
+			{"arm64", "p6-b200.48xlarge", []string{"is arm64 but p6-b200.48xlarge runs only x86_64", "change architecture or instance_type"}},
+			{"x86_64", "g6f.large", []string{`instance_type = "g6f.large"`, "fraction of one GPU"}},
+		} {
+			t.Run(tc.typ, func(t *testing.T) {
+				out := outDir(t, "ebs-refused-"+tc.typ)
+				ok, failed := fake.calls(t, ebsRegion, "RunInstances")
+				r := e.build(t, ebsDir, out, fake.packerEnv(e), nil, "-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out,
+					"-var", "architecture="+tc.arch, "-var", "instance_type="+tc.typ, "arch.pkr.hcl")
+				if r.code == 0 {
+					t.Fatalf("packer build passed:\n%s", tail(filepath.Join(out, "packer.out"), 40))
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(r.ui, w) {
+						t.Errorf("Packer's output lacks %q:\n%s", w, tail(filepath.Join(out, "packer.out"), 40))
+					}
+				}
+				if strings.Contains(r.ui, "LAYER-RAN") {
+					t.Error("a layer ran")
+				}
+				if ok2, failed2 := fake.calls(t, ebsRegion, "RunInstances"); ok2 != ok || failed2 != failed {
+					t.Errorf("RunInstances called (%d OK, %d failed before; %d, %d after): the refusal must come before any launch", ok, failed, ok2, failed2)
+				}
+			})
+		}
+	})
+
 	t.Run("golden-on-golden", func(t *testing.T) {
 		if golden.ID == "" {
 			t.Fatal("needs the golden AMI of the golden subtest, which did not produce one")
