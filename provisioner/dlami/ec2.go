@@ -1,9 +1,11 @@
 package dlami
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -55,6 +57,16 @@ func (e EC2Config) describer(generated map[string]interface{}) engine.DescribeFu
 	// The one call says itself when the credentials are bad; an sts:GetCallerIdentity first
 	// would only add a call (and an endpoint) that can fail.
 	access.SkipCredentialValidation = true
+	if region == "" {
+		region = cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"))
+	}
+	if region == "" && e.Profile == "" {
+		// No builder region, no ec2.region, no environment: nothing to call (and no reason to
+		// wait on the SDK's credential chain to find out).
+		return func(context.Context, string) (instancetype.Description, error) {
+			return instancetype.Description{}, errors.New("DescribeInstanceTypes not read: no region (the builder gave no BuildRegion; set ec2.region)")
+		}
+	}
 	return func(ctx context.Context, typ string) (instancetype.Description, error) {
 		sess, err := access.Connect(ctx, region, e.Timeout)
 		if err != nil {

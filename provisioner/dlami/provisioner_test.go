@@ -246,4 +246,9 @@ func TestEC2Describer(t *testing.T) {
 	if _, err := d(ctx, "p5.48xlarge"); err == nil {
 		t.Fatal("an unreachable endpoint read as a description")
 	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	if _, err := e.describer(nil)(ctx, "p5.48xlarge"); err == nil || !strings.Contains(err.Error(), "set ec2.region") {
+		t.Fatalf("no region: %v", err)
+	}
 }
