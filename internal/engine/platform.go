@@ -53,7 +53,7 @@ func (b *Bake) describe(ctx context.Context, typ string) (*instancetype.Descript
 			return
 		}
 		d.desc = &desc
-		b.ui.Say("dlami: instance type " + typ + ": " + strings.TrimSuffix(describeLine(desc), ""))
+		b.ui.Say("dlami: instance type " + typ + ": " + describeLine(desc))
 	})
 	if d.typ != typ {
 		return nil, fmt.Sprintf("DescribeInstanceTypes was read for %s, not %s", d.typ, typ)
