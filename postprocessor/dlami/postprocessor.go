@@ -558,7 +558,7 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 		if launched[r] {
 			continue
 		}
-		tags := verifiedTags("", 0)
+		tags := amitags.WithVersions(verifiedTags("", 0), p.config.BOMFile)
 		tags[amitags.VerifiedIn] = strings.Join(in, ",")
 		if tag(r, all[r], tags) == nil {
 			ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))
