@@ -27,6 +27,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/dlamiresolve"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
 )
 
 // Config is the data source configuration.
@@ -69,6 +70,14 @@ type Config struct {
 
 	// Rebake lookup: the newest AMI already baked from this family.
 	Golden *GoldenConfig `mapstructure:"golden"`
+
+	// The instance type the image will be baked (or verified) on, as the builder's
+	// `instance_type`. When set, the lookup reads it with ec2:DescribeInstanceTypes and fails
+	// before anything launches when the type cannot run the resolved image: its
+	// SupportedArchitectures lack the image's architecture (an arm64 DLAMI on an x86_64 type),
+	// or its GPU is a fraction of one (g6f, gr6f: the Base OSS DLAMI cannot drive a vGPU). A
+	// denied DescribeInstanceTypes is a warning (the `warnings` output), not a failure.
+	InstanceType string `mapstructure:"instance_type"`
 
 	// AWS access, with the amazon plugin's names: an `amazon-ebs` access
 	// block pasted here works unchanged.
@@ -385,8 +394,33 @@ func (d *Datasource) resolve() (*DatasourceOutput, error) {
 		out.GoldenAMIID, out.GoldenName, out.GoldenSourceAMI = g.AMIID, g.Name, g.SourceAMI
 	}
 	out.RebakeNeeded = len(out.RebakeRegions) > 0
+	if warning, err := c.checkInstanceType(ctx, sess.EC2(primary), img.ID, img.Architecture); err != nil {
+		return nil, fmt.Errorf("dlami: %w", err)
+	} else if warning != "" {
+		d.warnf("[WARN] dlami: %s", warning)
+		out.Warnings = append(out.Warnings, warning)
+	}
 	log.Printf("[INFO] dlami: %s in %s is %s (%s); rebake_needed=%v", describe(c), primary, img.ID, img.Name, out.RebakeNeeded)
 	return out, nil
+}
+
+// checkInstanceType refuses an instance_type that cannot run the resolved image (see
+// Config.InstanceType). A denied or failed DescribeInstanceTypes returns a warning instead:
+// the bake's own architecture check still runs on the host.
+func (c *Config) checkInstanceType(ctx context.Context, api instancetype.API, amiID, amiArch string) (warning string, err error) {
+	typ := strings.TrimSpace(c.InstanceType)
+	if typ == "" || unknown(typ) {
+		return "", nil
+	}
+	d, err := instancetype.Describe(ctx, api, typ, c.Timeout)
+	if err != nil {
+		return fmt.Sprintf("instance_type %q not checked against the image: %v", typ, err), nil
+	}
+	if err := d.Refuse("instance_type"); err != nil {
+		return "", err
+	}
+	return "", instancetype.JudgeArchitecture(typ, d.Architectures,
+		instancetype.ArchWitness{Arch: amiArch, What: "the DLAMI " + amiID, Setting: "architecture"})
 }
 
 func describe(c *Config) string {

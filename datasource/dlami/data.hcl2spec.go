@@ -21,6 +21,7 @@ type FlatConfig struct {
 	Owners                   []string                        `mapstructure:"owners" cty:"owners" hcl:"owners"`
 	AllowDeprecated          *bool                           `mapstructure:"allow_deprecated" cty:"allow_deprecated" hcl:"allow_deprecated"`
 	Golden                   *FlatGoldenConfig               `mapstructure:"golden" cty:"golden" hcl:"golden"`
+	InstanceType             *string                         `mapstructure:"instance_type" cty:"instance_type" hcl:"instance_type"`
 	AccessKey                *string                         `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
 	SecretKey                *string                         `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
 	Token                    *string                         `mapstructure:"token" cty:"token" hcl:"token"`
@@ -62,6 +63,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"owners":                     &hcldec.AttrSpec{Name: "owners", Type: cty.List(cty.String), Required: false},
 		"allow_deprecated":           &hcldec.AttrSpec{Name: "allow_deprecated", Type: cty.Bool, Required: false},
 		"golden":                     &hcldec.BlockSpec{TypeName: "golden", Nested: hcldec.ObjectSpec((*FlatGoldenConfig)(nil).HCL2Spec())},
+		"instance_type":              &hcldec.AttrSpec{Name: "instance_type", Type: cty.String, Required: false},
 		"access_key":                 &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
 		"secret_key":                 &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
 		"token":                      &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},

@@ -218,6 +218,34 @@ func TestAccDatasourceThroughPacker(t *testing.T) {
 		}
 	})
 
+	// The builder's instance_type, read with DescribeInstanceTypes: an image the type cannot
+	// run fails the build at the data source, before any source starts, naming the settings.
+	t.Run("packer build refuses an instance type the image cannot run", func(t *testing.T) {
+		for _, tc := range []struct {
+			arch, typ string
+			want      []string
+		}{
+			{"arm64", "p6-b200.48xlarge", []string{"is arm64 but p6-b200.48xlarge runs only x86_64", "change architecture or instance_type"}},
+			{"x86_64", "g6f.large", []string{`instance_type = "g6f.large"`, "fraction of one GPU"}},
+		} {
+			args := append(append([]string{"build", "-color=false"}, vars...), "-var", "architecture="+tc.arch, "-var", "instance_type="+tc.typ, "template.pkr.hcl")
+			out, err := p.run(t, "", args...)
+			if err == nil {
+				t.Errorf("%s on %s: packer build passed:\n%s", tc.arch, tc.typ, out)
+				continue
+			}
+			flat := strings.Join(strings.Fields(out), " ")
+			for _, w := range tc.want {
+				if !strings.Contains(flat, w) {
+					t.Errorf("%s on %s: output lacks %q:\n%s", tc.arch, tc.typ, w, out)
+				}
+			}
+			if strings.Contains(out, "DLAMI_AMI_ID=") {
+				t.Errorf("%s on %s: the build ran past the data source:\n%s", tc.arch, tc.typ, out)
+			}
+		}
+	})
+
 	probe := func(t *testing.T) string {
 		t.Helper()
 		args := append(append([]string{"build", "-color=false", "-only=rebake-probe.null.e2e"}, vars...), "template.pkr.hcl")

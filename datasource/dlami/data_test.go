@@ -599,3 +599,60 @@ assume_role {
 		})
 	}
 }
+
+// TestExecuteInstanceType: instance_type is read with DescribeInstanceTypes and an image the
+// type cannot run is refused before anything launches, naming the settings to change; a
+// denied DescribeInstanceTypes only warns.
+func TestExecuteInstanceType(t *testing.T) {
+	cases := []struct {
+		name    string
+		hcl     string
+		deny    bool
+		wantErr []string
+		warn    string
+	}{
+		{name: "x86_64 DLAMI on p5.48xlarge", hcl: `instance_type = "p5.48xlarge"`},
+		{name: "arm64 DLAMI on g5g.xlarge", hcl: "architecture = \"arm64\"\ninstance_type = \"g5g.xlarge\""},
+		{name: "arm64 DLAMI on p5.48xlarge", hcl: "architecture = \"arm64\"\ninstance_type = \"p5.48xlarge\"",
+			wantErr: []string{"is arm64 but p5.48xlarge runs only x86_64", "change architecture or instance_type"}},
+		{name: "fractional g6f.large", hcl: `instance_type = "g6f.large"`,
+			wantErr: []string{`instance_type = "g6f.large"`, "fraction of one GPU"}},
+		{name: "denied", hcl: "architecture = \"arm64\"\ninstance_type = \"p5.48xlarge\"", deny: true,
+			warn: "not checked against the image: ec2:DescribeInstanceTypes denied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, url := startFake(t, "us-east-1")
+			if c.deny {
+				f.SetFault(awsfake.OpDescribeInstanceTypes, "", awsfake.Fault{AccessDenied: true})
+			}
+			d := configureHCL(t, endpointHCL(url)+"region = \"us-east-1\"\n"+c.hcl)
+			d.logf = func(string, ...any) {}
+			v, err := d.Execute()
+			if n := f.CallCount(awsfake.OpDescribeInstanceTypes, ""); n != 1 {
+				t.Errorf("DescribeInstanceTypes called %d times, want once", n)
+			}
+			if len(c.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("Execute passed")
+				}
+				for _, s := range c.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q lacks %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			var warnings []string
+			for _, w := range v.GetAttr("warnings").AsValueSlice() {
+				warnings = append(warnings, w.AsString())
+			}
+			if got := strings.Join(warnings, "\n"); c.warn == "" && got != "" || !strings.Contains(got, c.warn) {
+				t.Errorf("warnings = %q, want %q", got, c.warn)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
@@ -16,6 +17,24 @@ func init() {
 		Doc:   "`dcgmi diag -r <dcgm_level> -j` (default level 2): every test passes by its own verdict (DCGM 4.x's `test_summary`, which can fail while every GPU's result passes) on every GPU the host has (`expect.gpu_count`, the profile, else the PCI bus; without a count the check warns), and dcgmi exits 0; a failed test, or exit 226/205 (`DCGM_ST_NVVS_ERROR`, isolate: \"retire\") even with no test marked failed, fails naming the test, the GPU and DCGM's message; DCGM's own execution errors, skipped tests, any other exit status and a run that reported none are \"could not run\" (`error`), never a pass; DCGM missing with a level above 0 fails, naming `dcgm_level`. Where the slot is narrower than the GPU (`expect.pcie_width` or the profile: the single-GPU G6 sizes), DCGM's pcie test is given it as `min_pci_width`. When no host engine answers, `nv-hostengine` is started for the test and stopped afterwards",
 		Reads: "`dcgmi diag -r <level> [-p pcie.*.min_pci_width=<w>] -j` and its exit status",
 	})
+}
+
+// DCGMRunTime is how long NVIDIA's DCGM documentation says a dcgmi diag level runs: level 1
+// seconds, level 2 about two minutes, level 3 ("long") about 15 minutes, level 4 extended
+// (docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html
+// and .../user-guide/dcgm-diagnostics.html, quoted in shared/docs/fleet-replacement.md).
+func DCGMRunTime(level int) string {
+	switch level {
+	case 1:
+		return "seconds"
+	case 2:
+		return "about two minutes"
+	case 3:
+		return "about 15 minutes"
+	case 4:
+		return "extended: longer than level 3, for an administrator's post-mortem"
+	}
+	return "not documented"
 }
 
 // judgeDCGM judges a dcgmi diag run: a failed test fails, naming the test, the GPU and DCGM's
@@ -33,10 +52,19 @@ func judgeDCGM(run facts.Run, t Target) result.Check {
 	level := t.Function.DCGMLevel
 	d := run.DCGM
 	f := d.Result
-	expected := fmt.Sprintf("dcgmi diag -r %d: every test passes on every GPU, dcgmi exits 0", level)
+	expected := fmt.Sprintf("dcgmi diag -r %d: every test passes on every GPU, dcgmi exits 0 (expected run time: %s)", level, DCGMRunTime(int(level)))
 	basis := "setting dcgm_level"
 	if level.Off() {
 		return check(id, result.Skip, basis, "not run", "dcgm_level = 0", "DCGM diagnostics are off (dcgm_level = 0)", "")
+	}
+	// dcgmi diag does not run under MIG (aws-parallelcluster-cookbook PR 3183 skips DCGM when
+	// MIG is on): proven MIG mode skips, naming why; an unread MIG mode proves nothing and the
+	// run is judged as usual.
+	if h := run.Host; h.MIG.OK() {
+		if on := migmode.Enabled(h.MIG.Value); len(on) > 0 {
+			return check(id, result.Skip, "MIG mode", expected, fmt.Sprintf("MIG enabled on GPU %v", on),
+				fmt.Sprintf("skipped: MIG is enabled on GPU %v and dcgmi diag does not run under MIG; disable MIG (nvidia-smi -mig 0) to run the diagnostics, or set dcgm_level = 0 to say they are not wanted", on), h.MIG.Evidence)
+		}
 	}
 	switch {
 	case d.NotRun != "":

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/probe"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
@@ -127,4 +128,30 @@ func FuzzJudgeDCGM(f *testing.F) {
 			t.Fatalf("a run without a passed result and exit 0 judged pass: %q", s)
 		}
 	})
+}
+
+// dcgmi diag does not run under MIG: proven MIG mode skips the check naming why; MIG off, or a
+// MIG mode that could not be read, leaves the run judged as usual.
+func TestJudgeDCGMUnderMIG(t *testing.T) {
+	out := dcgmRun(dcgmFixture(t, "dcgm4.2.3-r1-GB10-software-fail-persistence.json"), 226)
+	f, missing := probe.ParseDCGMRun(out, 2)
+	tg := gpuCount(1)
+	tg.Function.DCGMLevel = 2
+	for _, c := range []struct {
+		name string
+		mig  facts.Fact[[]migmode.GPU]
+		want result.Status
+		msg  string
+	}{
+		{"MIG enabled", facts.Read([]migmode.GPU{{Index: 0, Enabled: true, Raw: "Enabled"}}, "0, Enabled"), result.Skip, "MIG is enabled on GPU [0]"},
+		{"MIG disabled", facts.Read([]migmode.GPU{{Index: 0, Raw: "Disabled"}}, "0, Disabled"), result.Fail, "software"},
+		{"MIG unreadable", facts.Unread[[]migmode.GPU]("exit 2", ""), result.Fail, "software"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := judgeDCGM(facts.Run{Host: facts.Host{MIG: c.mig}, DCGM: facts.DCGMRun{Result: f, Missing: missing}}, tg)
+			if got.Status != c.want || !strings.Contains(got.Message, c.msg) {
+				t.Errorf("%s: %s", got.Status, got.Message)
+			}
+		})
+	}
 }

@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -30,7 +31,7 @@ func init() {
 func judgeGPU(f facts.Run, t Target) result.Check {
 	h := f.Host
 	id := result.GPU
-	want, basis, counted := t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) })
+	want, basis, counted := t.expectedGPUs()
 	model, modelBasis := t.Expect.GPUModel, BasisSetting
 	if model == "" && t.Profile != nil {
 		model, modelBasis = t.Profile.GPUModel, t.profileName()
@@ -83,7 +84,9 @@ func judgeGPU(f facts.Run, t Target) result.Check {
 	case len(gpus) > len(t.PCI.GPUs):
 		fails = append(fails, fmt.Sprintf("nvidia-smi lists %d GPUs but the PCI bus has only %d NVIDIA GPUs (%s): the two cannot both be right", len(gpus), len(t.PCI.GPUs), facts.PCIIDs(t.PCI.GPUs)))
 	}
-	if t.Profile != nil && t.PCI != nil && t.Expect.GPUCount == 0 && t.Profile.GPUCount > 0 && len(t.PCI.GPUs) != t.Profile.GPUCount {
+	if basis == BasisEC2 && t.PCI != nil && len(t.PCI.GPUs) != want {
+		fails = append(fails, fmt.Sprintf("DescribeInstanceTypes says %s has %d GPUs but the PCI bus has %d NVIDIA GPUs (%s)", t.InstanceType, want, len(t.PCI.GPUs), facts.PCIIDs(t.PCI.GPUs)))
+	} else if basis != BasisEC2 && t.Profile != nil && t.PCI != nil && t.Expect.GPUCount == 0 && t.Profile.GPUCount > 0 && len(t.PCI.GPUs) != t.Profile.GPUCount {
 		fails = append(fails, fmt.Sprintf("the %s says %d GPUs but the PCI bus has %d NVIDIA GPUs (%s)", t.profileName(), t.Profile.GPUCount, len(t.PCI.GPUs), facts.PCIIDs(t.PCI.GPUs)))
 	}
 	if counted && len(gpus) != want && (basis != BasisPCI || len(gpus) >= len(t.PCI.GPUs)) {
@@ -95,14 +98,43 @@ func judgeGPU(f facts.Run, t Target) result.Check {
 	if len(wrong) > 0 {
 		fails = append(fails, fmt.Sprintf("not %s (%s): %s", model, modelBasis, strings.Join(wrong, ", ")))
 	}
+	memFails, memNote := judgeGPUMemorySize(h, t)
+	fails = append(fails, memFails...)
+	if memNote != "" {
+		expected += "; " + memNote
+	}
 	if len(fails) > 0 {
-		return check(id, result.Fail, basisText, expected, actual, strings.Join(fails, "; "), ev())
+		return check(id, result.Fail, basisText, expected, actual, strings.Join(fails, "; "), evidence(ev(), h.GPUMemory.Evidence))
+	}
+	if t.Profile == nil && t.EC2 != nil && t.Expect.GPUModel == "" {
+		return check(id, result.Warn, basisText, expected, actual,
+			t.noProfileNote()+": the GPU count and memory were judged from DescribeInstanceTypes, the model only roughly (EC2 names it "+strconv.Quote(t.EC2.GPUName)+"); set expect.gpu_model to pin it", "")
 	}
 	if t.Profile == nil && t.Expect.GPUCount <= 0 && t.Expect.GPUModel == "" {
 		return check(id, result.Warn, basisText, expected, actual,
 			t.noProfileNote()+": the GPU count was judged against the PCI inventory only and the model not at all; set expect.gpu_count and expect.gpu_model to pin them", "")
 	}
 	return check(id, result.Pass, basisText, expected, actual, "", "")
+}
+
+// judgeGPUMemorySize compares each GPU's memory.total with EC2's per-GPU figure within
+// instancetype.MemoryTolerance. Without EC2's figure nothing is judged (note says so); with it,
+// an unreadable memory.total fails: it cannot be told from a wrong GPU.
+func judgeGPUMemorySize(h facts.Host, t Target) (fails []string, note string) {
+	if t.EC2 == nil || t.EC2.GPUMemoryMiB <= 0 {
+		return nil, ""
+	}
+	api := t.EC2.GPUMemoryMiB
+	note = fmt.Sprintf("%d MiB per GPU ±%g%% (from DescribeInstanceTypes)", api, instancetype.MemoryTolerance*100)
+	if !h.GPUMemory.OK() {
+		return []string{"memory.total unreadable, so the GPUs' memory cannot be compared with DescribeInstanceTypes' " + strconv.Itoa(api) + " MiB: " + h.GPUMemory.Problem}, note
+	}
+	for _, g := range h.GPUMemory.Value {
+		if !instancetype.MemoryAgrees(api, g.TotalMiB) {
+			fails = append(fails, fmt.Sprintf("GPU %d has %d MiB, DescribeInstanceTypes says %d MiB per GPU for %s (tolerance %g%%): not the GPU this type has", g.Index, g.TotalMiB, api, t.InstanceType, instancetype.MemoryTolerance*100))
+		}
+	}
+	return fails, note
 }
 
 // judgeNvidiaDriver judges that nvidia-smi and the kernel module report the same driver (a

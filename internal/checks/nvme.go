@@ -14,7 +14,8 @@ func init() {
 }
 
 // judgeNVMe judges the local NVMe instance store, which the DLAMI mounts at boot: whether it
-// must be mounted comes from the setting, else the profile. The PCI bus cannot tell instance
+// must be mounted comes from the setting, else DescribeInstanceTypes (InstanceStorageInfo),
+// else the profile. The PCI bus cannot tell instance
 // store from EBS reliably enough, so an unprofiled type without the setting warns.
 func judgeNVMe(run facts.Run, t Target) result.Check {
 	h := run.Host
@@ -24,6 +25,8 @@ func judgeNVMe(run facts.Run, t Target) result.Check {
 	switch {
 	case t.Expect.NVMe != nil:
 		want, basis, known = *t.Expect.NVMe, BasisSetting, true
+	case t.EC2 != nil:
+		want, basis, known = t.EC2.NVMe, BasisEC2, true
 	case t.Profile != nil:
 		want, basis, known = t.Profile.NVMe, t.profileName(), true
 	}

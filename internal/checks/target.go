@@ -8,14 +8,17 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 )
 
 // Bases of an expectation, in the order they are consulted.
 const (
 	BasisSetting = "setting"
-	BasisPCI     = "PCI inventory"
-	BasisRule    = "rule"
+	// BasisEC2 is EC2's own description of the instance type.
+	BasisEC2  = "from " + instancetype.Source
+	BasisPCI  = "PCI inventory"
+	BasisRule = "rule"
 )
 
 // Target is what the host checks compare against: the settings, the instance type's built-in
@@ -28,6 +31,11 @@ type Target struct {
 	InstanceTypeSource string
 	// Profile is nil when the instance type has no built-in profile.
 	Profile *profile.Profile
+	// EC2 is EC2's own description of the instance type (DescribeInstanceTypes), read once
+	// per run; nil when it was not read, EC2Problem then says why ("" when nobody asked: the
+	// node check, a run without AWS access).
+	EC2        *instancetype.Description
+	EC2Problem string
 	// PCI is nil when the inventory could not be read; PCIProblem then says why.
 	PCI        *facts.PCIInventory
 	PCIProblem string
@@ -125,6 +133,15 @@ func (t Target) expectedCount(setting int, fromProfile func(profile.Profile) int
 		return fromPCI(*t.PCI), BasisPCI, true
 	}
 	return 0, "", false
+}
+
+// expectedGPUs resolves the GPU count: the setting, else EC2's description (DescribeInstanceTypes
+// knows every type EC2 sells, its profile or not), else the profile's, else the PCI inventory's.
+func (t Target) expectedGPUs() (n int, basis string, ok bool) {
+	if t.Expect.GPUCount == 0 && t.EC2 != nil && t.EC2.GPUCount > 0 {
+		return t.EC2.GPUCount, BasisEC2, true
+	}
+	return t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) })
 }
 
 // efaCapable reports whether the instance type can have EFA devices: its profile, or the

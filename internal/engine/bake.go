@@ -70,6 +70,9 @@ type Common struct {
 	ProgressEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// DescribeType reads EC2's description of the instance type (ec2:DescribeInstanceTypes),
+	// once per run; nil when the run has no AWS access.
+	DescribeType DescribeFunc
 	// Secrets are values that must never appear in a report (layer environment values,
 	// nccl.env values, repository passwords): the reports are redacted.
 	Secrets []string
@@ -157,6 +160,8 @@ type Bake struct {
 	// compared against: the judges read both.
 	run    facts.Run
 	target checks.Target
+	// ec2 is the run's one DescribeInstanceTypes answer (platform.go).
+	ec2 ec2Description
 	// loginUnjudged, when set, says why memlock has no login user to judge (checks.Target).
 	loginUnjudged string
 	// deferred is the validation this bake left to the post-processor, once deferValidation ran.
@@ -247,7 +252,7 @@ func (b *Bake) bakePlan() plan {
 	if b.opt.ImageHygiene != nil {
 		p.checkIDs = append(slices.Clone(p.checkIDs), result.ImageHygiene)
 	}
-	p.steps = append(p.steps, b.needRunUUID, b.readBuildInstance, b.makeWorkDir("dlami-bake"), b.startGuard)
+	p.steps = append(p.steps, b.needRunUUID, b.readBuildInstance, b.checkPlatform, b.makeWorkDir("dlami-bake"), b.startGuard)
 	for _, l := range b.opt.Layers {
 		p.steps = append(p.steps, func(ctx context.Context) error { return b.runLayer(ctx, l) })
 	}

@@ -70,7 +70,7 @@ func (b *Bake) readHost(ctx context.Context) (time.Duration, error) {
 		return b.now().Sub(start), err
 	}
 	b.run.Host, b.run.JobMemlock, b.run.Site = h, jm, site
-	t := checks.Resolve(h, b.opt.Checks, b.opt.InstanceType)
+	t := b.withEC2(ctx, checks.Resolve(h, b.opt.Checks, b.opt.InstanceType))
 	t.SessionIsLogin = b.freshLogin
 	t.LoginUnjudged = b.loginUnjudged
 	t.Launch = b.opt.Launch

@@ -9,7 +9,9 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
 )
@@ -42,12 +44,18 @@ func Unread[T any](problem, evidence string) Fact[T] {
 type Host struct {
 	// Instance is the EC2 instance type as the host tells it (DMI product_name, else IMDSv2).
 	Instance Instance
+	// Machine is the host's CPU architecture as `uname -m` prints it ("x86_64", "aarch64").
+	Machine Fact[string]
 	// PCI is the PCI inventory from sysfs: the ground truth the tools are compared with.
 	PCI Fact[pci.Inventory]
 	// GPUs are the GPUs nvidia-smi lists; CUDADriver is the CUDA version its table header
 	// names ("" when the query format printed none).
 	GPUs       Fact[[]nvsmi.GPU]
 	CUDADriver string
+	// GPUMemory is each GPU's memory.total (MiB), for the comparison with EC2's per-GPU figure.
+	GPUMemory Fact[[]gpumem.GPU]
+	// MIG is each GPU's current MIG mode (dcgmi diag does not run under MIG).
+	MIG Fact[[]migmode.GPU]
 	// Modules are the versions modinfo reports for the running kernel's modules.
 	NvidiaModule  Fact[string]
 	NvidiaLicense Fact[string]

@@ -93,7 +93,7 @@ func TestEFAAbsentWhereNoneIsExpected(t *testing.T) {
 	no := false
 	checks := evaluate(t, g5, func(e *settings.Expectations) { *e = settings.Expectations{NVMe: &no} })
 	want := map[string]result.Status{
-		result.GPU: result.Pass, result.NvidiaDriver: result.Pass, result.Persistence: result.Pass, result.GPUMemory: result.Pass, result.NVLink: result.Skip, result.FabricManager: result.Skip,
+		result.InstanceType: result.Pass, result.GPU: result.Pass, result.NvidiaDriver: result.Pass, result.Persistence: result.Pass, result.GPUMemory: result.Pass, result.NVLink: result.Skip, result.FabricManager: result.Skip,
 		result.EFADriver: result.Pass, result.EFAInstaller: result.Pass, result.EFADevices: result.Skip,
 		result.GDRCopy: result.Pass, result.Memlock: result.Pass, result.NVMe: result.Pass,
 		result.Lustre: result.Skip, result.Xid: result.Pass,

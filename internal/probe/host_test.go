@@ -22,7 +22,7 @@ func TestEvaluateHostHealthyP6B200(t *testing.T) {
 			t.Errorf("%s: basis %q expected %q actual %q duration %d", c.ID, c.Basis, c.Expected, c.Actual, c.DurationMS)
 		}
 	}
-	hostIDs := []string{result.GPU, result.NvidiaDriver, result.Persistence, result.GPUMemory, result.NVLink, result.FabricManager,
+	hostIDs := []string{result.InstanceType, result.GPU, result.NvidiaDriver, result.Persistence, result.GPUMemory, result.NVLink, result.FabricManager,
 		result.EFADriver, result.EFAInstaller, result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre, result.Xid}
 	if !slices.Equal(ids, hostIDs) {
 		t.Errorf("check order = %v, want %v", ids, hostIDs)

@@ -13,9 +13,11 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/fiinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpuhealth"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kernlog"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/kjournal"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/modinfo"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvlink"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
@@ -34,6 +36,9 @@ const evidenceMax = 2000
 func ParseHost(sections map[string]bundle.Section) facts.Host {
 	h := facts.Host{
 		Instance:         instanceType(sections),
+		Machine:          parseMachine(sections),
+		GPUMemory:        parseWith(sections, sectionGPUMemory, gpumem.Parse),
+		MIG:              parseWith(sections, sectionMIG, migmode.Parse),
 		PCI:              parsePCI(sections),
 		NvidiaModule:     moduleField(sections, sectionModinfoNvidia, "nvidia"),
 		NvidiaLicense:    moduleField(sections, sectionNvidiaLicense, "nvidia"),
@@ -132,6 +137,17 @@ func get(sections map[string]bundle.Section, name string) (bundle.Section, strin
 
 // parseWith reads one section with parse: the section's problem, else the parser's error, is
 // the fact's problem.
+// parseMachine reads `uname -m`: one word.
+func parseMachine(sections map[string]bundle.Section) facts.Fact[string] {
+	return parseWith(sections, sectionHostMachine, func(out string) (string, error) {
+		m := strings.TrimSpace(out)
+		if m == "" || strings.ContainsAny(m, " \t\n") {
+			return "", fmt.Errorf("uname -m printed %q, not one architecture word", m)
+		}
+		return m, nil
+	})
+}
+
 func parseWith[T any](sections map[string]bundle.Section, name string, parse func(string) (T, error)) facts.Fact[T] {
 	ev := evidence(sections, name)
 	s, problem := get(sections, name)

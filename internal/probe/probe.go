@@ -21,6 +21,8 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -52,6 +54,9 @@ const (
 	sectionIMDS          = "host.imds_instance_type"
 	sectionPCI           = "host.pci"
 	sectionNvidiaSMI     = "host.nvidia_smi"
+	sectionHostMachine   = "host.uname_m"
+	sectionGPUMemory     = "host.gpu_memory"
+	sectionMIG           = "host.mig_mode"
 	sectionFabricManager = "host.fabricmanager"
 	sectionPersistenced  = "host.persistenced"
 	sectionGPUHealth     = "host.gpu_health"
@@ -143,6 +148,9 @@ func hostCommands(o Options) []bundle.Command {
 		imds,
 		cmd(sectionPCI, pciCommand),
 		tool(sectionNvidiaSMI, hosttools.NvidiaSMI, `"$1" --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader`),
+		tool(sectionHostMachine, hosttools.Uname, `"$1" -m`),
+		tool(sectionGPUMemory, hosttools.NvidiaSMI, `"$1" --query-gpu=`+gpumem.Query+` --format=csv,noheader,nounits`),
+		tool(sectionMIG, hosttools.NvidiaSMI, `"$1" --query-gpu=`+migmode.Query+` --format=csv,noheader`),
 		tool(sectionFabricManager, hosttools.Systemctl, `"$1" is-active nvidia-fabricmanager`),
 		tool(sectionPersistenced, hosttools.Systemctl, `"$1" is-active nvidia-persistenced`),
 		gpuHealthCommand(t),
@@ -247,10 +255,18 @@ func KernelLogAndJournal(ctx context.Context, r Runner, o Options) (facts.Fact[f
 // InstanceType reads only what the host says its instance type is (DMI product name, else
 // IMDSv2): on a build instance without GPUs the rest of the host suite has nothing to read.
 func InstanceType(ctx context.Context, r Runner) (facts.Instance, error) {
-	cmds := hostCommands(Options{NVMePath: "/"})[:2]
-	sections, err := query(ctx, r, "instance type", cmds)
+	in, _, err := Platform(ctx, r)
+	return in, err
+}
+
+// Platform reads what the host says its instance type is and its CPU architecture (`uname
+// -m`), in one round trip: before any layer runs, the bake compares them with the instance
+// type's and the AMI's architecture.
+func Platform(ctx context.Context, r Runner) (facts.Instance, facts.Fact[string], error) {
+	cmds := append(hostCommands(Options{NVMePath: "/"})[:2], bundle.Command{Name: sectionHostMachine, Shell: `"$1" -m`, Tool: hosttools.Ptr(hosttools.Uname)})
+	sections, err := query(ctx, r, "instance type and architecture", cmds)
 	if err != nil {
-		return facts.Instance{}, err
+		return facts.Instance{}, facts.Fact[string]{}, err
 	}
-	return instanceType(sections), nil
+	return instanceType(sections), parseMachine(sections), nil
 }

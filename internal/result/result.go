@@ -33,6 +33,7 @@ const (
 	NextBootKernel  = "next-boot-kernel"
 	DKMS            = "dkms"
 	GPU             = "gpu"
+	InstanceType    = "instance-type"
 	NvidiaDriver    = "nvidia-driver"
 	Persistence     = "persistence"
 	GPUMemory       = "gpu-memory"

@@ -15,6 +15,11 @@ import (
 // package constraint). Unset values come from the instance type's built-in profile and, where
 // the type has none, from the host's PCI inventory.
 type Expectations struct {
+	// The AMI's CPU architecture, `x86_64` or `arm64`: set it from the data source
+	// (`data.dlami.<name>.architecture`). Before any layer runs, the bake fails when it, the
+	// host's `uname -m` and the instance type's SupportedArchitectures
+	// (ec2:DescribeInstanceTypes, else the type's profile) disagree.
+	Architecture string `mapstructure:"architecture" json:"architecture,omitempty"`
 	// Running kernel, exact (`uname -r`); also what the next boot must run.
 	Kernel string `mapstructure:"kernel" json:"kernel,omitempty"`
 	// NVIDIA driver version or constraint (the kernel module's, which nvidia-smi must agree with).

@@ -10,6 +10,7 @@ import (
 // FlatExpectations is an auto-generated flat version of Expectations.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatExpectations struct {
+	Architecture   *string  `mapstructure:"architecture" json:"architecture,omitempty" cty:"architecture" hcl:"architecture"`
 	Kernel         *string  `mapstructure:"kernel" json:"kernel,omitempty" cty:"kernel" hcl:"kernel"`
 	NvidiaDriver   *string  `mapstructure:"nvidia_driver" json:"nvidia_driver,omitempty" cty:"nvidia_driver" hcl:"nvidia_driver"`
 	EFADriver      *string  `mapstructure:"efa_driver" json:"efa_driver,omitempty" cty:"efa_driver" hcl:"efa_driver"`
@@ -43,6 +44,7 @@ func (*Expectations) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.
 // The decoded values from this spec will then be applied to a FlatExpectations.
 func (*FlatExpectations) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
+		"architecture":     &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
 		"kernel":           &hcldec.AttrSpec{Name: "kernel", Type: cty.String, Required: false},
 		"nvidia_driver":    &hcldec.AttrSpec{Name: "nvidia_driver", Type: cty.String, Required: false},
 		"efa_driver":       &hcldec.AttrSpec{Name: "efa_driver", Type: cty.String, Required: false},

@@ -71,7 +71,7 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 		return nil
 	}
 	for _, v := range verified {
-		if tag(v.region, v.ami, verifiedTags(v.instanceType, v.nodes)) == nil {
+		if tag(v.region, v.ami, amitags.WithVersions(verifiedTags(v.instanceType, v.nodes), p.config.BOMFile)) == nil {
 			nodes := ""
 			if v.nodes > 1 {
 				nodes = fmt.Sprintf(", %s = %d", amitags.VerifiedNodes, v.nodes)
@@ -83,7 +83,7 @@ func (p *PostProcessor) tagVerified(ctx context.Context, ui packersdk.Ui, ec2For
 		if launched[r] {
 			continue
 		}
-		tags := verifiedTags("", 0)
+		tags := amitags.WithVersions(verifiedTags("", 0), p.config.BOMFile)
 		tags[amitags.VerifiedIn] = strings.Join(in, ",")
 		if tag(r, all[r], tags) == nil {
 			ui.Say(fmt.Sprintf("dlami: %s: tagged the copy %s %s = true (%s = %s)", r, all[r], amitags.Verified, amitags.VerifiedIn, strings.Join(in, ",")))

@@ -1,4 +1,4 @@
-//go:generate packer-sdc mapstructure-to-hcl2 -type Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,ContainerCheckConfig
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config,EC2Config,GuardConfig,Layer,LayerFile,NCCLConfig,EFATrafficConfig,GPUDirectRDMAConfig,ContainerCheckConfig
 //go:generate packer-sdc struct-markdown
 
 package dlami
@@ -68,6 +68,9 @@ type Config struct {
 	// before the host must answer again. Defaults to 10m.
 	RebootTimeout time.Duration `mapstructure:"reboot_timeout"`
 
+	// How the bake reads EC2's description of the build instance's type
+	// (ec2:DescribeInstanceTypes): the AWS access, the region, or skip.
+	EC2 EC2Config `mapstructure:"ec2"`
 	// Which packages the kernel hold guard watches, on top of the defaults.
 	Guard GuardConfig `mapstructure:"guard"`
 	// Ordered layers, run one after another; the drift check runs after each.
@@ -78,8 +81,10 @@ type Config struct {
 	// The 1-node NCCL all-reduce test.
 	NCCL NCCLConfig `mapstructure:"nccl"`
 	// DCGM diagnostics level: `dcgmi diag -r <level>` after the NCCL test. 0 turns them off;
-	// 1 is quick, 2 (the default) the production gate of AWS's GPU cluster health check, 3
-	// long. With a level above 0 and DCGM missing, the dcgm check fails.
+	// 1 is quick (seconds), 2 (the default, about two minutes) the production gate of AWS's GPU
+	// cluster health check, 3 long (about 15 minutes), 4 extended (NVIDIA's DCGM
+	// documentation). With a level above 0 and DCGM missing, the dcgm check fails; with MIG
+	// enabled on a GPU it is skipped, naming why (dcgmi diag does not run under MIG).
 	DCGMLevel *int `mapstructure:"dcgm_level"`
 	// The EFA traffic test: an RDM ping-pong across every EFA device.
 	EFATraffic EFATrafficConfig `mapstructure:"efa_traffic"`
@@ -329,6 +334,7 @@ func (c *Config) prepare() []error {
 		seen[l.Name] = true
 	}
 	errs = append(errs, c.Expect.Validate()...)
+	errs = append(errs, c.EC2.prepare()...)
 	errs = append(errs, c.NCCL.Validate()...)
 	errs = append(errs, c.function().Validate("")...)
 	errs = append(errs, checks.CheckSelection("skip_checks", c.SkipChecks)...)

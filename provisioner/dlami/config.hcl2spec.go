@@ -3,6 +3,7 @@
 package dlami
 
 import (
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/nodeconf"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -31,6 +32,7 @@ type FlatConfig struct {
 	RemoteFolder        *string                    `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
 	ManifestPath        *string                    `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
 	RebootTimeout       *string                    `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
+	EC2                 *FlatEC2Config             `mapstructure:"ec2" cty:"ec2" hcl:"ec2"`
 	Guard               *FlatGuardConfig           `mapstructure:"guard" cty:"guard" hcl:"guard"`
 	Layers              []FlatLayer                `mapstructure:"layer" cty:"layer" hcl:"layer"`
 	Expect              *settings.FlatExpectations `mapstructure:"expect" cty:"expect" hcl:"expect"`
@@ -77,6 +79,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"remote_folder":              &hcldec.AttrSpec{Name: "remote_folder", Type: cty.String, Required: false},
 		"manifest_path":              &hcldec.AttrSpec{Name: "manifest_path", Type: cty.String, Required: false},
 		"reboot_timeout":             &hcldec.AttrSpec{Name: "reboot_timeout", Type: cty.String, Required: false},
+		"ec2":                        &hcldec.BlockSpec{TypeName: "ec2", Nested: hcldec.ObjectSpec((*FlatEC2Config)(nil).HCL2Spec())},
 		"guard":                      &hcldec.BlockSpec{TypeName: "guard", Nested: hcldec.ObjectSpec((*FlatGuardConfig)(nil).HCL2Spec())},
 		"layer":                      &hcldec.BlockListSpec{TypeName: "layer", Nested: hcldec.ObjectSpec((*FlatLayer)(nil).HCL2Spec())},
 		"expect":                     &hcldec.BlockSpec{TypeName: "expect", Nested: hcldec.ObjectSpec((*settings.FlatExpectations)(nil).HCL2Spec())},
@@ -121,6 +124,63 @@ func (*FlatContainerCheckConfig) HCL2Spec() map[string]hcldec.Spec {
 		"rootfs":               &hcldec.AttrSpec{Name: "rootfs", Type: cty.String, Required: false},
 		"containerd_namespace": &hcldec.AttrSpec{Name: "containerd_namespace", Type: cty.String, Required: false},
 		"timeout":              &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
+	}
+	return s
+}
+
+// FlatEC2Config is an auto-generated flat version of EC2Config.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatEC2Config struct {
+	AccessKey                *string                         `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
+	SecretKey                *string                         `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
+	Token                    *string                         `mapstructure:"token" cty:"token" hcl:"token"`
+	Profile                  *string                         `mapstructure:"profile" cty:"profile" hcl:"profile"`
+	SharedCredentialsFile    *string                         `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
+	AssumeRole               *awsaccess.FlatAssumeRoleConfig `mapstructure:"assume_role" cty:"assume_role" hcl:"assume_role"`
+	MFACode                  *string                         `mapstructure:"mfa_code" cty:"mfa_code" hcl:"mfa_code"`
+	MaxRetries               *int                            `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
+	SkipMetadataAPICheck     *bool                           `mapstructure:"skip_metadata_api_check" cty:"skip_metadata_api_check" hcl:"skip_metadata_api_check"`
+	SkipCredentialValidation *bool                           `mapstructure:"skip_credential_validation" cty:"skip_credential_validation" hcl:"skip_credential_validation"`
+	SkipRegionValidation     *bool                           `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
+	CustomEndpointEC2        *string                         `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
+	SSMEndpoint              *string                         `mapstructure:"ssm_endpoint" cty:"ssm_endpoint" hcl:"ssm_endpoint"`
+	STSEndpoint              *string                         `mapstructure:"sts_endpoint" cty:"sts_endpoint" hcl:"sts_endpoint"`
+	EC2Endpoint              *string                         `mapstructure:"ec2_endpoint" cty:"ec2_endpoint" hcl:"ec2_endpoint"`
+	Region                   *string                         `mapstructure:"region" cty:"region" hcl:"region"`
+	Skip                     *bool                           `mapstructure:"skip" cty:"skip" hcl:"skip"`
+	Timeout                  *string                         `mapstructure:"timeout" cty:"timeout" hcl:"timeout"`
+}
+
+// FlatMapstructure returns a new FlatEC2Config.
+// FlatEC2Config is an auto-generated flat version of EC2Config.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*EC2Config) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatEC2Config)
+}
+
+// HCL2Spec returns the hcl spec of a EC2Config.
+// This spec is used by HCL to read the fields of EC2Config.
+// The decoded values from this spec will then be applied to a FlatEC2Config.
+func (*FlatEC2Config) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"access_key":                 &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
+		"secret_key":                 &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
+		"token":                      &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
+		"profile":                    &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
+		"shared_credentials_file":    &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
+		"assume_role":                &hcldec.BlockSpec{TypeName: "assume_role", Nested: hcldec.ObjectSpec((*awsaccess.FlatAssumeRoleConfig)(nil).HCL2Spec())},
+		"mfa_code":                   &hcldec.AttrSpec{Name: "mfa_code", Type: cty.String, Required: false},
+		"max_retries":                &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
+		"skip_metadata_api_check":    &hcldec.AttrSpec{Name: "skip_metadata_api_check", Type: cty.Bool, Required: false},
+		"skip_credential_validation": &hcldec.AttrSpec{Name: "skip_credential_validation", Type: cty.Bool, Required: false},
+		"skip_region_validation":     &hcldec.AttrSpec{Name: "skip_region_validation", Type: cty.Bool, Required: false},
+		"custom_endpoint_ec2":        &hcldec.AttrSpec{Name: "custom_endpoint_ec2", Type: cty.String, Required: false},
+		"ssm_endpoint":               &hcldec.AttrSpec{Name: "ssm_endpoint", Type: cty.String, Required: false},
+		"sts_endpoint":               &hcldec.AttrSpec{Name: "sts_endpoint", Type: cty.String, Required: false},
+		"ec2_endpoint":               &hcldec.AttrSpec{Name: "ec2_endpoint", Type: cty.String, Required: false},
+		"region":                     &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
+		"skip":                       &hcldec.AttrSpec{Name: "skip", Type: cty.Bool, Required: false},
+		"timeout":                    &hcldec.AttrSpec{Name: "timeout", Type: cty.String, Required: false},
 	}
 	return s
 }

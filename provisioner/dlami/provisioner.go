@@ -110,6 +110,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	opt := p.opt
 	opt.RunUUID = runUUID(generated)
 	opt.BuildInstanceID = builderInstanceID(generated)
+	opt.DescribeType = p.config.EC2.describer(generated)
 	if p.config.ImageHygiene {
 		opt.ImageHygiene = hygiene(generated, ui)
 	}

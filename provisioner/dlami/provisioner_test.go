@@ -1,10 +1,17 @@
 package dlami
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
+	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 )
@@ -221,5 +228,61 @@ func TestPrepareErrorsAreOrdered(t *testing.T) {
 		} else if err.Error() != first {
 			t.Fatalf("error order changed:\n%s\n%s", first, err)
 		}
+	}
+}
+
+// The ec2 block: skip turns DescribeInstanceTypes off; otherwise the bake gets a reader, and
+// one without AWS access says so (the instance-type check then warns, never passes).
+func TestEC2Describer(t *testing.T) {
+	if (EC2Config{Skip: true}).describer(nil) != nil {
+		t.Fatal("ec2.skip = true still reads DescribeInstanceTypes")
+	}
+	e := EC2Config{AccessConfig: awsaccess.AccessConfig{AccessKey: "AKIAFAKE", SecretKey: "fake", CustomEndpointEC2: "http://127.0.0.1:1", STSEndpoint: "http://127.0.0.1:1", SkipMetadataAPICheck: true}}
+	if errs := e.prepare(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	d := e.describer(map[string]interface{}{"BuildRegion": "us-east-1"})
+	if d == nil {
+		t.Fatal("no reader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d(ctx, "p5.48xlarge"); err == nil {
+		t.Fatal("an unreachable endpoint read as a description")
+	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	if _, err := e.describer(nil)(ctx, "p5.48xlarge"); err == nil || !strings.Contains(err.Error(), "set ec2.region") {
+		t.Fatalf("no region: %v", err)
+	}
+}
+
+// The ec2 block's reader through the real SDK against the fake EC2: EC2's description of a
+// type (GPUs, memory, NVMe from InstanceStorageInfo, architecture), a fractional type as EC2
+// answers it, and a denial named as such.
+func TestEC2DescriberAgainstTheFake(t *testing.T) {
+	awstest.IsolateEnv(t)
+	fake := awsfake.NewSeeded("us-east-1")
+	srv := fake.Start()
+	defer srv.Close()
+	e := EC2Config{AccessConfig: awsaccess.AccessConfig{AccessKey: "AKIAFAKE", SecretKey: "fake", CustomEndpointEC2: srv.URL, SkipMetadataAPICheck: true}}
+	if errs := e.prepare(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	d := e.describer(map[string]interface{}{"BuildRegion": "us-east-1"})
+	ctx := context.Background()
+	p5, err := d(ctx, "p5.48xlarge")
+	if err != nil || p5.GPUCount != 8 || p5.GPUMemoryMiB != 81920 || !p5.NVMe || p5.StorageGB != 30400 || !p5.Supports("x86_64") || p5.Refuse("instance_type") != nil {
+		t.Fatalf("p5.48xlarge = %+v, %v", p5, err)
+	}
+	if g5g, err := d(ctx, "g5g.xlarge"); err != nil || g5g.NVMe || !g5g.Supports("aarch64") {
+		t.Errorf("g5g.xlarge = %+v, %v: want arm64 without instance store", g5g, err)
+	}
+	if g6f, err := d(ctx, "g6f.large"); err != nil || !g6f.Fractional() || g6f.Refuse("instance_type") == nil {
+		t.Errorf("g6f.large = %+v, %v: want a fractional type, refused", g6f, err)
+	}
+	fake.SetFault(awsfake.OpDescribeInstanceTypes, "", awsfake.Fault{AccessDenied: true})
+	if _, err := d(ctx, "p5.48xlarge"); !errors.Is(err, instancetype.ErrDenied) {
+		t.Errorf("denied: %v, want ErrDenied", err)
 	}
 }

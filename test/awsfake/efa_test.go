@@ -325,7 +325,10 @@ func TestDescribeInstanceTypes(t *testing.T) {
 	if g5 := by["g5.xlarge"]; aws.ToBool(g5.NetworkInfo.EfaSupported) || g5.NetworkInfo.EfaInfo != nil || aws.ToString(g5.GpuInfo.Gpus[0].Name) != "A10G" {
 		t.Errorf("g5.xlarge %+v", g5.NetworkInfo)
 	}
-	if c7 := by["c7i.8xlarge"]; c7.GpuInfo != nil || aws.ToInt32(c7.VCpuInfo.DefaultVCpus) != 32 || aws.ToBool(c7.NetworkInfo.EfaSupported) {
+	if st := p5.InstanceStorageInfo; st == nil || st.NvmeSupport != ec2types.EphemeralNvmeSupportRequired || aws.ToInt64(st.TotalSizeInGB) != 30400 {
+		t.Errorf("p5.48xlarge InstanceStorageInfo %+v, want NVMe required, 30400 GB (K-fake)", st)
+	}
+	if c7 := by["c7i.8xlarge"]; c7.GpuInfo != nil || aws.ToInt32(c7.VCpuInfo.DefaultVCpus) != 32 || aws.ToBool(c7.NetworkInfo.EfaSupported) || c7.InstanceStorageInfo != nil {
 		t.Errorf("c7i.8xlarge %+v", c7)
 	}
 	gb := by["p6e-gb200.36xlarge"]
@@ -395,6 +398,10 @@ func TestDescribeInstanceTypesCoversEveryProfile(t *testing.T) {
 		if !ok {
 			t.Errorf("%s is profiled but not described", p.InstanceType)
 			continue
+		}
+		// InstanceStorageInfo as the profile's NVMe (both from K-doc's instance-local-nvme).
+		if got := it.InstanceStorageInfo != nil && it.InstanceStorageInfo.NvmeSupport == ec2types.EphemeralNvmeSupportRequired; got != p.NVMe {
+			t.Errorf("%s InstanceStorageInfo %+v, profile NVMe %v", p.InstanceType, it.InstanceStorageInfo, p.NVMe)
 		}
 		if p.InstanceType == "p6e-gb200.36xlarge" {
 			continue // only UG-EFA's card count is public (checked in TestDescribeInstanceTypes)

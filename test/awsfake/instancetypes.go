@@ -52,7 +52,18 @@ type InstanceTypeInfo struct {
 	EFACards []int
 	// BareMetal: BareMetal true and no Hypervisor (K-vpc IsBareMetal; g5g.metal).
 	BareMetal bool
-	Source    string
+	// LocalNVMe: InstanceStorageInfo with NvmeSupport "required" (every instance store of a
+	// Nitro GPU type is NVMe; "required" is the p5.48xlarge answer's). Which types have instance
+	// store: K-doc's karpenter.k8s.aws/instance-local-nvme (as internal/profile's NVMe), and
+	// EKS-UG for p6e-gb200 (3 × 7.5 TB); StorageGB is TotalSizeInGB where sourced (p5.48xlarge,
+	// K-fake: 30400), else left out.
+	LocalNVMe bool
+	StorageGB *int
+	// GPUPartitionSize is GpuInfo.Gpus[0].GpuPartitionSize; nil = left out (no public sample
+	// gives the value for g6f/gr6f, so the fake leaves it out and the Count out: the plugin
+	// must refuse them either way).
+	GPUPartitionSize *float64
+	Source           string
 }
 
 // num and flag make the pointers of a sourced figure; a nil pointer is a figure not found.
@@ -346,6 +357,13 @@ var instanceTypes = func() map[string]*InstanceTypeInfo {
 	}
 	m := make(map[string]*InstanceTypeInfo, len(list))
 	for _, t := range list {
+		// Instance store: every GPU type here but g5g (K-doc: no instance-local-nvme); c7i
+		// (not c7id) has none.
+		fam, _, _ := strings.Cut(t.InstanceType, ".")
+		t.LocalNVMe = fam != "g5g" && fam != "c7i"
+		if t.InstanceType == "p5.48xlarge" {
+			t.StorageGB = num(30400)
+		}
 		m[t.InstanceType] = t
 	}
 	return m
@@ -501,10 +519,11 @@ type xmlGpuMemory struct {
 }
 
 type xmlGpuDevice struct {
-	Name         string        `xml:"name"`
-	Manufacturer string        `xml:"manufacturer"`
-	Count        int           `xml:"count,omitempty"` // left out for a fractional GPU
-	MemoryInfo   *xmlGpuMemory `xml:"memoryInfo,omitempty"`
+	Name          string        `xml:"name"`
+	Manufacturer  string        `xml:"manufacturer"`
+	Count         int           `xml:"count,omitempty"` // left out for a fractional GPU
+	MemoryInfo    *xmlGpuMemory `xml:"memoryInfo,omitempty"`
+	PartitionSize *float64      `xml:"gpuPartitionSize,omitempty"`
 }
 
 type xmlGpuInfo struct {
@@ -534,6 +553,7 @@ type xmlInstanceTypeInfo struct {
 	MemoryInfo        *xmlMemoryInfo    `xml:"memoryInfo,omitempty"`
 	NetworkInfo       xmlNetworkInfo    `xml:"networkInfo"`
 	GpuInfo           *xmlGpuInfo       `xml:"gpuInfo,omitempty"`
+	InstanceStorage   *xmlInstanceStore `xml:"instanceStorageInfo,omitempty"`
 }
 
 type xmlDescribeInstanceTypes struct {
@@ -541,6 +561,11 @@ type xmlDescribeInstanceTypes struct {
 	ec2Meta
 	Types     []xmlInstanceTypeInfo `xml:"instanceTypeSet>item"`
 	NextToken string                `xml:"nextToken,omitempty"`
+}
+
+type xmlInstanceStore struct {
+	NvmeSupport   string `xml:"nvmeSupport"`
+	TotalSizeInGB *int   `xml:"totalSizeInGB,omitempty"`
 }
 
 func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
@@ -560,7 +585,7 @@ func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
 		x.MemoryInfo = &xmlMemoryInfo{SizeInMiB: *t.MemoryMiB}
 	}
 	if t.GPUName != "" {
-		d := xmlGpuDevice{Name: t.GPUName, Manufacturer: t.GPUManufacturer, Count: t.GPUCount}
+		d := xmlGpuDevice{Name: t.GPUName, Manufacturer: t.GPUManufacturer, Count: t.GPUCount, PartitionSize: t.GPUPartitionSize}
 		if t.GPUMemoryMiB != nil {
 			d.MemoryInfo = &xmlGpuMemory{SizeInMiB: *t.GPUMemoryMiB}
 		}
@@ -581,5 +606,8 @@ func renderInstanceType(t *InstanceTypeInfo) xmlInstanceTypeInfo {
 		n.EnaSupport = "required"
 	}
 	x.NetworkInfo = n
+	if t.LocalNVMe {
+		x.InstanceStorage = &xmlInstanceStore{NvmeSupport: "required", TotalSizeInGB: t.StorageGB}
+	}
 	return x
 }

@@ -45,6 +45,7 @@ type report struct {
 	Checks       []struct {
 		ID      string `json:"id"`
 		Status  string `json:"status"`
+		Basis   string `json:"basis"`
 		Message string `json:"message"`
 	} `json:"checks"`
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlami-bake/packer-plugin-dlami/internal/amitags"
+	billofmaterials "github.com/dlami-bake/packer-plugin-dlami/internal/bom"
 	dlamireport "github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
@@ -107,6 +109,12 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if rep.Result != "pass" || len(rep.FailedChecks) != 0 {
 			t.Errorf("report: result %q, failed %v; want pass", rep.Result, rep.FailedChecks)
 		}
+		// The bake read EC2's description of its type (the provisioner's ec2 block defaults to
+		// the builder's region; the SDK reaches the fake through AWS_ENDPOINT_URL_EC2) and
+		// judged the GPU count from it.
+		if st, basis := checkStatus(rep, "instance-type"), checkBasis(rep, "gpu"); st != "pass" || !strings.HasPrefix(basis, "from DescribeInstanceTypes") {
+			t.Errorf("instance-type = %s (%s), gpu basis %q: want pass and the GPU count from DescribeInstanceTypes", st, checkMessage(rep, "instance-type"), basis)
+		}
 
 		// ami_regions: the copy exists in the other region with the same tags and its own snapshot.
 		copies := ownImages(s, ebsCopyRegion)
@@ -140,6 +148,21 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		if golden.Tags["dlami:verified"] != "true" || golden.Tags["dlami:verified_at"] == "" {
 			t.Errorf("golden AMI tags %v: want dlami:verified = true with dlami:verified_at", golden.Tags)
 		}
+		// What fleets select by: the verified AMI carries the version tags of its bill of
+		// materials (read back from the fake EC2), the driver and the kernel at least.
+		manifest, err := billofmaterials.Decode(readLayerFile(t, golden, "etc/dlami-bake/manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := amitags.VersionTags(manifest)
+		if versions[amitags.NvidiaDriver] == "" || versions[amitags.NvidiaDriverBranch] == "" || versions[amitags.Kernel] == "" || versions[amitags.EFAInstaller] == "" {
+			t.Errorf("the bill of materials gives version tags %v: want the driver, its branch, the kernel and the EFA installer", versions)
+		}
+		for k, v := range versions {
+			if golden.Tags[k] != v {
+				t.Errorf("golden AMI tag %s = %q, want %q (from its bill of materials)", k, golden.Tags[k], v)
+			}
+		}
 		// The copy was not launched; it carries the verified copy's result and names it.
 		if cp.Tags["dlami:verified"] != "true" || cp.Tags["dlami:verified_in"] != ebsRegion+"/"+golden.ID {
 			t.Errorf("the %s copy's tags %v: want dlami:verified = true and dlami:verified_in = %s/%s", ebsCopyRegion, cp.Tags, ebsRegion, golden.ID)
@@ -160,6 +183,39 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 		}
 		assertHygienicImage(t, fake, golden)
 		assertCleanedUp(t, fake.state(t), ebsRegion)
+	})
+
+	// An arm64 DLAMI on an x86_64 type, and a fractional-GPU type, are refused by the data
+	// source (given the builder's instance_type) before anything launches or any layer runs.
+	t.Run("refused-types", func(t *testing.T) {
+		for _, tc := range []struct {
+			arch, typ string
+			want      []string
+		}{
+			{"arm64", "p6-b200.48xlarge", []string{"is arm64 but p6-b200.48xlarge runs only x86_64", "change architecture or instance_type"}},
+			{"x86_64", "g6f.large", []string{`instance_type = "g6f.large"`, "fraction of one GPU"}},
+		} {
+			t.Run(tc.typ, func(t *testing.T) {
+				out := outDir(t, "ebs-refused-"+tc.typ)
+				ok, failed := fake.calls(t, ebsRegion, "RunInstances")
+				r := e.build(t, ebsDir, out, fake.packerEnv(e), nil, "-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out,
+					"-var", "architecture="+tc.arch, "-var", "instance_type="+tc.typ, "arch.pkr.hcl")
+				if r.code == 0 {
+					t.Fatalf("packer build passed:\n%s", tail(filepath.Join(out, "packer.out"), 40))
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(r.ui, w) {
+						t.Errorf("Packer's output lacks %q:\n%s", w, tail(filepath.Join(out, "packer.out"), 40))
+					}
+				}
+				if strings.Contains(r.ui, "LAYER-RAN") {
+					t.Error("a layer ran")
+				}
+				if ok2, failed2 := fake.calls(t, ebsRegion, "RunInstances"); ok2 != ok || failed2 != failed {
+					t.Errorf("RunInstances called (%d OK, %d failed before; %d, %d after): the refusal must come before any launch", ok, failed, ok2, failed2)
+				}
+			})
+		}
 	})
 
 	t.Run("golden-on-golden", func(t *testing.T) {
@@ -410,6 +466,16 @@ func checkStatus(r report, id string) string {
 		}
 	}
 	return "absent"
+}
+
+// checkBasis is the basis of check id in r, "" when it has none.
+func checkBasis(r report, id string) string {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c.Basis
+		}
+	}
+	return ""
 }
 
 // checkMessage is the message of check id in r, "" when it has none.

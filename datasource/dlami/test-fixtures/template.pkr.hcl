@@ -12,6 +12,12 @@ variable "architecture" {
   default = "x86_64"
 }
 
+variable "instance_type" {
+  type        = string
+  default     = ""
+  description = "The builder's instance type; the refused-types cases set one the image cannot run on."
+}
+
 variable "region" {
   type    = string
   default = "us-east-1"
@@ -24,9 +30,10 @@ variable "timeout" {
 }
 
 data "dlami" "base" {
-  architecture = var.architecture
-  region       = var.region
-  regions      = ["eu-west-1"]
+  architecture  = var.architecture
+  instance_type = var.instance_type
+  region        = var.region
+  regions       = ["eu-west-1"]
   # The amazon plugin's access names, as pasted from an amazon-ebs block.
   ssm_endpoint        = var.aws_endpoint
   custom_endpoint_ec2 = var.aws_endpoint
