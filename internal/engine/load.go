@@ -97,6 +97,10 @@ func (b *Bake) runNCCL(ctx context.Context) (facts.NCCLRun, error) {
 		run.Problem = err.Error()
 	}
 	fig := ncclFigures(run)
+	if x.BusBWFloorGBps > 0 {
+		floor := x.BusBWFloorGBps
+		fig.BusBWFloorGBps = &floor
+	}
 	b.update(func(r *report.Report) { r.NCCL = &fig })
 	return run, nil
 }
@@ -112,6 +116,10 @@ func ncclFigures(run facts.NCCLRun) report.NCCLFigures {
 		OutOfBounds:    res.OutOfBounds,
 		ExitCode:       run.ExitCode,
 		TimedOut:       run.TimedOut,
+		Seconds:        run.Took.Seconds(),
+	}
+	for _, row := range res.Rows {
+		f.Points = append(f.Points, report.NCCLPoint{SizeBytes: row.SizeBytes, BusBWGBps: row.OutOfPlace.BusBW, InPlaceBusBWGBps: row.InPlace.BusBW})
 	}
 	if l := res.Largest; l != nil {
 		f.LargestSizeBytes = l.SizeBytes

@@ -26,6 +26,8 @@ const (
 	JSONFile     = "dlami-report.json"
 	JUnitFile    = "dlami-report.junit.xml"
 	MarkdownFile = "dlami-report.md"
+	// HTMLFile is the report for a person in a browser (html.go): one self-contained file.
+	HTMLFile = "dlami-report.html"
 )
 
 // Overall results.
@@ -85,6 +87,28 @@ type Report struct {
 	// Cost is the run's instance time (dlami-cost.json), in the post-processor's reports: it
 	// adds it once every instance of the run is gone; nil before that and in a bake's report.
 	Cost *Cost `json:"cost,omitempty"`
+	// Changes is what changed since a previous bill of materials (a rebake with
+	// previous_bom_file); nil when none was given.
+	Changes *Changes `json:"changes,omitempty"`
+}
+
+// Changes is what changed between a previous bake's bill of materials and this one's.
+type Changes struct {
+	// Previous names the bill of materials compared against (its build and when it was made,
+	// and the file).
+	Previous string `json:"previous"`
+	// Items are the components and packages whose version differs, in a fixed order: kernel,
+	// driver, CUDA, NCCL, EFA, toolkit, then packages by name. Empty when nothing changed.
+	Items []Change `json:"items"`
+	// Compared is how many components and packages were compared.
+	Compared int `json:"compared"`
+}
+
+// Change is one component whose version differs ("(absent)" where one side lacks it).
+type Change struct {
+	Component string `json:"component"`
+	Before    string `json:"before"`
+	After     string `json:"after"`
 }
 
 // Launch is the verification instance the post-processor launched: the instance type and
@@ -127,6 +151,9 @@ type LaunchNode struct {
 	HostName string `json:"host_name,omitempty"`
 	// TestSeconds is how long it spent in the multi-node test (its share of the GPU time).
 	TestSeconds float64 `json:"test_seconds"`
+	// NCCL is the figures of the node's own NCCL test in its first-boot verification; nil
+	// when it ran none (the post-processor's nccl = true runs one).
+	NCCL *NCCLFigures `json:"nccl,omitempty"`
 }
 
 // LaunchRefusal is one candidate EC2 had no capacity for.
@@ -200,8 +227,8 @@ func Normalize(r Report) (Report, error) {
 	return r, nil
 }
 
-// Write writes the JSON, JUnit and Markdown reports into dir (created if need be) and
-// returns their paths, with secrets redacted (Redact). The three are written as a set: all are
+// Write writes the JSON, JUnit, Markdown and HTML reports into dir (created if need be) and
+// returns their paths, with secrets redacted (Redact). The four are written as a set: all are
 // rendered and written to synced temporary files first, then renamed into place with the JSON
 // report, the verdict of record, last; a crash before that last rename leaves the previous
 // JSON verdict, never half a file, and every report of a set carries the same finished_at.
@@ -222,13 +249,17 @@ func Write(dir string, r Report, secrets ...string) ([]string, error) {
 		return nil, err
 	}
 	md := Markdown(n)
+	page, err := HTML(n)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
 	files := []struct {
 		name string
 		data []byte
-	}{{MarkdownFile, []byte(md)}, {JUnitFile, ju}, {JSONFile, js}}
+	}{{HTMLFile, page}, {MarkdownFile, []byte(md)}, {JUnitFile, ju}, {JSONFile, js}}
 	temps := make([]string, len(files))
 	defer func() {
 		for _, t := range temps {
@@ -252,7 +283,7 @@ func Write(dir string, r Report, secrets ...string) ([]string, error) {
 	}
 	syncDir(dir)
 	// JSON first in the answer, as callers print it.
-	return []string{paths[2], paths[1], paths[0]}, nil
+	return []string{paths[3], paths[2], paths[1], paths[0]}, nil
 }
 
 // writeTemp writes data to a synced temporary file beside path, for a rename into place.
@@ -333,4 +364,20 @@ type NCCLFigures struct {
 	NICs          *int   `json:"nics"`
 	ExitCode      int    `json:"exit_code"`
 	TimedOut      bool   `json:"timed_out"`
+	// Seconds is how long the test ran (0 when unknown).
+	Seconds float64 `json:"seconds,omitempty"`
+	// BusBWFloorGBps is the busbw floor the nccl-busbw check judged the largest size against
+	// (nccl.min_busbw_gbps or the instance type's profile); nil when there was none.
+	BusBWFloorGBps *float64 `json:"busbw_floor_gbps,omitempty"`
+	// Points are the result table's rows: one per message size of the run, in order.
+	Points []NCCLPoint `json:"points,omitempty"`
+}
+
+// NCCLPoint is one message size of an NCCL test's result table. A nil bandwidth is a cell
+// that was not a number.
+type NCCLPoint struct {
+	SizeBytes int64 `json:"size_bytes"`
+	// BusBWGBps is the out-of-place busbw; InPlaceBusBWGBps the in-place one.
+	BusBWGBps        *float64 `json:"busbw_gbps"`
+	InPlaceBusBWGBps *float64 `json:"in_place_busbw_gbps"`
 }
