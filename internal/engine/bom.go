@@ -75,6 +75,10 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		GuardPolicy: &b.opt.Policy, Expect: &b.opt.Checks.Expect, Deferred: b.deferred,
 		Tests: &bom.Tests{NCCL: b.opt.Checks.NCCL, Function: b.opt.Checks.Function, Skip: b.opt.Checks.Skip, Warn: b.opt.Checks.Warn},
 	}
+	if prev := b.opt.PreviousBOM; prev != nil {
+		changes := bom.Changes(*prev, doc, b.opt.PreviousBOMFile)
+		b.update(func(r *report.Report) { r.Changes = &changes })
+	}
 	data, err := doc.Encode()
 	if err != nil {
 		return err

@@ -232,3 +232,17 @@ func FuzzHTMLEscapes(f *testing.F) {
 		}
 	})
 }
+
+func TestNCCLOf(t *testing.T) {
+	dir := t.TempDir()
+	if NCCLOf(dir) != nil {
+		t.Error("figures from a folder without a report")
+	}
+	r := Report{Result: ResultPass, Checks: []result.Check{{ID: result.Kernel, Status: result.Pass}}, NCCL: &NCCLFigures{Points: sweep(100)}}
+	if _, err := Write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := NCCLOf(dir); got == nil || len(got.Points) != 31 {
+		t.Errorf("NCCLOf = %+v, want the 31 points written", got)
+	}
+}

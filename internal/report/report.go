@@ -381,3 +381,17 @@ type NCCLPoint struct {
 	BusBWGBps        *float64 `json:"busbw_gbps"`
 	InPlaceBusBWGBps *float64 `json:"in_place_busbw_gbps"`
 }
+
+// NCCLOf is the NCCL figures of the JSON report in dir (a node's first-boot verification, for
+// the plot of each node in the multi-node report); nil when it has none or cannot be read.
+func NCCLOf(dir string) *NCCLFigures {
+	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	if err != nil {
+		return nil
+	}
+	var r Report
+	if json.Unmarshal(data, &r) != nil {
+		return nil
+	}
+	return r.NCCL
+}
