@@ -528,9 +528,10 @@ func chartOf(title string, runs []namedRun) htmlChart {
 	for _, f := range floors {
 		c.Floors = append(c.Floors, htmlFloor{Y: yOf(f), GBps: f, Label: "floor " + gbps(f) + " GB/s"})
 	}
-	for e := math.Ceil(minX); e <= math.Floor(maxX); e++ {
-		// A label every other power of two keeps them readable on a 1 B to 16 GiB sweep.
-		if int(e)%2 != 0 && maxX-minX > 12 {
+	// At most about ten labels: every power of two on a short sweep, every 8x on 8 B to 16 GiB.
+	step := max(1, int(math.Ceil((maxX-minX)/10)))
+	for e, i := math.Ceil(minX), 0; e <= math.Floor(maxX); e, i = e+1, i+1 {
+		if i%step != 0 {
 			continue
 		}
 		size := int64(math.Exp2(e))
