@@ -172,7 +172,9 @@ func open(t *testing.T, r report.Report) page {
 	return p
 }
 
-func pass(id string) result.Check { return result.Check{ID: id, Status: result.Pass, Expected: "x", Actual: "x"} }
+func pass(id string) result.Check {
+	return result.Check{ID: id, Status: result.Pass, Expected: "x", Actual: "x"}
+}
 
 func TestHTMLReportInChromium(t *testing.T) {
 	start := time.Date(2026, 12, 5, 5, 17, 0, 0, time.UTC)
