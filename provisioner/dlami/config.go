@@ -25,8 +25,8 @@ import (
 type Config struct {
 	common.PackerConfig `mapstructure:",squash"`
 
-	// Local directory that receives dlami-report.json, dlami-report.junit.xml and
-	// dlami-report.md. Defaults to `dlami-reports/<build name>`. Reports are written on every
+	// Local directory that receives dlami-report.json, dlami-report.junit.xml, dlami-report.md
+	// and dlami-report.html. Defaults to `dlami-reports/<build name>`. Reports are written on every
 	// ending: pass, fail, cancel (Ctrl-C, a CI timeout) and error.
 	ReportDir string `mapstructure:"report_dir"`
 	// EC2 instance type whose built-in profile supplies the default expectations, used only
