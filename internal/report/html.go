@@ -261,21 +261,21 @@ type PhaseTime struct {
 	Note string
 }
 
-// Timeline is the bake's time per phase as far as the report knows it: the build (the build
-// instance up to the end of provisioning, else EC2's launch to termination), within it the
-// layers, the host suite, the NCCL test and the deeper tests (the checks' own durations), the
-// snapshot (amazon-ebs's stop and registration after provisioning: the build instance's EC2
-// time less its provisioning time, when both are known), and the verification (EC2's times of
-// the post-processor's instances) with the test across nodes. The note says what is unknown.
+// Timeline is the bake's time per phase as far as the report knows it. A bake's report: the
+// build (the build instance from its boot to the end of provisioning) and within it the layers,
+// the host suite, the NCCL test and the deeper tests (the checks' own durations, the NCCL test's
+// seconds); the snapshot after provisioning is not seen by the provisioner, and the note says
+// so. A verification's report, once the post-processor added the run's instance time: the
+// build (EC2's launch to termination of the build instance, the snapshot included), the
+// verification (EC2's times of its instances, every node) and within it this instance's phases
+// and the test across the nodes. The note says what is not measured.
 func Timeline(r Report) ([]PhaseTime, string) {
 	var out []PhaseTime
 	var unknown []string
 	buildGPU := false
-	buildSeconds := -1.0
 	if bi := r.BuildInstance; bi != nil {
 		buildGPU = GPUInstanceType(firstNonEmpty(bi.InstanceType, r.InstanceType))
 		if bi.Known {
-			buildSeconds = bi.Seconds
 			out = append(out, PhaseTime{Phase: "build", Seconds: bi.Seconds, GPUSeconds: gpuShare(buildGPU, bi.Seconds), Note: "the build instance from its boot to the end of provisioning"})
 		} else {
 			unknown = append(unknown, "build: "+bi.Unknown)
@@ -310,16 +310,17 @@ func Timeline(r Report) ([]PhaseTime, string) {
 	if r.NCCL != nil && r.NCCL.Seconds > 0 {
 		nccl = r.NCCL.Seconds
 	}
+	// A bake's phases ran on its build instance, inside the build row; a verification's on its
+	// own instance, inside the verification row.
 	onBuild := r.Launch == nil
-	gpuOf := func(s float64) float64 {
-		if onBuild {
-			return gpuShare(buildGPU, s)
-		}
-		return gpuShare(GPUInstanceType(r.InstanceType), s)
+	gpu := buildGPU
+	if !onBuild {
+		gpu = GPUInstanceType(r.InstanceType)
 	}
+	var parts []PhaseTime
 	part := func(name string, s float64, shown bool, note string) {
 		if shown {
-			out = append(out, PhaseTime{Phase: name, Seconds: s, GPUSeconds: gpuOf(s), Part: onBuild, Note: note})
+			parts = append(parts, PhaseTime{Phase: name, Seconds: s, GPUSeconds: gpuShare(gpu, s), Note: note})
 		}
 	}
 	if !onBuild {
@@ -329,24 +330,35 @@ func Timeline(r Report) ([]PhaseTime, string) {
 	part("host suite", host, sawHost, "the host checks' commands")
 	part("NCCL", nccl, nccl > 0, "the NCCL all-reduce test")
 	part("deeper tests", deeper, sawDeeper, "DCGM, the EFA traffic test, GPUDirect RDMA")
-	if c := r.Cost; c != nil && buildSeconds >= 0 && len(c.Build.Instances) > 0 {
-		if s := c.Build.InstanceSeconds - buildSeconds; s >= 0 {
-			out = append(out, PhaseTime{Phase: "snapshot", Seconds: s, GPUSeconds: gpuShare(buildGPU, s), Note: "the build instance's EC2 time after provisioning: amazon-ebs stops it and registers the AMI"})
+	within := func(row bool) []PhaseTime {
+		for i := range parts {
+			parts[i].Part = row
 		}
-	} else if onBuild && r.BuildInstance != nil {
-		unknown = append(unknown, "snapshot: amazon-ebs stops the instance and registers the AMI after the provisioner, which sees none of it; the post-processor's dlami-cost.json counts the build instance to its termination")
+		return parts
 	}
+	if onBuild {
+		out = append(out, within(len(out) > 0)...)
+		if r.BuildInstance != nil {
+			unknown = append(unknown, "snapshot: amazon-ebs stops the instance and registers the AMI after the provisioner, which sees none of it; the post-processor's report and dlami-cost.json count the build instance to its termination")
+		}
+	}
+	verified := false
 	if c := r.Cost; c != nil {
 		if len(c.Verification.Instances) > 0 {
+			verified = true
 			out = append(out, PhaseTime{Phase: "verification", Seconds: c.Verification.InstanceSeconds, GPUSeconds: costGPU(c.Verification), Note: "EC2's launch to termination of the post-processor's instances, every node"})
 		} else if !c.Verification.Known {
 			unknown = append(unknown, "verification: "+c.Verification.Unknown)
 		}
-		if m := c.MultiNode; m != nil {
-			out = append(out, PhaseTime{Phase: "NCCL across nodes", Seconds: m.InstanceSeconds, GPUSeconds: costGPU(*m), Part: true, Note: "each node's time in the test across the nodes"})
-		}
 	} else if !onBuild {
 		unknown = append(unknown, "verification: the post-processor adds the instance time once its instances are gone")
+	}
+	if !onBuild {
+		out = append(out, within(verified)...)
+	}
+	if c := r.Cost; c != nil && c.MultiNode != nil {
+		m := c.MultiNode
+		out = append(out, PhaseTime{Phase: "NCCL across nodes", Seconds: m.InstanceSeconds, GPUSeconds: costGPU(*m), Part: verified, Note: "each node's time in the test across the nodes"})
 	}
 	return out, strings.Join(unknown, "; ")
 }

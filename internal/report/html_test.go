@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -204,6 +205,39 @@ func TestWriteHTML(t *testing.T) {
 	}
 	if strings.Contains(string(data), "s3cr3t-value-123") || !strings.Contains(string(data), "token=&lt;sensitive&gt;") {
 		t.Error("the HTML report is not redacted")
+	}
+}
+
+// A verification's timeline: the build and the verification from EC2's times, this instance's
+// phases inside the verification, GPU minutes counted once.
+func TestTimelineOfAVerification(t *testing.T) {
+	r := Report{Launch: &Launch{InstanceType: "p5.48xlarge"}, InstanceType: "p5.48xlarge",
+		Checks: []result.Check{{ID: result.FirstBootKernel, Status: result.Pass, DurationMS: 3000}, {ID: result.GPU, Status: result.Pass, DurationMS: 60000}},
+		Cost: &Cost{
+			Build:        CostPhase{Known: true, InstanceSeconds: 600, Instances: []CostInstance{{InstanceType: "c7i.8xlarge", Seconds: 600}}},
+			Verification: CostPhase{Known: true, InstanceSeconds: 1200, Instances: []CostInstance{{InstanceType: "p5.48xlarge", Seconds: 600}, {InstanceType: "p5.48xlarge", Seconds: 600}}},
+			MultiNode:    &CostPhase{Known: true, InstanceSeconds: 240, Instances: []CostInstance{{InstanceType: "p5.48xlarge", Seconds: 120}, {InstanceType: "p5.48xlarge", Seconds: 120}}},
+		}}
+	phases, note := Timeline(r)
+	var got []string
+	gpu := 0.0
+	for _, p := range phases {
+		got = append(got, fmt.Sprintf("%s %v %v", p.Phase, p.Seconds, p.Part))
+		if !p.Part {
+			gpu += p.GPUSeconds
+		}
+	}
+	want := []string{"build 600 false", "verification 1200 false", "first-boot guard 3 true", "host suite 60 true", "NCCL across nodes 240 true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("timeline %q, want %q", got, want)
+	}
+	if gpu != 1200 || note != "" {
+		t.Errorf("GPU seconds %v (want 1200: the CPU build instance costs none), note %q", gpu, note)
+	}
+	// Before the instances are gone: no verification row, and the note says why.
+	r.Cost = nil
+	if phases, note := Timeline(r); len(phases) != 2 || phases[0].Part || !strings.Contains(note, "verification") {
+		t.Errorf("timeline %+v, note %q", phases, note)
 	}
 }
 
