@@ -182,6 +182,11 @@ func selfContained(t *testing.T, out string) {
 			t.Errorf("the page is not self-contained: it contains %q", bad)
 		}
 	}
+	// html/template writes ZgotmplZ where it refused a value in a URL, CSS or attribute
+	// context: a colour or a bar width the page would lose.
+	if strings.Contains(out, "ZgotmplZ") {
+		t.Error("html/template refused a value (ZgotmplZ in the page)")
+	}
 	if strings.Count(out, "http://") != strings.Count(out, `xmlns="http://www.w3.org/2000/svg"`) {
 		t.Error("the page names an http:// address other than the SVG namespace")
 	}
