@@ -211,6 +211,19 @@ func TestRebakeWorkflow(t *testing.T) {
 			t.Errorf("rebake.yml lacks %q", want)
 		}
 	}
+	// The HTML reports as an artifact of their own, uploaded by an action pinned by its
+	// commit; the Markdown report in the job summary; the previous run's bill of materials
+	// handed to the bake.
+	html := regexp.MustCompile(`(?m)^\s+uses: actions/upload-artifact@[0-9a-f]{40}\s+# v\d+\.\d+\.\d+\n\s+with:\n\s+name: dlami-report-html-.*\n\s+path: .*/\*\*/dlami-report\.html$`)
+	if !html.MatchString(wf) {
+		t.Errorf("rebake.yml does not upload the HTML reports (**/dlami-report.html) with actions/upload-artifact pinned by a commit SHA")
+	}
+	if !regexp.MustCompile(`cat "\$report" >>"\$GITHUB_STEP_SUMMARY"`).MatchString(wf) || !strings.Contains(wf, `report="$PKR_VAR_report_dir/dlami-report.md"`) {
+		t.Errorf("rebake.yml does not write the Markdown report to the job summary")
+	}
+	if !strings.Contains(wf, "PKR_VAR_previous_bom_file=") {
+		t.Errorf("rebake.yml does not hand the previous bill of materials to the bake")
+	}
 	// Every action is pinned by a version or a commit, never a branch.
 	for _, m := range regexp.MustCompile(`(?m)^\s+(?:- )?uses: ([^@\s]+)@(\S+)`).FindAllStringSubmatch(wf, -1) {
 		if !regexp.MustCompile(`^(v\d+(\.\d+)*|[0-9a-f]{40})$`).MatchString(m[2]) {

@@ -15,7 +15,7 @@ import (
 // "self", the golden lookup, an assumed role) through the real clients against the fake, and
 // fails when an action the fake served, or a method of the client interfaces the resolver calls
 // (internal/dlamiresolve.SSMAPI and EC2API), is missing from the IAM policy in
-// docs/datasources/dlami.mdx or the README's. The STS calls are documented beside the policy:
+// docs/datasources/dlami.mdx or docs/aws.md. The STS calls are documented beside the policy:
 // sts:AssumeRole is granted to the calling identity, sts:GetCallerIdentity needs no
 // permission; the docs must name them.
 func TestIAMPolicyCoversEveryCall(t *testing.T) {
@@ -41,7 +41,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	called = append(called, awstest.ClientActions[dlamiresolve.SSMAPI]("ssm")...)
 	called = append(called, awstest.ClientActions[dlamiresolve.EC2API]("ec2")...)
 	besidePolicy := []string{"sts:AssumeRole", "sts:GetCallerIdentity"}
-	for _, doc := range []string{filepath.Join("..", "..", "docs", "datasources", "dlami.mdx"), filepath.Join("..", "..", "README.md")} {
+	for _, doc := range []string{filepath.Join("..", "..", "docs", "datasources", "dlami.mdx"), filepath.Join("..", "..", "docs", "aws.md")} {
 		policy := awstest.PolicyActions(t, doc)
 		var missing []string
 		for _, a := range awstest.Ungranted(policy, called) {

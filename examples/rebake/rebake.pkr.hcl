@@ -46,6 +46,12 @@ variable "report_dir" {
   default = "dlami-reports/rebake"
 }
 
+variable "previous_bom_file" {
+  type        = string
+  description = "The dlami-bom.json of the previous rebake (rebake.yml downloads it from the last successful run's artifact): the reports then say what changed since (kernel, driver, CUDA, NCCL, EFA, toolkit, packages). Null: no comparison."
+  default     = null
+}
+
 locals {
   # The family the rebake decision is about: one per region and instance type.
   family = "golden-${replace(var.instance_type, ".", "-")}"
@@ -144,8 +150,9 @@ build {
   sources = ["source.amazon-ebs.golden"]
 
   provisioner "dlami" {
-    report_dir    = var.report_dir
-    instance_type = var.instance_type
+    report_dir        = var.report_dir
+    instance_type     = var.instance_type
+    previous_bom_file = var.previous_bom_file
 
     layer {
       name         = "slurm"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bom"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 func sampleBOM() bom.BOM {
@@ -17,7 +17,7 @@ func sampleBOM() bom.BOM {
 			"linux-image-7.0.0-1014-aws": {Version: "7.0.0-1014.14", Held: true},
 			"nvidia-container-toolkit":   {Version: "1.20.1-1"},
 		},
-		NCCL: &report.NCCLFigures{NCCLVersion: "2.28.9"},
+		NCCL: &result.NCCLFigures{NCCLVersion: "2.28.9"},
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
@@ -42,7 +42,7 @@ type BOM struct {
 	// Guarded are the packages the kernel guard watched, as they were at the end of the bake.
 	Guarded map[string]Package `json:"guarded"`
 	// NCCL is the NCCL test's figures; nil when it did not run.
-	NCCL *report.NCCLFigures `json:"nccl"`
+	NCCL *result.NCCLFigures `json:"nccl"`
 	// GuardPolicy is the guard's include/exclude the bake used: the first boot and every node
 	// are judged with it, so a package the bake excluded never fails them. Schema 2 lacked it.
 	GuardPolicy *settings.GuardPolicy `json:"guard_policy,omitempty"`

@@ -109,6 +109,10 @@ type Options struct {
 	NodeCheck *nodeconf.Config
 	// SiteChecks are installed into the image before the validation (site_checks_dir).
 	SiteChecks []SiteCheck
+	// PreviousBOM, when set, is a previous bake's bill of materials (previous_bom_file, read
+	// from PreviousBOMFile): the report says what changed since (result.Changes).
+	PreviousBOM     *bom.BOM
+	PreviousBOMFile string
 	// ImageHygiene, when set, is the bake's last step (hygiene.go): after the bill of
 	// materials, it removes the build's SSH key, the host keys, the machine id, cloud-init's
 	// instance state, logs and shell history, and checks that they are gone (image-hygiene).

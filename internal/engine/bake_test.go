@@ -100,7 +100,7 @@ func readReport(t *testing.T, dir string) reportJSON {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"dlami-report.junit.xml", "dlami-report.md"} {
+	for _, f := range []string{"dlami-report.junit.xml", "dlami-report.md", "dlami-report.html"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}

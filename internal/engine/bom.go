@@ -75,6 +75,10 @@ func (b *Bake) writeBOM(ctx context.Context) error {
 		Components: b.rep.Manifest, Guarded: guarded, NCCL: b.rep.NCCL,
 		GuardPolicy: &b.opt.Policy, Deferred: b.deferred, Checks: bakeChecks(b.opt.Checks),
 	}
+	if prev := b.opt.PreviousBOM; prev != nil {
+		changes := bom.Changes(*prev, doc, b.opt.PreviousBOMFile)
+		b.update(func(r *report.Report) { r.Changes = &changes })
+	}
 	data, err := doc.Encode()
 	if err != nil {
 		return err

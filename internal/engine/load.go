@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"sync"
 	"time"
 
@@ -97,14 +98,18 @@ func (b *Bake) runNCCL(ctx context.Context) (facts.NCCLRun, error) {
 		run.Problem = err.Error()
 	}
 	fig := ncclFigures(run)
+	if x.BusBWFloorGBps > 0 {
+		floor := x.BusBWFloorGBps
+		fig.BusBWFloorGBps = &floor
+	}
 	b.update(func(r *report.Report) { r.NCCL = &fig })
 	return run, nil
 }
 
 // ncclFigures are the report's figures of an NCCL run.
-func ncclFigures(run facts.NCCLRun) report.NCCLFigures {
+func ncclFigures(run facts.NCCLRun) result.NCCLFigures {
 	res := run.Result
-	f := report.NCCLFigures{
+	f := result.NCCLFigures{
 		Binary:         run.Binary,
 		NCCLVersion:    res.NCCLVersion,
 		BusBWPlacement: "out-of-place",
@@ -112,6 +117,10 @@ func ncclFigures(run facts.NCCLRun) report.NCCLFigures {
 		OutOfBounds:    res.OutOfBounds,
 		ExitCode:       run.ExitCode,
 		TimedOut:       run.TimedOut,
+		Seconds:        run.Took.Seconds(),
+	}
+	for _, row := range res.Rows {
+		f.Points = append(f.Points, result.NCCLPoint{SizeBytes: row.SizeBytes, BusBWGBps: row.OutOfPlace.BusBW, InPlaceBusBWGBps: row.InPlace.BusBW})
 	}
 	if l := res.Largest; l != nil {
 		f.LargestSizeBytes = l.SizeBytes

@@ -30,6 +30,9 @@ type Node struct {
 	// PlacementGroup say which instance it is; EFA how many EFA interfaces EC2 describes on it.
 	InstanceID, PrivateIP, InstanceType, SubnetID, PlacementGroup string
 	EFA                                                           int
+	// NCCL is the figures of the node's own NCCL test in its first-boot verification, for the
+	// report's plot of each node; nil when it ran none.
+	NCCL *result.NCCLFigures
 }
 
 // MultiNodeOptions configure the NCCL test across a verification's nodes. Common.Checks
@@ -323,7 +326,7 @@ func (m *multiNode) launchNodes(took time.Duration) {
 		r.Launch.Nodes = nil
 		for i, n := range m.o.Nodes {
 			r.Launch.Nodes = append(r.Launch.Nodes, report.LaunchNode{InstanceID: n.InstanceID, PrivateIP: n.PrivateIP, InstanceType: n.InstanceType,
-				SubnetID: n.SubnetID, PlacementGroup: n.PlacementGroup, EFA: n.EFA, HostName: m.b.run.MultiNode.Nodes[i].HostName, TestSeconds: took.Seconds()})
+				SubnetID: n.SubnetID, PlacementGroup: n.PlacementGroup, EFA: n.EFA, HostName: m.b.run.MultiNode.Nodes[i].HostName, TestSeconds: took.Seconds(), NCCL: n.NCCL})
 		}
 	})
 }

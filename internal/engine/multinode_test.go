@@ -116,11 +116,23 @@ func TestMultiNodePasses(t *testing.T) {
 		return 0, nil
 	})
 	o := multiNodeOptions(t, hosts, 0)
+	// Each node's own NCCL test (its first-boot verification) goes into the report for its
+	// plot: two nodes, two curves beside the test across them.
+	for i := range o.Nodes {
+		o.Nodes[i].NCCL = &result.NCCLFigures{Points: []result.NCCLPoint{{SizeBytes: 8}, {SizeBytes: 16}}}
+	}
 	ui := &recordingUI{}
 	if err := MultiNode(context.Background(), ui, o); err != nil {
 		t.Fatalf("%v\n%s", err, ui)
 	}
 	r := readMultiNodeReport(t, o.ReportDir)
+	if r.Launch == nil || len(r.Launch.Nodes) != 2 || r.Launch.Nodes[1].NCCL == nil || len(r.Launch.Nodes[1].NCCL.Points) != 2 || r.NCCL == nil || len(r.NCCL.Points) == 0 {
+		t.Errorf("the nodes' own NCCL figures or the test's points are missing: %+v", r.Launch)
+	}
+	page, err := os.ReadFile(filepath.Join(o.ReportDir, report.HTMLFile))
+	if err != nil || strings.Count(string(page), `<g class="curve"`) != 3 {
+		t.Errorf("the HTML report does not draw the test across the nodes and each node's own (%v)", err)
+	}
 	c := r.Checks[0]
 	if r.Result != report.ResultPass || c.ID != result.NCCLMultiNode || c.Status != result.Pass || !strings.Contains(c.Actual, "busbw 437.79 GB/s at 2 GiB") {
 		t.Errorf("report %s: %+v", r.Result, r.Checks)

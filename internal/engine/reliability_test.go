@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/guard"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/layer"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nccltests"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
 // A golden image carries the baseline of the bake that made it; the next bake takes its own
@@ -373,5 +377,42 @@ func TestRebootWaitsSayTheyWait(t *testing.T) {
 				t.Errorf("progress after the host was back, or it never came back:\n%s", out)
 			}
 		})
+	}
+}
+
+// A bake's reports carry what the HTML report draws: a point per message size of the NCCL
+// test, and, given a previous bill of materials, what changed since.
+func TestReportsForPeople(t *testing.T) {
+	h := newFakeHost(t)
+	opt := options(t)
+	prev := bom.BOM{BuildName: "golden", Kernel: "7.0.0-1013-aws", Components: map[string]string{}, Guarded: map[string]bom.Package{"linux-aws": {Version: "7.0.0.1013.13", Held: true}}}
+	opt.PreviousBOM, opt.PreviousBOMFile = &prev, "prev/dlami-bom.json"
+	if err := Run(context.Background(), h, &recordingUI{}, opt); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(opt.ReportDir, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	res, err := nccltests.Parse(strings.NewReader(h.ncclOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NCCL == nil || len(r.NCCL.Points) == 0 || len(r.NCCL.Points) != len(res.Rows) {
+		t.Fatalf("NCCL points: %+v, want one per row of the test's table (%d)", r.NCCL, len(res.Rows))
+	}
+	if r.Changes == nil || len(r.Changes.Items) == 0 || r.Changes.Items[0] != (result.Change{Component: "kernel", Before: "7.0.0-1013-aws", After: "7.0.0-1014-aws"}) {
+		t.Errorf("changes: %+v", r.Changes)
+	}
+	page, err := os.ReadFile(filepath.Join(opt.ReportDir, report.HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(page), `<circle class="point"`); n != len(res.Rows) {
+		t.Errorf("the HTML report draws %d points, want %d", n, len(res.Rows))
 	}
 }

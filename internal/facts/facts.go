@@ -8,8 +8,8 @@ import (
 	"fmt"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/efapkgs"
-	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/gpumem"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/ibport"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/lsmod"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/migmode"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"

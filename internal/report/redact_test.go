@@ -23,7 +23,7 @@ func TestRedactKeepsVerdicts(t *testing.T) {
 		},
 		Drift:          []result.Drift{{Kind: "package-version", Package: "efa", Before: "pass", After: "fail"}},
 		DeferredChecks: []string{"nccl-busbw"},
-		NCCL:           &NCCLFigures{BusBWPlacement: "out-of-place", Network: "Libfabric"},
+		NCCL:           &result.NCCLFigures{BusBWPlacement: "out-of-place", Network: "Libfabric"},
 		Launch:         &Launch{InstanceType: "p5.48xlarge", Refused: []LaunchRefusal{{InstanceType: "p5e.48xlarge", Code: "InsufficientInstanceCapacity", Message: "no p5e.48xlarge capacity"}}},
 	})
 	if err != nil {
@@ -62,7 +62,7 @@ func TestVerbatimPathsExist(t *testing.T) {
 	exit, nics := 0, 1
 	r, err := Normalize(Report{Result: ResultPass, HeldByPlugin: []string{"x"}, DeferredChecks: []string{"x"},
 		Checks: []result.Check{{ID: "x", Status: result.Pass, Basis: "rule", ExitCode: &exit}}, Drift: []result.Drift{{Kind: "x"}},
-		NCCL:   &NCCLFigures{NICs: &nics},
+		NCCL:   &result.NCCLFigures{NICs: &nics},
 		Launch: &Launch{SubnetID: "s", MarketType: "m", CapacityReservationID: "c", Refused: []LaunchRefusal{{SubnetID: "s"}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ const (
 	JSONFile     = "dlami-report.json"
 	JUnitFile    = "dlami-report.junit.xml"
 	MarkdownFile = "dlami-report.md"
+	// HTMLFile is the report for a person in a browser (html.go): one self-contained file.
+	HTMLFile = "dlami-report.html"
 )
 
 // Overall results.
@@ -59,7 +61,7 @@ type Report struct {
 	Drift              []result.Drift    `json:"drift"`
 	Manifest           map[string]string `json:"manifest"`
 	// NCCL is the NCCL test's figures; nil when the test did not run.
-	NCCL *NCCLFigures `json:"nccl"`
+	NCCL *result.NCCLFigures `json:"nccl"`
 	// DeferredChecks are the checks this bake left to the post-processor (defer_validation =
 	// true); empty otherwise.
 	DeferredChecks []string `json:"deferred_checks"`
@@ -84,6 +86,9 @@ type Report struct {
 	// Cost is the run's instance time (dlami-cost.json), in the post-processor's reports: it
 	// adds it once every instance of the run is gone; nil before that and in a bake's report.
 	Cost *Cost `json:"cost,omitempty"`
+	// Changes is what changed since a previous bill of materials (a rebake with
+	// previous_bom_file); nil when none was given.
+	Changes *result.Changes `json:"changes,omitempty"`
 }
 
 // Launch is the verification instance the post-processor launched: the instance type and
@@ -126,6 +131,9 @@ type LaunchNode struct {
 	HostName string `json:"host_name,omitempty"`
 	// TestSeconds is how long it spent in the multi-node test (its share of the GPU time).
 	TestSeconds float64 `json:"test_seconds"`
+	// NCCL is the figures of the node's own NCCL test in its first-boot verification; nil
+	// when it ran none (the post-processor's nccl = true runs one).
+	NCCL *result.NCCLFigures `json:"nccl,omitempty"`
 }
 
 // LaunchRefusal is one candidate EC2 had no capacity for.
@@ -199,8 +207,8 @@ func Normalize(r Report) (Report, error) {
 	return r, nil
 }
 
-// Write writes the JSON, JUnit and Markdown reports into dir (created if need be) and
-// returns their paths, with secrets redacted (Redact). The three are written as a set: all are
+// Write writes the JSON, JUnit, Markdown and HTML reports into dir (created if need be) and
+// returns their paths, with secrets redacted (Redact). The four are written as a set: all are
 // rendered and written to synced temporary files first, then renamed into place with the JSON
 // report, the verdict of record, last; a crash before that last rename leaves the previous
 // JSON verdict, never half a file, and every report of a set carries the same finished_at.
@@ -221,13 +229,17 @@ func Write(dir string, r Report, secrets ...string) ([]string, error) {
 		return nil, err
 	}
 	md := Markdown(n)
+	page, err := HTML(n)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating %s: %w", dir, err)
 	}
 	files := []struct {
 		name string
 		data []byte
-	}{{MarkdownFile, []byte(md)}, {JUnitFile, ju}, {JSONFile, js}}
+	}{{HTMLFile, page}, {MarkdownFile, []byte(md)}, {JUnitFile, ju}, {JSONFile, js}}
 	temps := make([]string, len(files))
 	defer func() {
 		for _, t := range temps {
@@ -251,7 +263,7 @@ func Write(dir string, r Report, secrets ...string) ([]string, error) {
 	}
 	syncDir(dir)
 	// JSON first in the answer, as callers print it.
-	return []string{paths[2], paths[1], paths[0]}, nil
+	return []string{paths[3], paths[2], paths[1], paths[0]}, nil
 }
 
 // writeTemp writes data to a synced temporary file beside path, for a rename into place.
@@ -314,22 +326,16 @@ func WriteAtomic(path string, data []byte) error {
 	return nil
 }
 
-// NCCLFigures are the measured values of one NCCL test, for the report.
-type NCCLFigures struct {
-	Binary           string `json:"binary"`
-	NCCLVersion      string `json:"nccl_version"`
-	LargestSizeBytes int64  `json:"largest_size_bytes"`
-	// BusBWGBps is the busbw of the largest message size, out-of-place (BusBWPlacement).
-	BusBWGBps      *float64 `json:"busbw_gbps"`
-	BusBWPlacement string   `json:"busbw_placement"`
-	AvgBusBWGBps   *float64 `json:"avg_busbw_gbps"`
-	OutOfBounds    *int64   `json:"out_of_bounds"`
-	Network        string   `json:"network"`
-	Provider       string   `json:"provider"`
-	// DataTransport says what moved the data on this node ("NVLS + P2P/CUMEM (NVLink or
-	// PCIe peer-to-peer)", "SHM", "NET/Socket"); "" when the log does not say.
-	DataTransport string `json:"data_transport"`
-	NICs          *int   `json:"nics"`
-	ExitCode      int    `json:"exit_code"`
-	TimedOut      bool   `json:"timed_out"`
+// NCCLOf is the NCCL figures of the JSON report in dir (a node's first-boot verification, for
+// the plot of each node in the multi-node report); nil when it has none or cannot be read.
+func NCCLOf(dir string) *result.NCCLFigures {
+	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	if err != nil {
+		return nil
+	}
+	var r Report
+	if json.Unmarshal(data, &r) != nil {
+		return nil
+	}
+	return r.NCCL
 }

@@ -39,7 +39,7 @@ func sample() Report {
 		},
 		Drift:    []result.Drift{{Kind: guard.DriftHold, Package: "linux-image-7.0.0-1014-aws", Before: "held", After: "not held"}},
 		Manifest: map[string]string{"nvidia_driver": "595.91.07", "kernel": "7.0.0-1014-aws", "efa_installer": "1.50.0"},
-		NCCL:     &NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
+		NCCL:     &result.NCCLFigures{BusBWGBps: &busbw, LargestSizeBytes: 1073741824, BusBWPlacement: "out-of-place", Network: "Libfabric"},
 	}
 }
 
@@ -280,13 +280,13 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{filepath.Join(dir, JSONFile), filepath.Join(dir, JUnitFile), filepath.Join(dir, MarkdownFile)}
+	want := []string{filepath.Join(dir, JSONFile), filepath.Join(dir, JUnitFile), filepath.Join(dir, MarkdownFile), filepath.Join(dir, HTMLFile)}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("paths %v", paths)
 	}
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 3 {
-		t.Errorf("%d files in %s, want 3 (temp files left?)", len(ents), dir)
+	if len(ents) != 4 {
+		t.Errorf("%d files in %s, want 4 (temp files left?)", len(ents), dir)
 	}
 	b, err := os.ReadFile(paths[0])
 	if err != nil {
@@ -311,7 +311,7 @@ func TestWrite(t *testing.T) {
 		t.Error("a failed Write changed the previous report")
 	}
 	ents, _ = os.ReadDir(dir)
-	if len(ents) != 3 {
+	if len(ents) != 4 {
 		t.Errorf("%d files after a failed Write", len(ents))
 	}
 
@@ -391,8 +391,8 @@ func TestWriteRedactsSecrets(t *testing.T) {
 		t.Errorf("JSON evidence: %s", b)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 3 {
-		t.Errorf("%d files in the report folder, want the three reports", len(entries))
+	if len(entries) != 4 {
+		t.Errorf("%d files in the report folder, want the four reports", len(entries))
 	}
 }
 
@@ -416,6 +416,10 @@ func TestSimulatedInEveryFile(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
+	}
+	page, err := HTML(r)
+	if err != nil || !strings.Contains(string(page), "<b>SIMULATED:</b> <code>gpu</code> failed on purpose") {
+		t.Errorf("HTML: %v\n%s", err, page)
 	}
 	// A real report has none of it.
 	r.Simulated, r.Evidence, r.Replacement = "", nil, nil

@@ -26,7 +26,7 @@ var kmsForEncryptedAMIs = []string{"kms:CreateGrant", "kms:Decrypt", "kms:Descri
 // with on_failure = deregister) through the real clients against the fake, and fails when an
 // action the fake served, or a method of the EC2 client interface the post-processor calls
 // (internal/launch.EC2API), or the STS calls of internal/awsaccess, is missing from the IAM
-// policy in docs/post-processors/dlami.mdx or in the README's, or the KMS actions for
+// policy in docs/post-processors/dlami.mdx or in docs/aws.md, or the KMS actions for
 // encrypted AMIs are.
 func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	awstest.IsolateEnv(t)
@@ -75,7 +75,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	// internal/awsaccess's credential check (sts:AssumeRole, with assume_role, is granted to the
 	// calling identity, not in this policy: the docs say so).
 	called = append(called, "sts:GetCallerIdentity")
-	for _, doc := range []string{filepath.Join("..", "..", "docs", "post-processors", "dlami.mdx"), filepath.Join("..", "..", "README.md")} {
+	for _, doc := range []string{filepath.Join("..", "..", "docs", "post-processors", "dlami.mdx"), filepath.Join("..", "..", "docs", "aws.md")} {
 		policy := awstest.PolicyActions(t, doc)
 		if missing := awstest.Ungranted(policy, called); len(missing) > 0 {
 			slices.Sort(missing)

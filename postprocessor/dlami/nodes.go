@@ -16,6 +16,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/engine"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/host"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/launch"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 )
 
@@ -52,6 +53,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 	hosts := make([]host.Host, len(nodes))
 	boms := make([]bom.BOM, len(nodes))
 	errs := make([]error, len(nodes))
+	ncclOf := make([]*result.NCCLFigures, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Add(1)
@@ -69,6 +71,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 			o.ReportDir = filepath.Join(c.ReportDir, t.region, n.ID)
 			o.ProgressEvery = p.progressEvery
 			errs[i] = engine.Verify(ctx, h, prefixUI{ui, who}, o)
+			ncclOf[i] = report.NCCLOf(o.ReportDir)
 		}()
 	}
 	wg.Wait()
@@ -103,7 +106,7 @@ func (p *PostProcessor) checkNodes(ctx context.Context, ui packersdk.Ui, in *lau
 	for i, n := range nodes {
 		watched[i] = &watchedHost{Host: hosts[i]}
 		mo.Nodes = append(mo.Nodes, engine.Node{Host: watched[i], InstanceID: n.ID, PrivateIP: n.PrivateIP, InstanceType: n.Placement.InstanceType,
-			SubnetID: n.SubnetID, PlacementGroup: n.PlacementGroup(), EFA: n.DescribedEFA})
+			SubnetID: n.SubnetID, PlacementGroup: n.PlacementGroup(), EFA: n.DescribedEFA, NCCL: ncclOf[i]})
 	}
 	say(fmt.Sprintf("every node's first boot judged (%d nodes); the NCCL test across them next", len(nodes)))
 	var outcome result.Status

@@ -25,8 +25,8 @@ import (
 type Config struct {
 	common.PackerConfig `mapstructure:",squash"`
 
-	// Local directory that receives dlami-report.json, dlami-report.junit.xml and
-	// dlami-report.md. Defaults to `dlami-reports/<build name>`. Reports are written on every
+	// Local directory that receives dlami-report.json, dlami-report.junit.xml, dlami-report.md
+	// and dlami-report.html. Defaults to `dlami-reports/<build name>`. Reports are written on every
 	// ending: pass, fail, cancel (Ctrl-C, a CI timeout) and error.
 	ReportDir string `mapstructure:"report_dir"`
 	// EC2 instance type whose built-in profile supplies the default expectations, used only
@@ -64,6 +64,11 @@ type Config struct {
 	// Where the bill of materials is written inside the image. Defaults to
 	// /etc/dlami-bake/manifest.json.
 	ManifestPath string `mapstructure:"manifest_path"`
+	// A previous bake's bill of materials (the `dlami-bom.json` it wrote beside its reports,
+	// e.g. from the last rebake's CI artifact): the reports then say what changed since
+	// (kernel, driver, CUDA, NCCL, EFA, toolkit and the guarded packages). Optional; a file
+	// that cannot be read as a bill of materials fails the configuration.
+	PreviousBOMFile string `mapstructure:"previous_bom_file"`
 	// How long a reboot (asked for with `reboot`, or done by a layer's own scripts) may take
 	// before the host must answer again. Defaults to 10m.
 	RebootTimeout time.Duration `mapstructure:"reboot_timeout"`
@@ -315,6 +320,11 @@ func (c *Config) prepare() []error {
 	if !path.IsAbs(c.ManifestPath) {
 		errs = append(errs, fmt.Errorf("manifest_path must be an absolute path, got %q", c.ManifestPath))
 	}
+	if c.PreviousBOMFile != "" {
+		if _, err := readPreviousBOM(c.PreviousBOMFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.DeferValidation && c.Validate != nil && !*c.Validate {
 		errs = append(errs, errors.New("defer_validation = true and validate = false: choose one (defer_validation leaves the host suite and the NCCL test to the post-processor's complete_validation = true; validate = false runs no validation at all)"))
 	}
@@ -348,4 +358,17 @@ func (c *Config) prepare() []error {
 		errs = append(errs, c.prepareNodeCheck()...)
 	}
 	return errs
+}
+
+// readPreviousBOM reads previous_bom_file.
+func readPreviousBOM(file string) (*bom.BOM, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("previous_bom_file: %w (give the dlami-bom.json a previous bake wrote beside its reports, or leave the setting out)", err)
+	}
+	b, err := bom.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("previous_bom_file %s: %w (give the dlami-bom.json a previous bake wrote beside its reports, or leave the setting out)", file, err)
+	}
+	return &b, nil
 }

@@ -31,6 +31,7 @@ type FlatConfig struct {
 	CheckTimeout        *string                    `mapstructure:"check_timeout" cty:"check_timeout" hcl:"check_timeout"`
 	RemoteFolder        *string                    `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
 	ManifestPath        *string                    `mapstructure:"manifest_path" cty:"manifest_path" hcl:"manifest_path"`
+	PreviousBOMFile     *string                    `mapstructure:"previous_bom_file" cty:"previous_bom_file" hcl:"previous_bom_file"`
 	RebootTimeout       *string                    `mapstructure:"reboot_timeout" cty:"reboot_timeout" hcl:"reboot_timeout"`
 	EC2                 *FlatEC2Config             `mapstructure:"ec2" cty:"ec2" hcl:"ec2"`
 	Guard               *FlatGuardConfig           `mapstructure:"guard" cty:"guard" hcl:"guard"`
@@ -78,6 +79,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"check_timeout":              &hcldec.AttrSpec{Name: "check_timeout", Type: cty.String, Required: false},
 		"remote_folder":              &hcldec.AttrSpec{Name: "remote_folder", Type: cty.String, Required: false},
 		"manifest_path":              &hcldec.AttrSpec{Name: "manifest_path", Type: cty.String, Required: false},
+		"previous_bom_file":          &hcldec.AttrSpec{Name: "previous_bom_file", Type: cty.String, Required: false},
 		"reboot_timeout":             &hcldec.AttrSpec{Name: "reboot_timeout", Type: cty.String, Required: false},
 		"ec2":                        &hcldec.BlockSpec{TypeName: "ec2", Nested: hcldec.ObjectSpec((*FlatEC2Config)(nil).HCL2Spec())},
 		"guard":                      &hcldec.BlockSpec{TypeName: "guard", Nested: hcldec.ObjectSpec((*FlatGuardConfig)(nil).HCL2Spec())},

@@ -86,6 +86,13 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 		Layers:        layers,
 	}
 	p.opt.DeferValidation = c.DeferValidation
+	if c.PreviousBOMFile != "" {
+		// Read again here: prepare refused a file that is not a bill of materials.
+		if p.opt.PreviousBOM, err = readPreviousBOM(c.PreviousBOMFile); err != nil {
+			return err
+		}
+		p.opt.PreviousBOMFile = c.PreviousBOMFile
+	}
 	if c.SiteChecksDir != "" {
 		// Read once here: prepare refused a directory that cannot serve.
 		if p.opt.SiteChecks, err = readSiteChecks(c.SiteChecksDir); err != nil {

@@ -130,6 +130,8 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{"bad nccl env", map[string]interface{}{"nccl": map[string]interface{}{"env": map[string]string{"A B": "x"}}}, "nccl"},
 		{"bad guard glob", map[string]interface{}{"guard": map[string]interface{}{"include": []string{"linux-[image"}}}, "guard"},
 		{"defer without validation", map[string]interface{}{"defer_validation": true, "validate": false}, "defer_validation = true and validate = false"},
+		{"missing previous bom", map[string]interface{}{"previous_bom_file": "testdata/no-such-bom.json"}, "previous_bom_file"},
+		{"previous bom not a bom", map[string]interface{}{"previous_bom_file": "provisioner_test.go"}, "previous_bom_file provisioner_test.go: bill of materials"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

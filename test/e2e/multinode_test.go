@@ -49,6 +49,12 @@ type multiNodeReport struct {
 			EFA            int     `json:"efa"`
 			HostName       string  `json:"host_name"`
 			TestSeconds    float64 `json:"test_seconds"`
+			// NCCL is the node's own NCCL test of its first boot, for the HTML report's plot.
+			NCCL *struct {
+				Points []struct {
+					SizeBytes int64 `json:"size_bytes"`
+				} `json:"points"`
+			} `json:"nccl"`
 		} `json:"nodes"`
 	} `json:"launch"`
 }
@@ -251,6 +257,21 @@ func TestMultiNode(t *testing.T) {
 			if n.InstanceID != ins[i].ID || n.PrivateIP == "" || n.EFA != 32 || n.HostName != "ip-"+strings.ReplaceAll(n.PrivateIP, ".", "-") ||
 				n.PlacementGroup != l.PlacementGroup || n.InstanceType != "p5.48xlarge" || n.TestSeconds <= 0 {
 				t.Errorf("node %d %+v (instance %s)", i+1, n, ins[i].ID)
+			}
+			// Each node ran its own NCCL test at first boot: its figures, a point per message
+			// size, are in the multi-node report for the HTML report's curve of that node.
+			if n.NCCL == nil || len(n.NCCL.Points) == 0 {
+				t.Errorf("node %d: the multi-node report lacks its own NCCL figures", i+1)
+			}
+		}
+		// The HTML report beside it draws the test across the nodes and one curve per node.
+		page, err := os.ReadFile(filepath.Join(out, "healthy", ebsRegion, "multi-node", "dlami-report.html"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`data-name="this run"`, `data-name="node 1 (` + ins[0].ID + `)"`, `data-name="node 2 (` + ins[1].ID + `)"`} {
+			if !strings.Contains(string(page), want) {
+				t.Errorf("the multi-node HTML report lacks the curve %s", want)
 			}
 		}
 		for _, in := range ins {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,8 +47,12 @@ func rebakeLoopSteps() []loopStep {
 		{label: "packer init", standIn: "plugins installed by run-scenario --prepare (packer init needs GitHub, and the dev plugin's 0.1.0-dev does not satisfy >= 0.1.0)"},
 		{label: "Subnet for this region", verbatim: true},
 		{label: "Is a rebake due?", verbatim: true},
+		// No GitHub here: the script finds no earlier run (gh is absent or cannot list runs) and
+		// the bake runs without previous_bom_file, as a first rebake does.
+		{label: "Previous bill of materials", verbatim: true},
 		{label: "packer build", verbatim: true},
-		{label: "actions/upload-artifact@v4", standIn: "the artifact's path must hold the reports the action would upload"},
+		{label: uploadAction, standIn: "the artifact's path must hold the reports the action would upload"},
+		{label: uploadAction, standIn: "the HTML artifact's path must match the HTML reports (the bake's and the first boot's)"},
 		{label: "Report to the job summary", verbatim: true},
 		{label: junitAction, standIn: "every JUnit report under with.report_paths (the bake's and the first boot's) parses, with at least one test case (require_tests)"},
 		{label: "Clean up what the job left behind", standIn: "the fake holds nothing of the job's run id to clean up (no instance running, no key pair or security group), and the job's instances carry it; TestRebakeCleanupStepTerminatesWhatTheJobLeft runs the script against a stand-in aws (the CI container has no AWS CLI)"},
@@ -416,8 +421,11 @@ func (j *rebakeJob) standIn(s workflowStep, env map[string]string) error {
 		return j.nothingLeftOfRun(env["PKR_VAR_run_id"])
 	case junitAction:
 		return junitReportsPublishable(with["report_paths"])
-	case "actions/upload-artifact@v4":
-		for _, f := range []string{"dlami-report.json", "dlami-report.junit.xml", "dlami-report.md"} {
+	case uploadAction:
+		if dir, ok := strings.CutSuffix(with["path"], "/**/dlami-report.html"); ok {
+			return htmlReportsUnder(dir)
+		}
+		for _, f := range []string{"dlami-report.json", "dlami-report.junit.xml", "dlami-report.md", "dlami-report.html"} {
 			if _, err := os.Stat(filepath.Join(with["path"], f)); err != nil {
 				return fmt.Errorf("the artifact path lacks %s: %w", f, err)
 			}
@@ -620,6 +628,37 @@ func newerBuild(t *testing.T, build string) string {
 
 // junitAction is the workflow's JUnit check-run action, pinned by commit (v6.4.2).
 const junitAction = "mikepenz/action-junit-report@d9f48fc87bc235f7e214acf696ca5abc0a986f16"
+
+// uploadAction is actions/upload-artifact v4.6.2, pinned by its commit as rebake.yml pins it.
+const uploadAction = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02"
+
+// htmlReportsUnder checks what the HTML artifact's path (dir/**/dlami-report.html) uploads: the
+// bake's HTML report and at least one of the first boot's, each a whole page.
+func htmlReportsUnder(dir string) error {
+	var found []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "dlami-report.html" {
+			found = append(found, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(found, filepath.Join(dir, "dlami-report.html")) || len(found) < 2 {
+		return fmt.Errorf("the HTML artifact would hold %q, want the bake's and the first boot's", found)
+	}
+	for _, f := range found {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(strings.TrimSpace(string(b)), "</html>") || !strings.Contains(string(b), `id="verdict"`) {
+			return fmt.Errorf("%s is not a whole HTML report", f)
+		}
+	}
+	return nil
+}
 
 // junitReportsPublishable checks what the JUnit action would publish: the files pattern (a
 // directory, then "**/" and a file name) matches, in the directory or any below it, at least two

@@ -1,5 +1,6 @@
-# Golden bake through the real amazon-ebs builder (ebs_test.go): the README's "Using it against
-# real AWS" template with a Slurm layer, ami_regions copies and the dlami post-processor. It
+# Golden bake through the real amazon-ebs builder (ebs_test.go): docs/aws.md's "The whole
+# template" (once the README's "Using it against real AWS") with a Slurm layer, ami_regions
+# copies and the dlami post-processor. It
 # differs from a user's only in the lines marked "fake endpoint"; credentials come from the
 # environment (fake static keys), as a CI job's do. No ssh_host/ssh_port: amazon-ebs connects to the instance's IP on port 22.
 
