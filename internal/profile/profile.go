@@ -31,6 +31,11 @@ type Profile struct {
 	MaxEFA int
 	// NVSwitch means the GPUs sit on NVSwitches that Fabric Manager drives.
 	NVSwitch bool
+	// MultiNodeNVLink means the GPUs' NVLink domain spans trays (an UltraServer): the fabric
+	// registers with a clique (nvidia-smi -q's Fabric section: CliqueId and ClusterUUID
+	// non-zero) and IMEX, not Fabric Manager, serves it. Never set on NVSwitch hosts, where
+	// zeroed clique fields are healthy.
+	MultiNodeNVLink bool
 	// NVLinks is how many NVLink links each GPU has up; 0 means "not judged by count" (no
 	// NVLink, or no sourced figure).
 	NVLinks int
@@ -144,7 +149,7 @@ func build() []Profile {
 		// (AWS PCS user guide; aws-parallelcluster-cookbook PR 3098). The EFA maximum (16 in
 		// one public describe-instance-types quote) is contradicted elsewhere, so it is not
 		// judged from the profile.
-		{InstanceType: "p6e-gb200.36xlarge", Arch: "arm64", GPUModel: "GB200", Generation: Blackwell, GPUCount: 4, EFACount: 0, MaxEFA: 16, NVSwitch: false, NVMe: true,
+		{InstanceType: "p6e-gb200.36xlarge", Arch: "arm64", GPUModel: "GB200", Generation: Blackwell, GPUCount: 4, EFACount: 0, MaxEFA: 16, NVSwitch: false, MultiNodeNVLink: true, NVMe: true,
 			Note: "arm64 UltraServer tray: Fabric Manager not used (IMEX instead); EFA count taken from the PCI inventory", Untested: true,
 			Source: "EKS user guide, P6e-GB200 UltraServers (4 Blackwell GPUs per p6e-gb200.36xlarge); AWS PCS user guide (IMEX); aws-parallelcluster-cookbook PR 3098 (no Fabric Manager on GB200)"},
 	}
