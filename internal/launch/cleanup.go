@@ -258,6 +258,7 @@ func Cleanup(ctx context.Context, in *Instance, say func(string)) error {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
+	say = serialized(say)
 	deadline := time.Now().Add(in.patience.timeout())
 	// stuck: kinds whose removal failed for good (a missing permission): what waits for them
 	// cannot go either, and is not tried. One that ran out of time is not stuck: it may be
@@ -361,6 +362,17 @@ func cleanupFinal(err error) bool { return denied(err) }
 // after another within a share of the deadline, and not so many at once that EC2 throttles
 // them all.
 const removeAtOnce = 8
+
+// serialized wraps say so that removals running at once (removeEach) never call it
+// concurrently: callers pass plain functions that append to a slice or write to a stream.
+func serialized(say func(string)) func(string) {
+	var mu sync.Mutex
+	return func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		say(s)
+	}
+}
 
 // removeEach calls remove for each id, removeAtOnce at a time, and returns each one's error in
 // the order of ids.

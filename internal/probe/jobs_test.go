@@ -23,7 +23,7 @@ func TestNCCLScriptText(t *testing.T) {
 	}
 	s := script.Text
 	for _, want := range []string{
-		"timeout -k 10 \"$timeout_s\" \"$mpirun\" -n \"$ranks\" --bind-to none",
+		"with_env \"$timeout\" -k 10 \"$timeout_s\" \"$mpirun\" -n \"$ranks\" --bind-to none",
 		"timeout_s='900'\n",
 		"mpirun_paths='/opt/amazon/openmpi/bin/mpirun'",
 		"libs=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n",
@@ -79,7 +79,15 @@ func ncclNewFakeHost(t *testing.T, cudas []string, gpus int) ncclFakeHost {
 		write(filepath.Join(h.root, "usr/local/cuda-"+c, "efa/test-cuda-"+c, "all_reduce_perf"), "#!/bin/sh\n", mode)
 	}
 	write(filepath.Join(h.root, "opt/amazon/openmpi/bin/mpirun"), `#!/bin/sh
-for a in "$@"; do printf 'ARG:%s\n' "$a"; done
+# A variable passed as -x NAME (no value) is printed with the value mpirun's environment gave it.
+prev=
+for a in "$@"; do
+	printf 'ARG:%s\n' "$a"
+	if [ "$prev" = -x ]; then
+		case $a in *=*) ;; *) printf 'ENV:%s=%s\n' "$a" "$(printenv "$a")" ;; esac
+	fi
+	prev=$a
+done
 [ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
 exit "${FAKE_RC:-0}"
 `, 0o755)
@@ -116,14 +124,20 @@ func (h ncclFakeHost) run(t *testing.T, o settings.NCCL, env ...string) (string,
 	return string(out), 0
 }
 
+// ncclArgs returns the arguments the fake mpirun was given.
 func ncclArgs(out string) []string {
-	var args []string
+	return ncclLines(out, "ARG:")
+}
+
+// ncclLines returns the fake mpirun's lines that start with prefix, without it.
+func ncclLines(out, prefix string) []string {
+	var lines []string
 	for _, l := range strings.Split(out, "\n") {
-		if a, ok := strings.CutPrefix(l, "ARG:"); ok {
-			args = append(args, a)
+		if a, ok := strings.CutPrefix(l, prefix); ok {
+			lines = append(lines, a)
 		}
 	}
-	return args
+	return lines
 }
 
 func TestNCCLScriptRuns(t *testing.T) {
@@ -145,11 +159,17 @@ func TestNCCLScriptRuns(t *testing.T) {
 		want := []string{"-n", "8", "--bind-to", "none",
 			"-x", "LD_LIBRARY_PATH=" + cuda + "/lib:" + cuda + "/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/existing",
 			"-x", "NCCL_DEBUG=INFO",
-			"-x", "FI_EFA_FORK_SAFE=1",
-			"-x", "ODD=a b'c $(touch pwned) `id`",
+			"-x", "FI_EFA_FORK_SAFE",
+			"-x", "ODD",
 			bin, "-b", "8", "-e", "1G; touch pwned2", "-c", "1"}
 		if got := ncclArgs(out); !reflect.DeepEqual(got, want) {
 			t.Errorf("mpirun args =\n%q\nwant\n%q", got, want)
+		}
+		// The values reach mpirun through its environment, never its command line (ps shows
+		// that to every user of the host).
+		wantEnv := []string{"FI_EFA_FORK_SAFE=1", "ODD=a b'c $(touch pwned) `id`"}
+		if got := ncclLines(out, "ENV:"); !reflect.DeepEqual(got, wantEnv) {
+			t.Errorf("mpirun environment =\n%q\nwant\n%q", got, wantEnv)
 		}
 		for _, f := range []string{"pwned", "pwned2"} {
 			if _, err := os.Stat(filepath.Join(h.root, f)); err == nil {

@@ -59,10 +59,13 @@ func TestMultiNodeScriptRuns(t *testing.T) {
 		"--mca", "plm_rsh_agent", sshBin,
 		"--mca", "plm_rsh_args", "-i " + keyDir + "/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=" + keyDir + "/known_hosts -o StrictHostKeyChecking=yes -o ConnectTimeout=20",
 		"-x", "LD_LIBRARY_PATH=" + cuda + "/lib:" + cuda + "/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib",
-		"-x", "NCCL_DEBUG=INFO", "-x", "FI_PROVIDER=efa", "-x", "NCCL_ALGO=Ring",
+		"-x", "NCCL_DEBUG=INFO", "-x", "FI_PROVIDER=efa", "-x", "NCCL_ALGO",
 		bin, "-b", "8", "-e", "1G", "-f", "2", "-g", "1", "-c", "1", "-n", "20"}
 	if got := ncclArgs(string(out)); !reflect.DeepEqual(got, want) {
 		t.Errorf("mpirun args =\n%q\nwant\n%q", got, want)
+	}
+	if got := ncclLines(string(out), "ENV:"); !reflect.DeepEqual(got, []string{"NCCL_ALGO=Ring"}) {
+		t.Errorf("mpirun environment = %q, want NCCL_ALGO=Ring", got)
 	}
 	hostfile, err := os.ReadFile(filepath.Join(keyDir, "hostfile"))
 	if err != nil || string(hostfile) != "10.0.1.5 slots=8\n10.0.1.6 slots=8\n" {

@@ -41,12 +41,14 @@ if [ -z "$ranks" ]; then
 fi
 echo "$M BINARY $bin"
 echo "$M RANKS $ranks"
-# Every rank gets the settings' variables as -x NAME=VALUE, in order, before the binary and its
-# arguments; the binary takes the placeholder's place.
+# Every rank gets the settings' variables as -x NAME, in order, before the binary and its
+# arguments; the binary takes the placeholder's place. Their values reach mpirun through its
+# environment (with_env), never its command line, which ps shows every user of the host; this
+# script itself sits in a folder only its user can read.
 n=$#
 i=1
 while [ "$i" -le "$env_count" ]; do
-	set -- "$@" -x "$(printenv "env_key_$i")=$(printenv "env_value_$i")"
+	set -- "$@" -x "$(printenv "env_key_$i")"
 	i=$((i + 1))
 done
 i=0
@@ -57,11 +59,37 @@ while [ "$i" -lt "$n" ]; do
 	set -- "$@" "$a"
 	i=$((i + 1))
 done
+# with_env runs its arguments with the settings' variables exported, in a subshell, after every
+# word of the command was expanded: no setting can change the script's own variables, nor
+# which timeout runs (its path is resolved before).
+with_env() {
+	(
+		set -- @@ENV_END@@ "$@"
+		j=$env_count
+		while [ "$j" -ge 1 ]; do
+			set -- "$(printenv "env_key_$j")=$(printenv "env_value_$j")" "$@"
+			j=$((j - 1))
+		done
+		# Each NAME=VALUE is never the end mark (it holds '='); export is the shell's own, so the
+		# value appears in no process's command line, and the loop reads no variable a setting
+		# could have just set.
+		while [ "$1" != @@ENV_END@@ ]; do
+			export "${1?}"
+			shift
+		done
+		shift
+		exec "$@"
+	)
+}
+timeout=$(command -v timeout) || {
+	echo "$M ERROR timeout not found: coreutils is missing"
+	exit $no_test
+}
 # ${LD_LIBRARY_PATH:+:...} rather than host-layer.md's plain :$LD_LIBRARY_PATH: an unset
 # variable would leave a trailing ':', which puts the working directory on the search path.
 libs=$cuda/lib:$cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -z "$hosts" ]; then
-	timeout -k 10 "$timeout_s" "$mpirun" -n "$ranks" --bind-to none \
+	with_env "$timeout" -k 10 "$timeout_s" "$mpirun" -n "$ranks" --bind-to none \
 		-x "LD_LIBRARY_PATH=$libs" \
 		-x NCCL_DEBUG=INFO \
 		"$@" </dev/null 2>&1
@@ -87,7 +115,7 @@ for a in $hosts; do
 	nodes=$((nodes + 1))
 done
 echo "$M NODES $nodes"
-timeout -k 10 "$timeout_s" "$mpirun" --prefix "${mpirun%/bin/mpirun}" -n $((nodes * ranks)) -N "$ranks" \
+with_env "$timeout" -k 10 "$timeout_s" "$mpirun" --prefix "${mpirun%/bin/mpirun}" -n $((nodes * ranks)) -N "$ranks" \
 	--hostfile "$keydir/hostfile" --bind-to none --tag-output \
 	--mca plm_rsh_agent "$ssh" \
 	--mca plm_rsh_args "-i $keydir/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=$keydir/known_hosts -o StrictHostKeyChecking=yes -o ConnectTimeout=20" \
