@@ -38,11 +38,12 @@ func init() {
 	})
 }
 
-// gpusExpected is how many GPUs the host must have: expect.gpu_count, else the profile's,
-// else the NVIDIA GPUs on the PCI bus (also when expect.gpu_count = -1 turns the count off:
-// the bus is still what a list of GPUs is compared with). ok is false when nothing says.
+// gpusExpected is how many GPUs the host must have: expectedGPUs' count (expect.gpu_count,
+// else EC2's description, else the profile's, else the NVIDIA GPUs on the PCI bus), and the
+// bus also when expect.gpu_count = -1 turns the count off (the bus is still what a list of
+// GPUs is compared with). ok is false when nothing says.
 func (t Target) gpusExpected() (n int, basis string, ok bool) {
-	if n, basis, ok = t.expectedCount(t.Expect.GPUCount, func(p profile.Profile) int { return p.GPUCount }, func(i facts.PCIInventory) int { return len(i.GPUs) }); ok && n > 0 {
+	if n, basis, ok = t.expectedGPUs(); ok && n > 0 {
 		return n, basis, true
 	}
 	if t.PCI != nil && len(t.PCI.GPUs) > 0 {

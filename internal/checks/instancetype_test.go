@@ -130,3 +130,31 @@ func TestInstanceTypeFromEC2(t *testing.T) {
 		})
 	}
 }
+
+// The health checks (gpu-memory, dcgm, the clocks) count the GPUs by the one resolver the gpu
+// check uses: EC2's description outranks the PCI bus on a type without a profile, so a GPU gone
+// from the bus is still missed there.
+func TestGPUsExpectedFollowsEC2(t *testing.T) {
+	h := h100Host(7, 7, "x86_64", 81559)
+	for _, c := range []struct {
+		name      string
+		ec2       *instancetype.Description
+		gpuCount  int
+		wantN     int
+		wantBasis string
+	}{
+		{"EC2 outranks the bus", p548(), 0, 8, BasisEC2},
+		{"the setting outranks EC2", p548(), 6, 6, BasisSetting},
+		{"without EC2: the bus", nil, 0, 7, BasisPCI},
+		{"count off: still the bus", p548(), -1, 7, BasisPCI},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := Resolve(h, settings.Checks{Expect: settings.Expectations{GPUCount: c.gpuCount}}, "")
+			tg.Profile, tg.InstanceType, tg.EC2 = nil, "p5.96xlarge-new", c.ec2
+			n, basis, ok := tg.gpusExpected()
+			if !ok || n != c.wantN || basis != c.wantBasis {
+				t.Errorf("gpusExpected = %d %q %v, want %d %q", n, basis, ok, c.wantN, c.wantBasis)
+			}
+		})
+	}
+}

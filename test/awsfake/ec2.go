@@ -143,7 +143,7 @@ var ec2Routes = []ec2Route{
 	route(OpAuthorizeSecurityGroupEgress, ParseAuthorizeIngress, (*Server).authorizeEgress),
 	route(OpRevokeSecurityGroupIngress, ParseAuthorizeIngress, (*Server).revokeIngress),
 	route(OpRevokeSecurityGroupEgress, ParseAuthorizeIngress, (*Server).revokeEgress),
-	route(OpDescribeInstanceTypes, ParseDescribeInstanceTypes, func(_ *Server, _ string, in DescribeInstanceTypesInput) response { return describeInstanceTypes(in) }),
+	route(OpDescribeInstanceTypes, ParseDescribeInstanceTypes, (*Server).describeInstanceTypes),
 	route(OpCreatePlacementGroup, ParseCreatePlacementGroup, (*Server).createPlacementGroup),
 	route(OpDescribePlacementGroups, ParseDescribePlacementGroups, (*Server).describePlacementGroups),
 	route(OpDeletePlacementGroup, ParseDeletePlacementGroup, (*Server).deletePlacementGroup),

@@ -846,3 +846,42 @@ func TestNewActionsTakeFaults(t *testing.T) {
 		t.Errorf("a fault on ReleaseAddress: %v", err)
 	}
 }
+
+// A type the fact sheet does not have (a GPU type newer than the plugin's profiles) is
+// described with its model's figures under its own name, by this fake only; a bad name, a type
+// the sheet has and a model it lacks are refused.
+func TestAddInstanceType(t *testing.T) {
+	f := NewSeeded("us-east-1")
+	f.addrBusy = func(string) bool { return false }
+	for _, c := range []struct{ name, like, want string }{
+		{"p7 future", "p6-b200.48xlarge", "not an instance type name"},
+		{"p5.48xlarge", "p6-b200.48xlarge", "already has it"},
+		{"p7-future.48xlarge", "p9.1xlarge", "does not have"},
+	} {
+		if err := f.AddInstanceType(c.name, c.like); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AddInstanceType(%q, %q) = %v, want %q", c.name, c.like, err, c.want)
+		}
+	}
+	if err := f.AddInstanceType("p7-future.48xlarge", "p6-b200.48xlarge"); err != nil {
+		t.Fatal(err)
+	}
+	srv := f.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = f.Close(ctx)
+	})
+	c := (&ec2Env{fake: f, url: srv.URL}).client("us-east-1")
+	out, err := c.DescribeInstanceTypes(context.Background(), &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"p7-future.48xlarge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.InstanceTypes) != 1 || out.InstanceTypes[0].InstanceType != "p7-future.48xlarge" || out.InstanceTypes[0].GpuInfo == nil ||
+		aws.ToInt32(out.InstanceTypes[0].GpuInfo.Gpus[0].Count) != 8 || aws.ToString(out.InstanceTypes[0].GpuInfo.Gpus[0].Name) != "B200" {
+		t.Errorf("p7-future.48xlarge = %+v, want p6-b200.48xlarge's 8 B200", out.InstanceTypes)
+	}
+	if slices.Contains(DescribableInstanceTypes(), "p7-future.48xlarge") {
+		t.Error("the new type leaked into the fact sheet every fake shares")
+	}
+}

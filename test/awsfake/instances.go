@@ -310,7 +310,7 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 		return errResp
 	}
 	var figures *InstanceTypeInfo
-	if t, known := instanceTypes[in.InstanceType]; known {
+	if t, known := s.instanceType(in.InstanceType); known {
 		figures = t
 	}
 	if len(in.Interfaces) > 0 {

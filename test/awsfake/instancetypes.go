@@ -2,6 +2,7 @@ package awsfake
 
 import (
 	"encoding/xml"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -382,6 +383,42 @@ func LookupInstanceType(name string) (InstanceTypeInfo, bool) {
 // DescribableInstanceTypes lists the types DescribeInstanceTypes answers for, sorted.
 func DescribableInstanceTypes() []string { return sortedKeys(instanceTypes) }
 
+// AddInstanceType makes this fake describe and launch name, a type EC2 sells that the fact
+// sheet (and so the plugin's built-in profiles) does not know yet, with the figures of the
+// fact sheet's type like: what a new GPU type looks like to a plugin written before it (issue
+// 36). Call it before serving.
+func (s *Server) AddInstanceType(name, like string) error {
+	if !instanceTypeShape.MatchString(name) {
+		return fmt.Errorf("new instance type %q: not an instance type name", name)
+	}
+	if _, known := instanceTypes[name]; known {
+		return fmt.Errorf("new instance type %q: the fact sheet already has it", name)
+	}
+	base, ok := instanceTypes[like]
+	if !ok {
+		return fmt.Errorf("new instance type %q: like %q, which the fact sheet does not have (it has %s)", name, like, strings.Join(DescribableInstanceTypes(), ", "))
+	}
+	t := *base
+	t.InstanceType = name
+	t.Source = "AddInstanceType: a type the fact sheet does not have, with " + like + "'s figures"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.newTypes == nil {
+		s.newTypes = map[string]*InstanceTypeInfo{}
+	}
+	s.newTypes[name] = &t
+	return nil
+}
+
+// instanceType returns this fake's figures for name: the fact sheet's, else AddInstanceType's.
+func (s *Server) instanceType(name string) (*InstanceTypeInfo, bool) {
+	if t, ok := instanceTypes[name]; ok {
+		return t, true
+	}
+	t, ok := s.newTypes[name]
+	return t, ok
+}
+
 // efaCardAllowed reports whether an EFA interface may go on card c: every card unless the
 // User Guide names the cards that take one.
 func (t *InstanceTypeInfo) efaCardAllowed(c int) bool {
@@ -418,10 +455,13 @@ func ParseDescribeInstanceTypes(form url.Values) (DescribeInstanceTypesInput, er
 	return DescribeInstanceTypesInput{DescribeInput: d}, nil
 }
 
-func describeInstanceTypes(in DescribeInstanceTypesInput) response {
+func (s *Server) describeInstanceTypes(_ string, in DescribeInstanceTypesInput) response {
 	var all []*InstanceTypeInfo
 	for _, name := range DescribableInstanceTypes() {
 		all = append(all, instanceTypes[name])
+	}
+	for _, name := range sortedKeys(s.newTypes) {
+		all = append(all, s.newTypes[name])
 	}
 	types, next, errResp, ok := describe(describeSpec[*InstanceTypeInfo]{
 		in: in.DescribeInput, all: all, id: func(t *InstanceTypeInfo) string { return t.InstanceType },

@@ -72,6 +72,8 @@ type Server struct {
 	addrBusy        func(addr string) bool
 	machines        Machines
 	transitionPolls int
+	// newTypes: AddInstanceType's, beside the fact sheet's instanceTypes; written before serving.
+	newTypes map[string]*InstanceTypeInfo
 	// addressListingLag: SetAddressListingLag.
 	addressListingLag int
 	bgCtx             context.Context

@@ -148,7 +148,9 @@ func (e ebsEnv) startFake(t *testing.T, name string, simhost bool) *fakeAWS {
 		// Describe shows a resource's real state (pending while a host boots or a disk is
 		// captured) but no extra pending polls: the amazon plugin's image waiter ignores
 		// AWS_POLL_DELAY_SECONDS and sleeps 15 s or more between polls.
-		"--transition-polls", "0"}
+		"--transition-polls", "0",
+		// A GPU type EC2 sells that the plugin has no profile for (unprofiled-type).
+		"--new-instance-type", "p7-future.48xlarge=p6-b200.48xlarge"}
 	if simhost {
 		f.stateRoot = filepath.Join(f.dir, "fleet")
 		args = append(args, "--simhost", "--simhost-dir", filepath.Join(e.repo, "test", "simhost"), "--state-root", f.stateRoot)

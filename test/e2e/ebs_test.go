@@ -7,6 +7,8 @@ package e2e
 import (
 	"encoding/json"
 	"math"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,6 +216,66 @@ func hostScenarios(t *testing.T, e ebsEnv, ebsDir string) {
 				if ok2, failed2 := fake.calls(t, ebsRegion, "RunInstances"); ok2 != ok || failed2 != failed {
 					t.Errorf("RunInstances called (%d OK, %d failed before; %d, %d after): the refusal must come before any launch", ok, failed, ok2, failed2)
 				}
+			})
+		}
+	})
+
+	// A GPU type without a built-in profile (p7-future.48xlarge, which the fake describes with
+	// p6-b200.48xlarge's figures) is judged from EC2's description of it (issue 36): healthy,
+	// it passes with the GPU count "from DescribeInstanceTypes"; with a GPU gone from the host
+	// entirely (nvidia-smi and the PCI bus), only EC2's figure can fail it; with
+	// DescribeInstanceTypes denied, the bake warns and still judges the count from the PCI
+	// inventory (a GPU the driver lost fails), never a silent pass.
+	t.Run("unprofiled-type", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, hide, fault string
+			pass              bool
+			status            map[string]string // check id -> status
+			mentions          map[string]string // check id -> a substring of its message
+			basis             map[string]string // check id -> the prefix of its basis
+		}{
+			// Healthy, the bake passes; what EC2 cannot say (and no profile does) warns naming
+			// the setting that would judge it, and the GPU model is judged only roughly.
+			{name: "healthy", pass: true,
+				status:   map[string]string{"instance-type": "warn", "gpu": "warn", "gpu-memory": "pass", "nvme": "pass"},
+				mentions: map[string]string{"instance-type": "expect.nvlinks", "gpu": "judged from DescribeInstanceTypes"},
+				basis:    map[string]string{"gpu": "from DescribeInstanceTypes", "gpu-memory": "from DescribeInstanceTypes", "nvme": "from DescribeInstanceTypes"}},
+			{name: "gpu-gone", hide: "bus",
+				status:   map[string]string{"gpu": "fail"},
+				mentions: map[string]string{"gpu": "DescribeInstanceTypes says p7-future.48xlarge has 8 GPUs but the PCI bus has 7"}},
+			{name: "describe-denied", hide: "driver", fault: "DescribeInstanceTypes@" + ebsRegion + "=denied",
+				status:   map[string]string{"instance-type": "warn", "gpu": "fail"},
+				mentions: map[string]string{"instance-type": "PCI inventory", "gpu": "nvidia-smi lists 7 GPUs but the PCI bus has 8"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.fault != "" {
+					fake.control(t, http.MethodPost, "/_fake/fault?spec="+url.QueryEscape(tc.fault))
+					defer fake.control(t, http.MethodDelete, "/_fake/fault")
+				}
+				out := outDir(t, "ebs-unprofiled-"+tc.name)
+				r := e.build(t, ebsDir, out, fake.packerEnv(e), nil,
+					"-var", "aws_endpoint="+fake.endpoint, "-var", "report_dir="+out, "-var", "hide_gpu="+tc.hide, "unprofiled.pkr.hcl")
+				t.Logf("unprofiled %s: %s", tc.name, r.took.Round(time.Second))
+				if (r.code == 0) != tc.pass {
+					t.Fatalf("packer build exited %d, want pass %v (output in %s):\n%s", r.code, tc.pass, out, tail(filepath.Join(out, "packer.out"), 40))
+				}
+				rep := readReport(t, out)
+				for id, want := range tc.status {
+					if got := checkStatus(rep, id); got != want {
+						t.Errorf("%s = %s, want %s: %s", id, got, want, checkMessage(rep, id))
+					}
+				}
+				for id, want := range tc.mentions {
+					if msg := checkMessage(rep, id); !strings.Contains(msg, want) {
+						t.Errorf("%s says %q, want it to mention %q", id, msg, want)
+					}
+				}
+				for id, want := range tc.basis {
+					if b := checkBasis(rep, id); !strings.HasPrefix(b, want) {
+						t.Errorf("%s basis %q, want it to start with %q", id, b, want)
+					}
+				}
+				assertCleanedUp(t, fake.state(t), ebsRegion)
 			})
 		}
 	})

@@ -6,6 +6,7 @@
 //	dlami-fake-aws [--listen 127.0.0.1:0] [--simhost [--simhost-dir DIR] [--state-root DIR]]
 //	               [--regions us-east-1,eu-west-1] [--seed seed.json] [--transition-polls N]
 //	               [--fault 'DescribeImages@us-west-2=throttle:2,latency:50ms']... [--url-file path] [--quiet]
+//	               [--new-instance-type p7-future.48xlarge=p6-b200.48xlarge]...
 //	dlami-fake-aws --print-seed [--regions ...] > seed.json   # edit, then --seed seed.json
 //
 // With --simhost (as root) every EC2 instance is a simulated DLAMI host on
@@ -36,6 +37,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 )
 
+// faultFlags collects a repeatable flag (--fault, --new-instance-type).
 type faultFlags []string
 
 func (f *faultFlags) String() string     { return strings.Join(*f, " ") }
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) e
 	urlFile := fs.String("url-file", "", "also write the URL (without endpoint=) to this file once listening")
 	quiet := fs.Bool("quiet", false, "do not log each request")
 	printSeed := fs.Bool("print-seed", false, "print the built-in seed (for --regions) as JSON, a starting point for --seed files, and exit")
+	var newTypes faultFlags
+	fs.Var(&newTypes, "new-instance-type", "NAME=LIKE (repeatable): also describe and launch NAME, a type the fact sheet does not have, with LIKE's figures (a GPU type newer than the plugin's profiles)")
 	var faults faultFlags
 	fs.Var(&faults, "fault", "fault spec OP[@REGION]=KIND[:ARG],... (repeatable); OP: an action the fake serves or *; KIND: throttle:N, 500:N, lose-answer:N, hang:N, latency:D, denied, malformed, capacity:N and stuck-pending:N (RunInstances)")
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +128,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) e
 			rs = strings.Split(*regions, ",")
 		}
 		srv.Load(awsfake.DefaultSeed(rs...))
+	}
+	for _, spec := range newTypes {
+		name, like, ok := strings.Cut(spec, "=")
+		if !ok {
+			return fmt.Errorf("--new-instance-type %q: want NAME=LIKE, e.g. p7-future.48xlarge=p6-b200.48xlarge", spec)
+		}
+		if err := srv.AddInstanceType(name, like); err != nil {
+			return fmt.Errorf("--new-instance-type: %w", err)
+		}
 	}
 	for _, spec := range faults {
 		op, region, f, err := awsfake.ParseFault(spec)
