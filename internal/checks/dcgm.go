@@ -78,8 +78,57 @@ func judgeDCGM(run facts.Run, t Target) result.Check {
 		return check(id, result.Error, basis, expected, "could not run", "DCGM could not run the diagnostics: "+f.Problem, f.Evidence)
 	}
 	rep := f.Value.Report
-	var fails, notRun, warns []string
-	passed, failedTests := 0, 0
+	fnd := dcgmTestFindings(rep)
+	fails, notRun, warns := fnd.fails, fnd.notRun, fnd.warns
+	covered := rep.GPUs()
+	coverFails, coverWarns := dcgmCoverage(rep, covered, t)
+	fails, warns = append(fails, coverFails...), append(warns, coverWarns...)
+	exit := f.Value.Exit
+	switch code := f.Value.ExitCode; {
+	case code < 0:
+		notRun = append(notRun, "the DCGM script printed no exit status for dcgmi: the run is not proven to have finished")
+	case exit.TestFailed:
+		msg := fmt.Sprintf("dcgmi exited %s: a test failed", exit)
+		if fnd.failedTests == 0 {
+			msg += ", though the document marks none failed (never a pass)"
+		}
+		if exit.Isolate {
+			msg += "; DCGM says isolate the GPU: retire the instance"
+		}
+		fails = append(fails, msg)
+	case code != 0:
+		name := exit.Name
+		if name == "" {
+			name = "a status DCGM does not name"
+		}
+		notRun = append(notRun, fmt.Sprintf("dcgmi exited %d (%s)", code, name))
+	}
+	passed := fnd.passed
+	actual := fmt.Sprintf("%d tests, %d results passed on %d GPUs (DCGM %s), exit %d", len(rep.Tests), passed, len(covered), rep.Version, f.Value.ExitCode)
+	switch {
+	case len(fails) > 0:
+		return check(id, result.Fail, basis, expected, actual, "DCGM diagnostics failed: "+strings.Join(fails, "; "), f.Evidence)
+	case len(notRun) > 0:
+		return check(id, result.Error, basis, expected, actual, "could not run: "+strings.Join(notRun, "; "), f.Evidence)
+	case passed == 0:
+		return check(id, result.Error, basis, expected, actual, "could not run: DCGM reported no result", f.Evidence)
+	case len(warns) > 0:
+		return check(id, result.Warn, basis, expected, actual, "DCGM warned: "+strings.Join(warns, "; "), f.Evidence)
+	}
+	return check(id, result.Pass, basis, expected, actual, "", "")
+}
+
+// dcgmFindings is what a run's tests say, each test's results first and its test_summary where
+// no result carries the verdict.
+type dcgmFindings struct {
+	fails, notRun, warns []string
+	passed, failedTests  int
+}
+
+// dcgmTestFindings sorts every result of every test of rep into failed, not run and warned,
+// counting the results that passed and the tests that failed.
+func dcgmTestFindings(rep facts.DCGMReport) dcgmFindings {
+	var d dcgmFindings
 	for _, tst := range rep.Tests {
 		var tf, tn, tw []string
 		for _, r := range tst.Results {
@@ -93,7 +142,7 @@ func judgeDCGM(run facts.Run, t Target) result.Check {
 			}
 			switch r.Outcome {
 			case facts.DCGMPass:
-				passed++
+				d.passed++
 			case facts.DCGMFail, facts.DCGMUnknown:
 				tf = append(tf, what+" "+r.Outcome.String()+msg)
 			case facts.DCGMSkip, facts.DCGMNotRun:
@@ -125,11 +174,16 @@ func judgeDCGM(run facts.Run, t Target) result.Check {
 			}
 		}
 		if len(tf) > 0 {
-			failedTests++
+			d.failedTests++
 		}
-		fails, notRun, warns = append(fails, tf...), append(notRun, tn...), append(warns, tw...)
+		d.fails, d.notRun, d.warns = append(d.fails, tf...), append(d.notRun, tn...), append(d.warns, tw...)
 	}
-	covered := rep.GPUs()
+	return d
+}
+
+// dcgmCoverage judges that the run covered every GPU the host must have, and each test every
+// GPU the run covered.
+func dcgmCoverage(rep facts.DCGMReport, covered []int, t Target) (fails, warns []string) {
 	if want, b, ok := t.gpusExpected(); ok {
 		if len(covered) < want {
 			fails = append(fails, fmt.Sprintf("the run covered %d of %d GPUs (%s): the others were not diagnosed", len(covered), want, b))
@@ -152,36 +206,5 @@ func judgeDCGM(run facts.Run, t Target) result.Check {
 			fails = append(fails, fmt.Sprintf("%s has no result for %s of the %d GPUs the run covered", tst.Name, gpuList(absent), len(covered)))
 		}
 	}
-	exit := f.Value.Exit
-	switch code := f.Value.ExitCode; {
-	case code < 0:
-		notRun = append(notRun, "the DCGM script printed no exit status for dcgmi: the run is not proven to have finished")
-	case exit.TestFailed:
-		msg := fmt.Sprintf("dcgmi exited %s: a test failed", exit)
-		if failedTests == 0 {
-			msg += ", though the document marks none failed (never a pass)"
-		}
-		if exit.Isolate {
-			msg += "; DCGM says isolate the GPU: retire the instance"
-		}
-		fails = append(fails, msg)
-	case code != 0:
-		name := exit.Name
-		if name == "" {
-			name = "a status DCGM does not name"
-		}
-		notRun = append(notRun, fmt.Sprintf("dcgmi exited %d (%s)", code, name))
-	}
-	actual := fmt.Sprintf("%d tests, %d results passed on %d GPUs (DCGM %s), exit %d", len(rep.Tests), passed, len(covered), rep.Version, f.Value.ExitCode)
-	switch {
-	case len(fails) > 0:
-		return check(id, result.Fail, basis, expected, actual, "DCGM diagnostics failed: "+strings.Join(fails, "; "), f.Evidence)
-	case len(notRun) > 0:
-		return check(id, result.Error, basis, expected, actual, "could not run: "+strings.Join(notRun, "; "), f.Evidence)
-	case passed == 0:
-		return check(id, result.Error, basis, expected, actual, "could not run: DCGM reported no result", f.Evidence)
-	case len(warns) > 0:
-		return check(id, result.Warn, basis, expected, actual, "DCGM warned: "+strings.Join(warns, "; "), f.Evidence)
-	}
-	return check(id, result.Pass, basis, expected, actual, "", "")
+	return fails, warns
 }

@@ -78,25 +78,53 @@ func htmlPageOf(r Report) htmlPage {
 	if r.BuildName != "" {
 		p.Title += ": " + r.BuildName
 	}
+	p.Verdict, p.VerdictClass = htmlVerdict(r)
+	p.Facts = htmlFacts(r)
+	p.Checks, p.Counts = htmlChecks(r)
+	p.Charts = ncclCharts(r)
+	p.Timeline, p.GPUMinutes, p.TimelineNote = htmlTimeline(r)
+	p.Changes = r.Changes
+	for _, d := range r.Drift {
+		p.Drift = append(p.Drift, string(d.Kind)+" "+d.String())
+	}
+	keys := make([]string, 0, len(r.Manifest))
+	for k := range r.Manifest {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.Manifest = append(p.Manifest, [2]string{k, r.Manifest[k]})
+	}
+	return p
+}
+
+// htmlVerdict is the banner's sentence and its colour class.
+func htmlVerdict(r Report) (verdict, class string) {
 	what := reportKind(r)
 	switch r.Result {
 	case ResultPass:
-		p.Verdict, p.VerdictClass = "PASS: the "+what+" passed", "pass"
+		verdict, class = "PASS: the "+what+" passed", "pass"
 	case ResultDeferred:
-		p.Verdict, p.VerdictClass = "DEFERRED: the "+what+" passed its first phase; the host suite and the NCCL test are left to the post-processor (not validated yet)", "warn"
+		verdict, class = "DEFERRED: the "+what+" passed its first phase; the host suite and the NCCL test are left to the post-processor (not validated yet)", "warn"
 	case ResultCancelled:
-		p.Verdict, p.VerdictClass = "CANCELLED: the "+what+" was cancelled before it finished", "fail"
+		verdict, class = "CANCELLED: the "+what+" was cancelled before it finished", "fail"
 	case ResultError:
-		p.Verdict, p.VerdictClass = "ERROR: the "+what+" could not finish", "fail"
+		verdict, class = "ERROR: the "+what+" could not finish", "fail"
 	default:
-		p.Verdict, p.VerdictClass = "FAIL: the "+what+" failed", "fail"
+		verdict, class = "FAIL: the "+what+" failed", "fail"
 	}
 	if len(r.FailedChecks) > 0 {
-		p.Verdict += " (" + strings.Join(r.FailedChecks, ", ") + ")"
+		verdict += " (" + strings.Join(r.FailedChecks, ", ") + ")"
 	}
+	return verdict, class
+}
+
+// htmlFacts are the run's facts, in the order a person reads them; empty values are left out.
+func htmlFacts(r Report) [][2]string {
+	var facts [][2]string
 	fact := func(k, v string) {
 		if v != "" {
-			p.Facts = append(p.Facts, [2]string{k, v})
+			facts = append(facts, [2]string{k, v})
 		}
 	}
 	fact("build", r.BuildName)
@@ -148,27 +176,36 @@ func htmlPageOf(r Report) htmlPage {
 		fact("replacement ("+rp.Engine+")", strings.TrimSpace(rp.Message+" "+rp.Problem))
 	}
 
-	counts := map[result.Status]int{}
+	return facts
+}
+
+// htmlChecks are the checks in the order people read them (failures first), and their count
+// by status.
+func htmlChecks(r Report) (checks []htmlCheck, counts string) {
+	byStatus := map[result.Status]int{}
 	for _, c := range orderedForPeople(r.Checks) {
-		counts[c.Status]++
+		byStatus[c.Status]++
 		hc := htmlCheck{ID: c.ID, Status: string(c.Status), Class: statusClass(c.Status), Basis: c.Basis, Expected: c.Expected,
 			Actual: c.Actual, Message: c.Message, Evidence: textcut.HeadNote(c.Evidence, maxHTMLEvidenceBytes)}
 		if c.DurationMS > 0 {
 			hc.Duration = (time.Duration(c.DurationMS) * time.Millisecond).Round(time.Second / 10).String()
 		}
-		p.Checks = append(p.Checks, hc)
+		checks = append(checks, hc)
 	}
 	var parts []string
 	for _, s := range []result.Status{result.Fail, result.Error, result.Warn, result.Pass, result.Skip} {
-		if counts[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		if byStatus[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", byStatus[s], s))
 		}
 	}
-	p.Counts = strings.Join(parts, ", ")
+	return checks, strings.Join(parts, ", ")
 
-	p.Charts = ncclCharts(r)
+}
+
+// htmlTimeline is the run's phases with their bars, the GPU-instance minutes of the whole run
+// ("" without phases) and the timeline's note.
+func htmlTimeline(r Report) (timeline []htmlPhase, gpuMinutes, note string) {
 	phases, note := Timeline(r)
-	p.TimelineNote = note
 	gpu, longest := 0.0, 0.0
 	for _, ph := range phases {
 		if !ph.Part {
@@ -181,24 +218,12 @@ func htmlPageOf(r Report) htmlPage {
 		if longest > 0 {
 			hp.Pct = math.Round(ph.Seconds/longest*1000) / 10
 		}
-		p.Timeline = append(p.Timeline, hp)
+		timeline = append(timeline, hp)
 	}
 	if len(phases) > 0 {
-		p.GPUMinutes = minutes(gpu)
+		gpuMinutes = minutes(gpu)
 	}
-	p.Changes = r.Changes
-	for _, d := range r.Drift {
-		p.Drift = append(p.Drift, string(d.Kind)+" "+d.String())
-	}
-	keys := make([]string, 0, len(r.Manifest))
-	for k := range r.Manifest {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p.Manifest = append(p.Manifest, [2]string{k, r.Manifest[k]})
-	}
-	return p
+	return timeline, gpuMinutes, note
 }
 
 // reportKind names what the report judged, for the banner.

@@ -30,6 +30,15 @@ var statusIcon = map[result.Status]string{
 // value is escaped, so a '|' or '<' in command output cannot break the tables or inject HTML.
 func Markdown(r Report) string {
 	var b strings.Builder
+	writeMarkdownBanner(&b, r)
+	writeMarkdownSummary(&b, r)
+	writeMarkdownChecks(&b, r)
+	writeMarkdownDetails(&b, r)
+	return b.String()
+}
+
+// writeMarkdownBanner writes the verdict heading, and the drill's notice.
+func writeMarkdownBanner(b *strings.Builder, r Report) {
 	switch r.Result {
 	case ResultPass:
 		b.WriteString("## ✅ DLAMI bake passed\n\n")
@@ -43,12 +52,16 @@ func Markdown(r Report) string {
 		b.WriteString("## ❌ DLAMI bake failed\n\n")
 	}
 	if r.Simulated != "" {
-		fmt.Fprintf(&b, "**SIMULATED**: `%s` failed on purpose (`dlami-node-check --simulate-failure %s`), a drill of the pipeline, not a finding about the node.\n\n", cell(r.Simulated), cell(r.Simulated))
+		fmt.Fprintf(b, "**SIMULATED**: `%s` failed on purpose (`dlami-node-check --simulate-failure %s`), a drill of the pipeline, not a finding about the node.\n\n", cell(r.Simulated), cell(r.Simulated))
 	}
+}
+
+// writeMarkdownSummary writes the run's table and the lines that say what ran where.
+func writeMarkdownSummary(b *strings.Builder, r Report) {
 	b.WriteString("| | |\n|---|---|\n")
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(&b, "| %s | %s |\n", k, cell(v))
+			fmt.Fprintf(b, "| %s | %s |\n", k, cell(v))
 		}
 	}
 	row("build", r.BuildName)
@@ -79,31 +92,35 @@ func Markdown(r Report) string {
 		row("finished", v)
 	}
 	if len(r.FailedChecks) > 0 {
-		fmt.Fprintf(&b, "\n**Failed checks:** %s\n", cell(strings.Join(r.FailedChecks, ", ")))
+		fmt.Fprintf(b, "\n**Failed checks:** %s\n", cell(strings.Join(r.FailedChecks, ", ")))
 	}
 	if r.Error != "" {
-		fmt.Fprintf(&b, "\n**Error:** %s\n", cell(r.Error))
+		fmt.Fprintf(b, "\n**Error:** %s\n", cell(r.Error))
 	}
 	if len(r.DeferredChecks) > 0 {
-		fmt.Fprintf(&b, "\n**Deferred to the post-processor (defer_validation = true; complete_validation = true runs them on a GPU instance):** %s\n", cell(strings.Join(r.DeferredChecks, ", ")))
+		fmt.Fprintf(b, "\n**Deferred to the post-processor (defer_validation = true; complete_validation = true runs them on a GPU instance):** %s\n", cell(strings.Join(r.DeferredChecks, ", ")))
 	}
 	if l := r.Launch; l != nil {
 		v := l.InstanceType
 		for _, x := range l.Refused {
 			v += fmt.Sprintf("; refused first: %s (%s)", x.InstanceType, x.Code)
 		}
-		fmt.Fprintf(&b, "\n**Verified on:** %s\n", cell(v))
+		fmt.Fprintf(b, "\n**Verified on:** %s\n", cell(v))
 	}
 	if bi := r.BuildInstance; bi != nil {
-		fmt.Fprintf(&b, "\n**Build instance time:** %s\n", cell(bi.Summary()))
+		fmt.Fprintf(b, "\n**Build instance time:** %s\n", cell(bi.Summary()))
 	}
 	if c := r.Cost; c != nil {
-		fmt.Fprintf(&b, "\n**Instance time of the run (%s):** %s\n", CostFileName, cell(c.Summary()))
+		fmt.Fprintf(b, "\n**Instance time of the run (%s):** %s\n", CostFileName, cell(c.Summary()))
 	}
 	if len(r.HeldByPlugin) > 0 {
-		fmt.Fprintf(&b, "\n**Put on hold by the plugin (hold_unheld):** %s\n", cell(strings.Join(r.HeldByPlugin, ", ")))
+		fmt.Fprintf(b, "\n**Put on hold by the plugin (hold_unheld):** %s\n", cell(strings.Join(r.HeldByPlugin, ", ")))
 	}
+}
 
+// writeMarkdownChecks writes the checks table and, with evidence folded, every failure and
+// warning.
+func writeMarkdownChecks(b *strings.Builder, r Report) {
 	b.WriteString("\n### Checks\n\n")
 	if len(r.Checks) == 0 {
 		b.WriteString("No checks ran.\n")
@@ -114,7 +131,7 @@ func Markdown(r Report) string {
 			if !ok {
 				st = string(c.Status)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(c.ID), cell(st), cell(c.Expected), cell(c.Actual))
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(c.ID), cell(st), cell(c.Expected), cell(c.Actual))
 		}
 	}
 
@@ -128,21 +145,24 @@ func Markdown(r Report) string {
 		b.WriteString("\n### Failures and warnings\n")
 		for _, c := range details {
 			if c.Evidence == "" {
-				fmt.Fprintf(&b, "\n- **%s** (%s): %s\n", cell(c.ID), cell(string(c.Status)), cell(oneLine(c.Message)))
+				fmt.Fprintf(b, "\n- **%s** (%s): %s\n", cell(c.ID), cell(string(c.Status)), cell(oneLine(c.Message)))
 				continue
 			}
-			fmt.Fprintf(&b, "\n<details><summary><b>%s</b> (%s): %s</summary>\n\n<pre>%s</pre>\n</details>\n",
+			fmt.Fprintf(b, "\n<details><summary><b>%s</b> (%s): %s</summary>\n\n<pre>%s</pre>\n</details>\n",
 				html.EscapeString(c.ID), html.EscapeString(string(c.Status)), html.EscapeString(oneLine(c.Message)),
 				html.EscapeString(textcut.HeadNote(c.Evidence, maxEvidenceBytes)))
 		}
 	}
+}
 
+// writeMarkdownDetails writes the drift, the layers, the manifest and the NCCL figures.
+func writeMarkdownDetails(b *strings.Builder, r Report) {
 	b.WriteString("\n### Drift\n\n")
 	if len(r.Drift) == 0 {
 		b.WriteString("None.\n")
 	}
 	for _, d := range r.Drift {
-		fmt.Fprintf(&b, "- `%s` %s\n", d.Kind, cell(d.String()))
+		fmt.Fprintf(b, "- `%s` %s\n", d.Kind, cell(d.String()))
 	}
 
 	var layers []result.Check
@@ -159,7 +179,7 @@ func Markdown(r Report) string {
 			if l.ExitCode != nil {
 				exit = fmt.Sprint(*l.ExitCode)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(strings.TrimPrefix(l.ID, result.LayerPrefix)), cell(string(l.Status)), cell(exit), cell(d))
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", cell(strings.TrimPrefix(l.ID, result.LayerPrefix)), cell(string(l.Status)), cell(exit), cell(d))
 		}
 	}
 
@@ -171,7 +191,7 @@ func Markdown(r Report) string {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(&b, "| %s | %s |\n", cell(k), cell(r.Manifest[k]))
+			fmt.Fprintf(b, "| %s | %s |\n", cell(k), cell(r.Manifest[k]))
 		}
 	}
 
@@ -181,10 +201,9 @@ func Markdown(r Report) string {
 			if json.Indent(&pretty, raw, "", "  ") == nil {
 				raw = pretty.Bytes()
 			}
-			fmt.Fprintf(&b, "\n<details><summary>NCCL</summary>\n\n<pre>%s</pre>\n</details>\n", html.EscapeString(textcut.HeadNote(string(raw), maxEvidenceBytes)))
+			fmt.Fprintf(b, "\n<details><summary>NCCL</summary>\n\n<pre>%s</pre>\n</details>\n", html.EscapeString(textcut.HeadNote(string(raw), maxEvidenceBytes)))
 		}
 	}
-	return b.String()
 }
 
 // cell escapes a value for a Markdown table cell or list item: HTML is neutralised, Markdown
