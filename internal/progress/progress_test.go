@@ -19,6 +19,20 @@ func (l *lines) say(s string) {
 	l.got = append(l.got, s)
 }
 
+// waitFor returns once n lines were said: a tick is taken when the wait receives it, and what
+// the wait says of it (the clock, the description) is read after; the test must not move them
+// before.
+func (l *lines) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.all()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines said in 10s, want %d: %q", len(l.all()), n, l.all())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (l *lines) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -51,11 +65,13 @@ func TestWaitingSaysEachTick(t *testing.T) {
 	}, 30*time.Minute)
 	advance(time.Minute)
 	ticks <- time.Time{}
+	l.waitFor(t, 1)
 	advance(61 * time.Second)
 	wmu.Lock()
 	what = "SSH on 10.0.0.5:22 (last: connection refused)"
 	wmu.Unlock()
 	ticks <- time.Time{}
+	l.waitFor(t, 2)
 	stop()
 	select {
 	case ticks <- time.Time{}:
