@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,24 @@ func TestIMEXResolved(t *testing.T) {
 	} {
 		if got := tc.m.Resolved(tc.mnnv); got != tc.want {
 			t.Errorf("%q.Resolved(%v) = %q, want %q", tc.m, tc.mnnv, got, tc.want)
+		}
+	}
+}
+
+// The bill of materials carries imex as written: unset stays unset (omitted), so a later
+// verification resolves it for its own instance type.
+func TestIMEXRecorded(t *testing.T) {
+	for _, m := range []IMEX{IMEXUnset, IMEXHost, IMEXDRA, IMEXOff} {
+		b, err := json.Marshal(Checks{IMEX: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == IMEXUnset && strings.Contains(string(b), `"imex"`) {
+			t.Errorf("unset recorded: %s", b)
+		}
+		var back Checks
+		if err := json.Unmarshal(b, &back); err != nil || back.IMEX != m {
+			t.Errorf("%q: %s back as %q (%v)", m, b, back.IMEX, err)
 		}
 	}
 }
