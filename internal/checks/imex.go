@@ -87,7 +87,7 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 			case driverProblem != "":
 				v.fail("%s %s cannot be compared with the loaded driver: %s", p.Name, p.Version, driverProblem)
 			case up != driver:
-				v.fail("%s %s does not match the loaded driver %s: IMEX starts only when its NvGpu library matches the GPU driver; install %s=%s-* (or the driver the package was built for) and keep both on hold",
+				v.fail("%s %s does not match the loaded driver %s: IMEX starts only when its NvGpu library matches the GPU driver; install %s at version %s (or the driver the package was built for) and keep both on hold",
 					p.Name, p.Version, driver, p.Name, driver)
 			}
 		}

@@ -31,6 +31,16 @@ const imexChannelCommand = `for f in /etc/modprobe.d/*.conf; do [ -f "$f" ] || c
 	`c=/dev/nvidia-caps-imex-channels/channel0; if [ -c "$c" ]; then echo "channel0: character device"; ` +
 	`elif [ -e "$c" ]; then echo "channel0: not a character device"; else echo "channel0: absent"; fi`
 
+// imexCtlShell asks nvidia-imex-ctl for the domain only where the service runs: nothing else
+// answers on IMEX_CMD_PORT, and a query nobody answers costs up to the command's bound on every
+// host that merely has the package. Otherwise it says so and exits 3 (`systemctl is-active`'s
+// status for a unit that is not active). "$1" is nvidia-imex-ctl.
+var imexCtlShell = `s=""; for p in ` + strings.Join(hosttools.Systemctl.Paths, " ") + `; do if [ -x "$p" ]; then s=$p; break; fi; done; ` +
+	`if [ -n "$s" ] && ! "$s" is-active -q nvidia-imex; then echo "` + imexCtlNotRun + `"; exit 3; fi; exec "$1" -N -j`
+
+// imexCtlNotRun is imexCtlShell's line when the service does not run.
+const imexCtlNotRun = "nvidia-imex-ctl not run: nvidia-imex is not active"
+
 // imexCommands read the IMEX facts: cheap, and harmless where IMEX is not installed (the
 // tool's absence is a fact, judged only where imex asks for it).
 func imexCommands(o Options) []bundle.Command {
@@ -43,7 +53,7 @@ func imexCommands(o Options) []bundle.Command {
 		tool(sectionIMEXEnabled, hosttools.Systemctl, `"$1" is-enabled nvidia-imex`),
 		tool(sectionIMEXActive, hosttools.Systemctl, `"$1" is-active nvidia-imex`),
 		{Name: sectionIMEXChannel, Shell: imexChannelCommand, Timeout: t},
-		tool(sectionIMEXCtl, hosttools.NvidiaIMEXCtl, `"$1" -N -j`),
+		tool(sectionIMEXCtl, hosttools.NvidiaIMEXCtl, imexCtlShell),
 	}
 }
 

@@ -38,7 +38,8 @@ func TestIMEXCommands(t *testing.T) {
 	for _, c := range hostCommands(Options{NVMePath: "/opt/dlami/nvme", CheckTimeout: settings.DefaultCheckTimeout}) {
 		switch c.Name {
 		case sectionIMEXCtl:
-			if c.Tool == nil || !slices.Equal(c.Tool.Paths, []string{"/usr/bin/nvidia-imex-ctl"}) || c.Shell != `"$1" -N -j` {
+			if c.Tool == nil || !slices.Equal(c.Tool.Paths, []string{"/usr/bin/nvidia-imex-ctl"}) || !strings.HasSuffix(c.Shell, `exec "$1" -N -j`) ||
+				!strings.Contains(c.Shell, `"$s" is-active -q nvidia-imex`) || !strings.Contains(c.Shell, "/usr/bin/systemctl /bin/systemctl") {
 				t.Errorf("ctl command %+v", c)
 			}
 		case sectionIMEXPackages:
@@ -121,6 +122,8 @@ func TestParseIMEXSections(t *testing.T) {
 		{"ctl cannot reach the daemon", func(s map[string]bundle.Section) {
 			set(s, sectionIMEXCtl, "Query Status returned error code: 14 - failed to connect to all addresses", 1)
 		}, func(x facts.IMEX) bool { return !x.Domain.OK() && strings.Contains(x.Domain.Problem, "exited 1") }},
+		{"ctl not run: the service is not active", func(s map[string]bundle.Section) { set(s, sectionIMEXCtl, imexCtlNotRun, 3) },
+			func(x facts.IMEX) bool { return !x.Domain.OK() && strings.Contains(x.Domain.Problem, "exited 3") }},
 		{"ctl prints text, not JSON", func(s map[string]bundle.Section) { set(s, sectionIMEXCtl, "Nodes:\nDomain State: UP\n", 0) },
 			func(x facts.IMEX) bool { return !x.Domain.OK() }},
 	} {
