@@ -107,6 +107,8 @@ type Host struct {
 	KernelJournal Fact[KernelJournal]
 	// Health is what the GPUs and the fabric report of their health.
 	Health Health
+	// IMEX is what the host shows of NVIDIA IMEX.
+	IMEX IMEX
 }
 
 // Instance is the instance type and where it was read: "product_name", "imds", or "" when

@@ -60,6 +60,9 @@ var (
 	Docker = tool("docker", "/usr/bin/docker")
 	Ctr    = tool("ctr", "/usr/bin/ctr")
 	Podman = tool("podman", "/usr/bin/podman")
+	// NvidiaIMEXCtl is the IMEX package's query tool (grace-blackwell.md section 1.5: PCS and
+	// ParallelCluster call /usr/bin/nvidia-imex-ctl).
+	NvidiaIMEXCtl = tool("nvidia-imex-ctl", "/usr/bin/nvidia-imex-ctl")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

@@ -68,6 +68,7 @@ func ParseHost(sections map[string]bundle.Section) facts.Host {
 			Fabric:       parseWith(sections, sectionNvsmiQuery, nvlink.ParseFabric),
 			RDMAStats:    parseWith(sections, sectionRDMAStats, rdmastat.Parse),
 		},
+		IMEX: parseIMEX(sections),
 	}
 	h.Domains, h.EFAProviderMissing = parseFiInfo(sections)
 	h.GPUs = parseWith(sections, sectionNvidiaSMI, func(out string) ([]nvsmi.GPU, error) {

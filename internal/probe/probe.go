@@ -178,7 +178,7 @@ func hostCommands(o Options) []bundle.Command {
 		// what a layer cleared from the ring buffer (dmesg -c), or what overflowed it, is still
 		// there. Only here: the judgments since a mark (the NCCL test) read dmesg alone.
 		tool(sectionJournalKernel, hosttools.Journalctl, journalShell),
-	}, append(loginMemlockCommands(o), kernelLogCommands(o)...)...)
+	}, append(append(loginMemlockCommands(o), imexCommands(o)...), kernelLogCommands(o)...)...)
 }
 
 // kernelLogCommands read the kernel log and the boot it belongs to: the end of the host

@@ -12,6 +12,9 @@ type Checks struct {
 	Function Function     `json:"function"`
 	// MultiNode is the NCCL test across a verification's nodes (never a bake's).
 	MultiNode MultiNode `json:"multi_node,omitzero"`
+	// IMEX is who owns IMEX (the imex setting), unresolved: IMEXUnset until a judge knows
+	// the instance type (IMEX.Resolved).
+	IMEX IMEX `json:"imex,omitempty"`
 	// Skip are the checks skip_checks names (reported skipped, never judged); Warn those
 	// warn_checks names (a failure is reported as a warning). SkipSetting and WarnSetting name
 	// the settings in messages.

@@ -35,6 +35,8 @@ func TestOverlayChangesOnlyWhatThePhaseSets(t *testing.T) {
 			EFATraffic: EFATraffic{MinBandwidthMBps: 3000, Timeout: 20 * time.Second, Concurrency: 8},
 			GDR:        GDR{Skip: true, BusBWFloorGBps: 40}},
 		Skip: []string{"lustre"}, Warn: []string{"gpu-clocks"},
+		// imex is the bake's: every verification and node judges IMEX as the bake did.
+		IMEX: IMEXDRA,
 	}
 	own := Expectations{GPUCount: 4}
 	level1 := DCGMLevel(1)

@@ -129,6 +129,14 @@ type Config struct {
 	// the build's SSH access away: set it on the last `dlami` provisioner of the build, after
 	// every provisioner that needs SSH. Defaults to false.
 	ImageHygiene bool `mapstructure:"image_hygiene"`
+	// Who owns NVIDIA IMEX, the service multi-node NVLink depends on: `host` (the image's own
+	// `nvidia-imex` service, as Slurm, ParallelCluster and PCS run it: check `imex` requires the
+	// package to match the loaded driver, the unit enabled, channel 0 created at boot, and a
+	// healthy domain where one runs), `dra` (the EKS DRA driver runs its own IMEX daemons: the
+	// host unit must be disabled and masked, else `NV_ERR_IN_USE`) or `off` (not judged).
+	// Defaults to `host` on multi-node NVLink types (p6e-gb200) and `off` elsewhere. Carried by
+	// the bill of materials into the post-processor's verification and the node check.
+	IMEX string `mapstructure:"imex"`
 
 	ctx interpolate.Context
 }
@@ -347,6 +355,9 @@ func (c *Config) prepare() []error {
 	errs = append(errs, c.EC2.prepare()...)
 	errs = append(errs, c.NCCL.Validate()...)
 	errs = append(errs, c.function().Validate("")...)
+	if err := settings.IMEX(c.IMEX).Validate(settings.IMEXSetting); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, checks.CheckSelection("skip_checks", c.SkipChecks)...)
 	errs = append(errs, checks.CheckSelection("warn_checks", c.WarnChecks)...)
 	if c.SiteChecksDir != "" {

@@ -47,6 +47,7 @@ type FlatConfig struct {
 	WarnChecks          []string                   `mapstructure:"warn_checks" cty:"warn_checks" hcl:"warn_checks"`
 	SiteChecksDir       *string                    `mapstructure:"site_checks_dir" cty:"site_checks_dir" hcl:"site_checks_dir"`
 	ImageHygiene        *bool                      `mapstructure:"image_hygiene" cty:"image_hygiene" hcl:"image_hygiene"`
+	IMEX                *string                    `mapstructure:"imex" cty:"imex" hcl:"imex"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -95,6 +96,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"warn_checks":                &hcldec.AttrSpec{Name: "warn_checks", Type: cty.List(cty.String), Required: false},
 		"site_checks_dir":            &hcldec.AttrSpec{Name: "site_checks_dir", Type: cty.String, Required: false},
 		"image_hygiene":              &hcldec.AttrSpec{Name: "image_hygiene", Type: cty.Bool, Required: false},
+		"imex":                       &hcldec.AttrSpec{Name: "imex", Type: cty.String, Required: false},
 	}
 	return s
 }

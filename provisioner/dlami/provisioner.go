@@ -74,6 +74,7 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			Checks: settings.Checks{
 				Expect: c.Expect, NCCL: c.NCCL.settings(), Function: c.function().Resolved(),
 				Skip: c.SkipChecks, Warn: c.WarnChecks, SkipSetting: "skip_checks", WarnSetting: "warn_checks",
+				IMEX: settings.IMEX(c.IMEX),
 			},
 			Secrets: secrets,
 		},

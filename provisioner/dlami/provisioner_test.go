@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/awsaccess"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/instancetype"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awsfake"
 	"github.com/dlami-bake/packer-plugin-dlami/test/awstest"
 
@@ -36,6 +37,27 @@ func TestPrepareDefaults(t *testing.T) {
 	n, err := o.Checks.NCCL.Resolved()
 	if err != nil || n.Timeout != 15*time.Minute || strings.Join(n.Args, " ") != "-b 8 -e 1G -f 2 -g 1 -c 1 -n 50" {
 		t.Errorf("NCCL defaults: %v %+v", err, n)
+	}
+}
+
+// imex reaches the judges as written; unset stays unset until the instance type is known.
+func TestPrepareIMEX(t *testing.T) {
+	for _, tc := range []struct {
+		raw  map[string]interface{}
+		want settings.IMEX
+	}{
+		{map[string]interface{}{}, settings.IMEXUnset},
+		{map[string]interface{}{"imex": "dra"}, settings.IMEXDRA},
+		{map[string]interface{}{"imex": "off"}, settings.IMEXOff},
+		{map[string]interface{}{"imex": "host"}, settings.IMEXHost},
+	} {
+		var p Provisioner
+		if err := p.Prepare(tc.raw); err != nil {
+			t.Fatalf("%v: %v", tc.raw, err)
+		}
+		if p.opt.Checks.IMEX != tc.want {
+			t.Errorf("%v: imex %q, want %q", tc.raw, p.opt.Checks.IMEX, tc.want)
+		}
 	}
 }
 
@@ -132,6 +154,7 @@ func TestPrepareRejectsBadInput(t *testing.T) {
 		{"defer without validation", map[string]interface{}{"defer_validation": true, "validate": false}, "defer_validation = true and validate = false"},
 		{"missing previous bom", map[string]interface{}{"previous_bom_file": "testdata/no-such-bom.json"}, "previous_bom_file"},
 		{"previous bom not a bom", map[string]interface{}{"previous_bom_file": "provisioner_test.go"}, "previous_bom_file provisioner_test.go: bill of materials"},
+		{"bad imex", map[string]interface{}{"imex": "slurm"}, `imex = "slurm": use "host"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
