@@ -12,7 +12,7 @@ import (
 // NCCL, EFA and the container toolkit (the rest of the components and the guarded packages
 // follow by name).
 var changeOrder = []string{"kernel", "next_boot_kernel", "nvidia_driver", "cuda_driver", "nccl", "fabricmanager",
-	"efa_installer", "efa_driver", "libfabric", "aws_ofi_nccl", "nvidia_container_toolkit", "gdrcopy", "lustre"}
+	"efa_installer", "efa_driver", "libfabric", "aws_ofi_nccl", "nvidia_container_toolkit", "nvidia_imex", "gdrcopy", "lustre"}
 
 // absent stands for a side that lacks the component.
 const absent = "(absent)"

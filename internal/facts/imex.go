@@ -1,6 +1,8 @@
 package facts
 
 import (
+	"strings"
+
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
 )
@@ -32,6 +34,20 @@ type IMEXChannel struct {
 	Options []string
 	// Device is true when /dev/nvidia-caps-imex-channels/channel0 is a character device now.
 	Device bool
+}
+
+// PackageVersion is the installed IMEX package's version (nvidia-imex, or the branch's
+// nvidia-imex-<major> before driver 590): what a fleet picks AMIs by (the dlami:nvidia_imex tag).
+func (x IMEX) PackageVersion() (string, bool) {
+	if !x.Packages.OK() {
+		return "", false
+	}
+	for _, p := range x.Packages.Value {
+		if p.Installed && (p.Name == "nvidia-imex" || strings.HasPrefix(p.Name, "nvidia-imex-")) {
+			return p.Version, true
+		}
+	}
+	return "", false
 }
 
 // AtBoot reports whether channel 0 is created at every boot.

@@ -64,6 +64,9 @@ func (h Host) Manifest() map[string]string {
 	if v, found := h.Libfabric(); found {
 		m["libfabric"] = v
 	}
+	if v, found := h.IMEX.PackageVersion(); found {
+		m["nvidia_imex"] = v
+	}
 	if h.PCI.OK() {
 		inv := h.PCI.Value
 		m["pci_gpu_count"] = strconv.Itoa(len(inv.GPUs))

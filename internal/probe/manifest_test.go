@@ -18,6 +18,7 @@ func TestManifest(t *testing.T) {
 		"efa_installer":           "1.50.0",
 		"libfabric":               "2.6.0amzn1.0",
 		"aws_ofi_nccl":            "1.21.1-1",
+		"nvidia_imex":             "595.91.07-1",
 		"gdrcopy":                 "2.5.1",
 		"lustre":                  "2.15.6",
 		"pci_gpu_count":           "8",
