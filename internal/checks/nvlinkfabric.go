@@ -104,13 +104,23 @@ func judgeNVLinkFabric(f facts.Run, t Target) result.Check {
 		return check(id, result.Fail, basis, expected, "no GPU", "nvidia-smi -q lists no GPU with a Fabric section", ev())
 	}
 	var fails, warns []string
+	// Each finding once, with the GPUs it was found on, in the order of its first GPU.
+	var found []string
+	onGPUs := map[string][]int{}
+	note := func(i int, what string) {
+		if _, ok := onGPUs[what]; !ok {
+			found = append(found, what)
+		}
+		onGPUs[what] = append(onGPUs[what], i)
+	}
 	cliques, clusters := map[string][]int{}, map[string][]int{}
+	registered := 0
 	for i, g := range fr.Value {
-		name := fmt.Sprintf("GPU %d (%s)", i, g.BusID)
 		if g.Kind != facts.FabricRegistered {
-			fails = append(fails, name+": "+fabricStateMeaning(g))
+			note(i, fabricStateMeaning(g))
 			continue
 		}
+		registered++
 		var bad []string
 		if p := idProblem("CliqueId", g.CliqueID, g.Clique()); p != "" {
 			bad = append(bad, p)
@@ -126,11 +136,14 @@ func judgeNVLinkFabric(f facts.Run, t Target) result.Check {
 		case "unhealthy":
 			bad = append(bad, "Health Summary Unhealthy: attached to the fabric but degraded (NVLink paths down); NCCL and the DRA driver fall back to non-MNNVL paths or crash enrolling the clique")
 		case "limited capacity":
-			warns = append(warns, name+": Health Summary Limited Capacity: the fabric runs with reduced NVLink bandwidth")
+			warns = append(warns, fmt.Sprintf("GPU %d (%s): Health Summary Limited Capacity: the fabric runs with reduced NVLink bandwidth", i, g.BusID))
 		}
-		if len(bad) > 0 {
-			fails = append(fails, name+": "+strings.Join(bad, "; "))
+		for _, b := range bad {
+			note(i, b)
 		}
+	}
+	for _, what := range found {
+		fails = append(fails, gpuNames(fr.Value, onGPUs[what])+": "+what)
 	}
 	if len(cliques) > 1 {
 		fails = append(fails, "the GPUs are in different cliques ("+idGroups(cliques)+"): one tray's GPUs must share one clique")
@@ -141,7 +154,7 @@ func judgeNVLinkFabric(f facts.Run, t Target) result.Check {
 	if n, b, ok := t.gpusExpected(); ok && len(fr.Value) < n {
 		fails = append(fails, fmt.Sprintf("nvidia-smi -q's fabric report lists %d of %d GPUs (%s)", len(fr.Value), n, b))
 	}
-	actual := fmt.Sprintf("%d GPUs", len(fr.Value))
+	actual := fmt.Sprintf("%d of %d GPUs Completed/Success", registered, len(fr.Value))
 	if len(cliques) == 1 && len(clusters) == 1 {
 		for c := range cliques {
 			actual += ", CliqueId " + c
@@ -156,7 +169,7 @@ func judgeNVLinkFabric(f facts.Run, t Target) result.Check {
 	case len(warns) > 0:
 		return check(id, result.Warn, basis, expected, actual, strings.Join(warns, "; "), ev())
 	}
-	return check(id, result.Pass, basis, expected, actual+", every GPU Completed/Success", "", "")
+	return check(id, result.Pass, basis, expected, actual, "", "")
 }
 
 // idGroups lists each value with the GPUs that report it: "4026 on GPUs 0, 2, 3; 2 on GPU 1".
@@ -175,4 +188,13 @@ func idGroups(m map[string][]int) string {
 		parts[i] = k + " on " + w + joinInts(m[k])
 	}
 	return strings.Join(parts, "; ")
+}
+
+// gpuNames names GPUs by index, with the bus id of a single one: "GPU 2 (00000000:62:00.0)",
+// "GPUs 0, 1, 2, 3".
+func gpuNames(gpus []facts.NVLinkFabric, idx []int) string {
+	if len(idx) == 1 {
+		return fmt.Sprintf("GPU %d (%s)", idx[0], gpus[idx[0]].BusID)
+	}
+	return "GPUs " + joinInts(idx)
 }
