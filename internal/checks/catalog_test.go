@@ -17,7 +17,7 @@ func TestCatalog(t *testing.T) {
 	want := []string{
 		result.Kernel, result.Holds, result.Packages, result.NextBootKernel, result.DKMS,
 		result.FirstBootKernel, result.FirstBootPackages,
-		result.InstanceType, result.GPU, result.NvidiaDriver, result.Persistence, result.GPUMemory, result.NVLink, result.FabricManager, result.IMEX,
+		result.InstanceType, result.GPU, result.NvidiaDriver, result.Persistence, result.GPUMemory, result.NVLink, result.FabricManager, result.NVLinkFabric, result.IMEX,
 		result.EFADriver, result.EFAInstaller, result.EFADevices, result.GDRCopy, result.Memlock, result.NVMe, result.Lustre,
 		result.Xid, result.JobMemlock,
 		result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport, result.PCIeLink, result.GPUClocks,

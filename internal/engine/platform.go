@@ -71,6 +71,8 @@ func describeLine(d instancetype.Description) string {
 // must not be a fractional-GPU one. A mismatch fails the bake here, naming the setting to
 // change: nothing a layer does can fix it.
 func (b *Bake) checkPlatform(ctx context.Context) error {
+	// Named, so that a mismatch is reported as stage:platform check, not a nameless stage.
+	b.stage("platform check")
 	rctx, cancel := context.WithTimeout(ctx, buildInstanceReadTimeout)
 	in, machine, err := probe.Platform(rctx, b.host)
 	cancel()

@@ -28,6 +28,7 @@ type (
 	NVLinkCounters = nvlink.Counters
 	NVLinkFabric   = nvlink.Fabric
 	FabricKind     = nvlink.FabricKind
+	FabricIDKind   = nvlink.IDKind
 	NVLinkCounter  = nvlink.CounterRef
 	RDMALink       = rdmastat.Link
 	EFAInstalled   = efapkgs.Installed
@@ -73,6 +74,15 @@ const (
 	FabricFailed        = nvlink.FabricFailed
 	FabricUnreadable    = nvlink.FabricUnreadable
 	FabricAbsent        = nvlink.FabricAbsent
+)
+
+// What a GPU's CliqueId or ClusterUUID says (see nvlink.IDKind): zero on a single-node
+// NVSwitch board (healthy there), set on a multi-node NVLink tray.
+const (
+	FabricIDAbsent     = nvlink.IDAbsent
+	FabricIDZero       = nvlink.IDZero
+	FabricIDSet        = nvlink.IDSet
+	FabricIDUnreadable = nvlink.IDUnreadable
 )
 
 // MissingGPUs returns the indexes 0..want-1 a health reading does not list (see

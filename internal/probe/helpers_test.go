@@ -134,12 +134,13 @@ func evaluate(t testing.TB, mutate func(map[string]bundle.Section), expect func(
 }
 
 // hostChecks are the host phase's checks of the host suite's reading (job-memlock, which reads
-// the job units, left out, and imex, which applies only to multi-node NVLink types and is
-// judged in imex_test.go).
+// the job units, left out; imex, which applies only to multi-node NVLink types and is judged
+// in imex_test.go; and nvlink-fabric, not applicable on this p6-b200 reading: see
+// TestNVLinkFabricNotApplicableOnP6B200).
 func hostChecks(h facts.Host, t judge.Target) []result.Check {
 	var out []result.Check
 	for _, c := range judge.JudgePhase(judge.PhaseHost, facts.Run{Host: h}, t) {
-		if c.ID != result.JobMemlock && c.ID != result.IMEX {
+		if c.ID != result.JobMemlock && c.ID != result.IMEX && c.ID != result.NVLinkFabric {
 			out = append(out, c)
 		}
 	}

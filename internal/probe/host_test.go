@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
+	judge "github.com/dlami-bake/packer-plugin-dlami/internal/checks"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -124,6 +126,21 @@ func TestEvaluateHostTolerates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The healthy p6-b200 reading's Fabric sections read CliqueId 0 and a zero ClusterUUID, which
+// is healthy on an HGX board: nvlink-fabric is not applicable there (and never fails it).
+func TestNVLinkFabricNotApplicableOnP6B200(t *testing.T) {
+	s := healthySections(t)
+	var got []result.Check
+	for _, c := range judge.JudgePhase(judge.PhaseHost, facts.Run{Host: ParseHost(s)}, Resolve(s, p6Pins(), "")) {
+		if c.ID == result.NVLinkFabric {
+			got = append(got, c)
+		}
+	}
+	if len(got) != 1 || got[0].Status != result.Skip || !strings.Contains(got[0].Message, "not applicable") {
+		t.Errorf("nvlink-fabric on p6-b200: %+v", got)
 	}
 }
 

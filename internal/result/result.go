@@ -40,7 +40,9 @@ const (
 	NVLink         = "nvlink"
 	FabricManager  = "fabricmanager"
 	// IMEX is NVIDIA IMEX as the imex setting's owner wants it (multi-node NVLink types).
-	IMEX            = "imex"
+	IMEX = "imex"
+	// NVLinkFabric is the multi-node NVLink fabric of an UltraServer tray (GB200).
+	NVLinkFabric    = "nvlink-fabric"
 	EFADriver       = "efa-driver"
 	EFAInstaller    = "efa-installer"
 	EFADevices      = "efa-devices"

@@ -57,6 +57,11 @@ type Expectations struct {
 	// Whether Fabric Manager must be active. Defaults to the profile's answer, else whether
 	// the PCI bus shows an NVSwitch fabric.
 	FabricManager *bool `mapstructure:"fabric_manager" json:"fabric_manager,omitempty"`
+	// Whether the GPUs' NVLink domain spans trays (an UltraServer tray such as
+	// p6e-gb200.36xlarge), so that check nvlink-fabric requires every GPU registered with the
+	// rack's fabric, with a non-zero CliqueId and ClusterUUID shared by all GPUs. Defaults to the
+	// profile's answer, else whether the PCI bus shows more than one GB200 GPU (10de:2941).
+	MultiNodeNVLink *bool `mapstructure:"multi_node_nvlink" json:"multi_node_nvlink,omitempty"`
 	// Whether local NVMe must be mounted at nvme_path. Defaults to the profile's answer; an
 	// instance type without a profile needs this setting for the check to judge.
 	NVMe *bool `mapstructure:"nvme" json:"nvme,omitempty"`

@@ -10,26 +10,27 @@ import (
 // FlatExpectations is an auto-generated flat version of Expectations.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatExpectations struct {
-	Architecture   *string  `mapstructure:"architecture" json:"architecture,omitempty" cty:"architecture" hcl:"architecture"`
-	Kernel         *string  `mapstructure:"kernel" json:"kernel,omitempty" cty:"kernel" hcl:"kernel"`
-	NvidiaDriver   *string  `mapstructure:"nvidia_driver" json:"nvidia_driver,omitempty" cty:"nvidia_driver" hcl:"nvidia_driver"`
-	EFADriver      *string  `mapstructure:"efa_driver" json:"efa_driver,omitempty" cty:"efa_driver" hcl:"efa_driver"`
-	EFAInstaller   *string  `mapstructure:"efa_installer" json:"efa_installer,omitempty" cty:"efa_installer" hcl:"efa_installer"`
-	Libfabric      *string  `mapstructure:"libfabric" json:"libfabric,omitempty" cty:"libfabric" hcl:"libfabric"`
-	AWSOFINCCL     *string  `mapstructure:"aws_ofi_nccl" json:"aws_ofi_nccl,omitempty" cty:"aws_ofi_nccl" hcl:"aws_ofi_nccl"`
-	GDRCopy        *string  `mapstructure:"gdrcopy" json:"gdrcopy,omitempty" cty:"gdrcopy" hcl:"gdrcopy"`
-	Lustre         *string  `mapstructure:"lustre" json:"lustre,omitempty" cty:"lustre" hcl:"lustre"`
-	GPUCount       *int     `mapstructure:"gpu_count" json:"gpu_count,omitempty" cty:"gpu_count" hcl:"gpu_count"`
-	GPUModel       *string  `mapstructure:"gpu_model" json:"gpu_model,omitempty" cty:"gpu_model" hcl:"gpu_model"`
-	EFACount       *int     `mapstructure:"efa_count" json:"efa_count,omitempty" cty:"efa_count" hcl:"efa_count"`
-	NVLinks        *int     `mapstructure:"nvlinks" json:"nvlinks,omitempty" cty:"nvlinks" hcl:"nvlinks"`
-	PCIeWidth      *int     `mapstructure:"pcie_width" json:"pcie_width,omitempty" cty:"pcie_width" hcl:"pcie_width"`
-	FabricManager  *bool    `mapstructure:"fabric_manager" json:"fabric_manager,omitempty" cty:"fabric_manager" hcl:"fabric_manager"`
-	NVMe           *bool    `mapstructure:"nvme" json:"nvme,omitempty" cty:"nvme" hcl:"nvme"`
-	NVMePath       *string  `mapstructure:"nvme_path" json:"nvme_path,omitempty" cty:"nvme_path" hcl:"nvme_path"`
-	LustreExpected *bool    `mapstructure:"lustre_expected" json:"lustre_expected,omitempty" cty:"lustre_expected" hcl:"lustre_expected"`
-	BusBWFloorGBps *float64 `mapstructure:"busbw_floor_gbps" json:"busbw_floor_gbps,omitempty" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
-	IgnoreXids     []int    `mapstructure:"ignore_xids" json:"ignore_xids,omitempty" cty:"ignore_xids" hcl:"ignore_xids"`
+	Architecture    *string  `mapstructure:"architecture" json:"architecture,omitempty" cty:"architecture" hcl:"architecture"`
+	Kernel          *string  `mapstructure:"kernel" json:"kernel,omitempty" cty:"kernel" hcl:"kernel"`
+	NvidiaDriver    *string  `mapstructure:"nvidia_driver" json:"nvidia_driver,omitempty" cty:"nvidia_driver" hcl:"nvidia_driver"`
+	EFADriver       *string  `mapstructure:"efa_driver" json:"efa_driver,omitempty" cty:"efa_driver" hcl:"efa_driver"`
+	EFAInstaller    *string  `mapstructure:"efa_installer" json:"efa_installer,omitempty" cty:"efa_installer" hcl:"efa_installer"`
+	Libfabric       *string  `mapstructure:"libfabric" json:"libfabric,omitempty" cty:"libfabric" hcl:"libfabric"`
+	AWSOFINCCL      *string  `mapstructure:"aws_ofi_nccl" json:"aws_ofi_nccl,omitempty" cty:"aws_ofi_nccl" hcl:"aws_ofi_nccl"`
+	GDRCopy         *string  `mapstructure:"gdrcopy" json:"gdrcopy,omitempty" cty:"gdrcopy" hcl:"gdrcopy"`
+	Lustre          *string  `mapstructure:"lustre" json:"lustre,omitempty" cty:"lustre" hcl:"lustre"`
+	GPUCount        *int     `mapstructure:"gpu_count" json:"gpu_count,omitempty" cty:"gpu_count" hcl:"gpu_count"`
+	GPUModel        *string  `mapstructure:"gpu_model" json:"gpu_model,omitempty" cty:"gpu_model" hcl:"gpu_model"`
+	EFACount        *int     `mapstructure:"efa_count" json:"efa_count,omitempty" cty:"efa_count" hcl:"efa_count"`
+	NVLinks         *int     `mapstructure:"nvlinks" json:"nvlinks,omitempty" cty:"nvlinks" hcl:"nvlinks"`
+	PCIeWidth       *int     `mapstructure:"pcie_width" json:"pcie_width,omitempty" cty:"pcie_width" hcl:"pcie_width"`
+	FabricManager   *bool    `mapstructure:"fabric_manager" json:"fabric_manager,omitempty" cty:"fabric_manager" hcl:"fabric_manager"`
+	MultiNodeNVLink *bool    `mapstructure:"multi_node_nvlink" json:"multi_node_nvlink,omitempty" cty:"multi_node_nvlink" hcl:"multi_node_nvlink"`
+	NVMe            *bool    `mapstructure:"nvme" json:"nvme,omitempty" cty:"nvme" hcl:"nvme"`
+	NVMePath        *string  `mapstructure:"nvme_path" json:"nvme_path,omitempty" cty:"nvme_path" hcl:"nvme_path"`
+	LustreExpected  *bool    `mapstructure:"lustre_expected" json:"lustre_expected,omitempty" cty:"lustre_expected" hcl:"lustre_expected"`
+	BusBWFloorGBps  *float64 `mapstructure:"busbw_floor_gbps" json:"busbw_floor_gbps,omitempty" cty:"busbw_floor_gbps" hcl:"busbw_floor_gbps"`
+	IgnoreXids      []int    `mapstructure:"ignore_xids" json:"ignore_xids,omitempty" cty:"ignore_xids" hcl:"ignore_xids"`
 }
 
 // FlatMapstructure returns a new FlatExpectations.
@@ -44,26 +45,27 @@ func (*Expectations) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.
 // The decoded values from this spec will then be applied to a FlatExpectations.
 func (*FlatExpectations) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"architecture":     &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
-		"kernel":           &hcldec.AttrSpec{Name: "kernel", Type: cty.String, Required: false},
-		"nvidia_driver":    &hcldec.AttrSpec{Name: "nvidia_driver", Type: cty.String, Required: false},
-		"efa_driver":       &hcldec.AttrSpec{Name: "efa_driver", Type: cty.String, Required: false},
-		"efa_installer":    &hcldec.AttrSpec{Name: "efa_installer", Type: cty.String, Required: false},
-		"libfabric":        &hcldec.AttrSpec{Name: "libfabric", Type: cty.String, Required: false},
-		"aws_ofi_nccl":     &hcldec.AttrSpec{Name: "aws_ofi_nccl", Type: cty.String, Required: false},
-		"gdrcopy":          &hcldec.AttrSpec{Name: "gdrcopy", Type: cty.String, Required: false},
-		"lustre":           &hcldec.AttrSpec{Name: "lustre", Type: cty.String, Required: false},
-		"gpu_count":        &hcldec.AttrSpec{Name: "gpu_count", Type: cty.Number, Required: false},
-		"gpu_model":        &hcldec.AttrSpec{Name: "gpu_model", Type: cty.String, Required: false},
-		"efa_count":        &hcldec.AttrSpec{Name: "efa_count", Type: cty.Number, Required: false},
-		"nvlinks":          &hcldec.AttrSpec{Name: "nvlinks", Type: cty.Number, Required: false},
-		"pcie_width":       &hcldec.AttrSpec{Name: "pcie_width", Type: cty.Number, Required: false},
-		"fabric_manager":   &hcldec.AttrSpec{Name: "fabric_manager", Type: cty.Bool, Required: false},
-		"nvme":             &hcldec.AttrSpec{Name: "nvme", Type: cty.Bool, Required: false},
-		"nvme_path":        &hcldec.AttrSpec{Name: "nvme_path", Type: cty.String, Required: false},
-		"lustre_expected":  &hcldec.AttrSpec{Name: "lustre_expected", Type: cty.Bool, Required: false},
-		"busbw_floor_gbps": &hcldec.AttrSpec{Name: "busbw_floor_gbps", Type: cty.Number, Required: false},
-		"ignore_xids":      &hcldec.AttrSpec{Name: "ignore_xids", Type: cty.List(cty.Number), Required: false},
+		"architecture":      &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
+		"kernel":            &hcldec.AttrSpec{Name: "kernel", Type: cty.String, Required: false},
+		"nvidia_driver":     &hcldec.AttrSpec{Name: "nvidia_driver", Type: cty.String, Required: false},
+		"efa_driver":        &hcldec.AttrSpec{Name: "efa_driver", Type: cty.String, Required: false},
+		"efa_installer":     &hcldec.AttrSpec{Name: "efa_installer", Type: cty.String, Required: false},
+		"libfabric":         &hcldec.AttrSpec{Name: "libfabric", Type: cty.String, Required: false},
+		"aws_ofi_nccl":      &hcldec.AttrSpec{Name: "aws_ofi_nccl", Type: cty.String, Required: false},
+		"gdrcopy":           &hcldec.AttrSpec{Name: "gdrcopy", Type: cty.String, Required: false},
+		"lustre":            &hcldec.AttrSpec{Name: "lustre", Type: cty.String, Required: false},
+		"gpu_count":         &hcldec.AttrSpec{Name: "gpu_count", Type: cty.Number, Required: false},
+		"gpu_model":         &hcldec.AttrSpec{Name: "gpu_model", Type: cty.String, Required: false},
+		"efa_count":         &hcldec.AttrSpec{Name: "efa_count", Type: cty.Number, Required: false},
+		"nvlinks":           &hcldec.AttrSpec{Name: "nvlinks", Type: cty.Number, Required: false},
+		"pcie_width":        &hcldec.AttrSpec{Name: "pcie_width", Type: cty.Number, Required: false},
+		"fabric_manager":    &hcldec.AttrSpec{Name: "fabric_manager", Type: cty.Bool, Required: false},
+		"multi_node_nvlink": &hcldec.AttrSpec{Name: "multi_node_nvlink", Type: cty.Bool, Required: false},
+		"nvme":              &hcldec.AttrSpec{Name: "nvme", Type: cty.Bool, Required: false},
+		"nvme_path":         &hcldec.AttrSpec{Name: "nvme_path", Type: cty.String, Required: false},
+		"lustre_expected":   &hcldec.AttrSpec{Name: "lustre_expected", Type: cty.Bool, Required: false},
+		"busbw_floor_gbps":  &hcldec.AttrSpec{Name: "busbw_floor_gbps", Type: cty.Number, Required: false},
+		"ignore_xids":       &hcldec.AttrSpec{Name: "ignore_xids", Type: cty.List(cty.Number), Required: false},
 	}
 	return s
 }

@@ -181,7 +181,7 @@ func TestGPUHealthQueryHealthyIdleAndUnderLoad(t *testing.T) {
 // test is false would stop the boot before sshd has host keys.
 func TestLayoutUnderSetE(t *testing.T) {
 	for _, product := range []string{"p6-b200.48xlarge", "p6-b300.48xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
-		"g5.xlarge", "g6.xlarge", "g6e.xlarge", "c7i.large", "p7-future.48xlarge"} {
+		"g5.xlarge", "g6.xlarge", "g6e.xlarge", "c7i.large", "p7-future.48xlarge", "p6e-gb200.36xlarge"} {
 		h := newHost(t, product, nil)
 		cmd := exec.Command("bash", "-ec", `. "$1"; layout; echo "$L_TYPE $L_PCIE_SLOT"`, "layout", filepath.Join(h.dir, "root/usr/lib/dlami-sim/sim.sh"))
 		cmd.Env = append(os.Environ(), "DLAMI_SIM_PREFIX="+h.prefix)
@@ -926,5 +926,80 @@ func TestEFATrafficBlockedStalls(t *testing.T) {
 	h.knob("efa-traffic", "allowed")
 	if _, cli, sc, cc := h.pingpong(noSHM, "rdmap81s0", "20192"); sc != 0 || cc != 0 {
 		t.Errorf("ping-pong after the rules came back: exit %d/%d\n%s", sc, cc, cli)
+	}
+}
+
+// A GB200 tray (p6e-gb200.36xlarge): 4 NVIDIA GB200, each registered with the rack's fabric in
+// one clique of one NVLink domain, healthy; knobs put each GPU in each broken state of
+// shared/docs/grace-blackwell.md 1.4. The HGX layouts keep their zero clique.
+func TestFabricGB200(t *testing.T) {
+	h := newHost(t, "p6e-gb200.36xlarge", nil)
+	fab, err := nvlink.ParseFabric(h.run(nil, smi, "-q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fab) != 4 {
+		t.Fatalf("%d GPUs", len(fab))
+	}
+	for i, f := range fab {
+		if !f.Registered() || f.CliqueID != "4026" || f.Clique() != nvlink.IDSet || f.Cluster() != nvlink.IDSet || f.HealthSummary() != "Healthy" || f.ProductName != "NVIDIA GB200" {
+			t.Errorf("GPU %d: %+v", i, f)
+		}
+	}
+	broken := newHost(t, "p6e-gb200.36xlarge", map[string]string{
+		"fabric-state":  "1:In Progress,2:Not Started,3:Not Supported",
+		"fabric-status": "0:Insufficient Resources",
+	})
+	fab, err = nvlink.ParseFabric(broken.run(nil, smi, "-q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		kind  nvlink.FabricKind
+		state string
+	}{{nvlink.FabricFailed, "Completed"}, {nvlink.FabricPending, "In Progress"}, {nvlink.FabricPending, "Not Started"}, {nvlink.FabricNotSupported, "Not Supported"}} {
+		if f := fab[i]; f.Kind != want.kind || f.State != want.state || f.Clique() != nvlink.IDZero || f.Cluster() != nvlink.IDZero {
+			t.Errorf("GPU %d: %+v", i, f)
+		}
+	}
+	if fab[0].Status != "Insufficient Resources" {
+		t.Errorf("GPU 0 status %q", fab[0].Status)
+	}
+	sick := newHost(t, "p6e-gb200.36xlarge", map[string]string{"fabric-health": "2:Unhealthy", "fabric-clique": "3:2"})
+	fab, err = nvlink.ParseFabric(sick.run(nil, smi, "-q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fab[2].HealthSummary() != "Unhealthy" || !fab[2].Registered() || fab[3].CliqueID != "2" || fab[0].HealthSummary() != "Healthy" {
+		t.Errorf("%+v %+v", fab[2], fab[3])
+	}
+	p5, err := nvlink.ParseFabric(newHost(t, "p5.48xlarge", nil).run(nil, smi, "-q"))
+	if err != nil || p5[0].Clique() != nvlink.IDZero || p5[0].Cluster() != nvlink.IDZero || p5[0].HealthSummary() != "" {
+		t.Errorf("p5: %+v %v", p5[0], err)
+	}
+	if out := h.run(nil, smi, "nvlink", "-s"); strings.Count(out, "53.125 GB/s") != 4*18 || !strings.Contains(out, "NVIDIA GB200") {
+		t.Errorf("nvlink -s: %s", out)
+	}
+}
+
+// uname -m says aarch64 on a GB200 tray (and whatever knob machine says), the machine's own
+// elsewhere; -r stays the simulated kernel.
+func TestUnameMachine(t *testing.T) {
+	for _, c := range []struct {
+		product string
+		knobs   map[string]string
+		want    string
+	}{
+		{"p6e-gb200.36xlarge", nil, "aarch64"},
+		{"p5.48xlarge", map[string]string{"machine": "aarch64"}, "aarch64"},
+		{"p6e-gb200.36xlarge", map[string]string{"machine": "x86_64"}, "x86_64"},
+	} {
+		h := newHost(t, c.product, c.knobs)
+		if out := strings.TrimSpace(h.run(nil, "root/usr/bin/uname", "-m")); out != c.want {
+			t.Errorf("%s %v: uname -m %q, want %q", c.product, c.knobs, out, c.want)
+		}
+		if out := h.run(nil, "root/usr/bin/uname", "-a"); !strings.Contains(out, " "+c.want+" ") || !strings.Contains(out, "7.0.0-1014-aws") {
+			t.Errorf("%s: uname -a %q", c.product, out)
+		}
 	}
 }

@@ -430,6 +430,76 @@ type Fabric struct {
 // Registered reports State "Completed" with Status "Success".
 func (f Fabric) Registered() bool { return f.State == "Completed" && f.Status == "Success" }
 
+// IDKind is what a Fabric section's CliqueId or ClusterUUID says (R550 and later).
+type IDKind int8
+
+const (
+	// IDAbsent: the field is not printed (drivers before R550).
+	IDAbsent IDKind = iota
+	// IDZero: "0", "00000000-0000-0000-0000-000000000000": the GPU belongs to no multi-node
+	// NVLink domain. Healthy on a single-node NVSwitch board (H100, H200, B200: "On H100
+	// (non-MNNVL) NVML may report state=COMPLETED with a zeroed cluster UUID",
+	// meta-pytorch/torchcomms PR 1385); a fabric that never registered on a GB200 tray
+	// (Azure/azhpc-images PR 506). Facts: shared/docs/grace-blackwell.md 1.4.
+	IDZero
+	// IDSet: a value other than zeros: the GPU's clique, or its NVLink domain's cluster.
+	IDSet
+	// IDUnreadable: "N/A", "Not Supported", an error in brackets, or text that is neither a
+	// number nor a UUID.
+	IDUnreadable
+)
+
+func (k IDKind) String() string {
+	switch k {
+	case IDAbsent:
+		return "absent"
+	case IDZero:
+		return "zero"
+	case IDSet:
+		return "set"
+	}
+	return "unreadable"
+}
+
+// ClassifyID classifies a CliqueId ("4026", "0") or ClusterUUID
+// ("9c6f5af3-…", "00000000-0000-0000-0000-000000000000").
+func ClassifyID(raw string) IDKind {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return IDAbsent
+	}
+	if gpuhealth.KindOf(s) != gpuhealth.KindValue {
+		return IDUnreadable
+	}
+	zero := true
+	for _, c := range strings.ReplaceAll(s, "-", "") {
+		switch {
+		case c == '0':
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+			zero = false
+		default:
+			return IDUnreadable
+		}
+	}
+	if strings.Trim(s, "-") == "" {
+		return IDUnreadable
+	}
+	if zero {
+		return IDZero
+	}
+	return IDSet
+}
+
+// Clique classifies the GPU's CliqueId.
+func (f Fabric) Clique() IDKind { return ClassifyID(f.CliqueID) }
+
+// Cluster classifies the GPU's ClusterUUID.
+func (f Fabric) Cluster() IDKind { return ClassifyID(f.ClusterUUID) }
+
+// HealthSummary is the Health subsection's "Summary" ("Healthy", "Unhealthy", "Limited
+// Capacity", "Not Supported" on drivers that print it); "" when the driver prints none.
+func (f Fabric) HealthSummary() string { return f.Health["Summary"] }
+
 // fabricKind classifies a Fabric section's State and Status.
 func fabricKind(present bool, state, status string) FabricKind {
 	if !present {

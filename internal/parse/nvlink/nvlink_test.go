@@ -257,6 +257,12 @@ func FuzzParse(f *testing.F) {
 				if (fb.Kind == FabricRegistered) != fb.Registered() {
 					t.Fatalf("kind %v, registered %v", fb.Kind, fb.Registered())
 				}
+				if fb.Clique() == IDSet && strings.Trim(fb.CliqueID, "0-") == "" || fb.Cluster() == IDSet && strings.Trim(fb.ClusterUUID, "0-") == "" {
+					t.Fatalf("all-zero id read as set: %+v", fb)
+				}
+				if fb.HealthSummary() != "" && fb.Health == nil {
+					t.Fatalf("summary without health: %+v", fb)
+				}
 			}
 			if len(fs) == 0 {
 				t.Fatal("fabric: no error, no GPU")
@@ -413,4 +419,110 @@ func TestStatusBlackwell(t *testing.T) {
 	if !reflect.DeepEqual(pcie[0].Inactive(), []int{4, 5, 10, 11, 16, 17}) {
 		t.Errorf("Inactive = %v", pcie[0].Inactive())
 	}
+}
+
+// TestFabricMultiNode reads the Fabric section of GB200 trays (multi-node NVLink) beside
+// single-node NVSwitch hosts, whose zeroed CliqueId and ClusterUUID are healthy
+// (shared/docs/grace-blackwell.md 1.4; the derived fixtures' .source say how each was built).
+func TestFabricMultiNode(t *testing.T) {
+	type gpu struct {
+		kind            FabricKind
+		state, status   string
+		clique, cluster IDKind
+		summary         string
+	}
+	ok := gpu{FabricRegistered, "Completed", "Success", IDSet, IDSet, "Healthy"}
+	for _, tt := range []struct {
+		name, file string
+		want       []gpu
+		cliques    []string
+	}{
+		{"healthy GB200", "derived-query-4xGB200-570.172.08-mnnvl-healthy.txt", []gpu{ok, ok, ok, ok}, []string{"4026", "4026", "4026", "4026"}},
+		{"H100 zero clique healthy", "query-1xH100-560.35.03-fabric-clique-health.txt",
+			[]gpu{{FabricRegistered, "Completed", "Success", IDZero, IDZero, ""}}, []string{"0"}},
+		{"H100 R535 without clique fields", "query-8xH100-535.183.01-fabric-completed-no-clique.txt",
+			[]gpu{{FabricRegistered, "Completed", "Success", IDAbsent, IDAbsent, ""}}, nil},
+		{"insufficient resources", "derived-query-4xGB200-570.172.08-insufficient-resources.txt",
+			[]gpu{{FabricFailed, "Completed", "Insufficient Resources", IDZero, IDZero, "Not Supported"}}, []string{"0", "0", "0", "0"}},
+		{"in progress and not started", "derived-query-4xGB200-570.172.08-in-progress-not-started.txt",
+			[]gpu{ok, {FabricPending, "In Progress", "N/A", IDZero, IDZero, ""}, {FabricPending, "Not Started", "N/A", IDZero, IDZero, ""}, ok},
+			[]string{"4026", "0", "0", "4026"}},
+		{"not supported", "derived-query-4xGB200-570.172.08-not-supported.txt",
+			[]gpu{{FabricNotSupported, "Not Supported", "N/A", IDZero, IDZero, ""}}, nil},
+		{"health summary unhealthy", "derived-query-4xGB200-570.172.08-health-unhealthy.txt",
+			[]gpu{ok, {FabricRegistered, "Completed", "Success", IDSet, IDSet, "Unhealthy"}, ok, ok}, []string{"4026", "2", "4026", "4026"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs, err := ParseFabric(fixture.Read(t, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, f := range fs {
+				w := tt.want[min(i, len(tt.want)-1)]
+				got := gpu{f.Kind, f.State, f.Status, f.Clique(), f.Cluster(), f.HealthSummary()}
+				if got != w {
+					t.Errorf("GPU %d (%s): %+v, want %+v", i, f.BusID, got, w)
+				}
+				if tt.cliques != nil && f.CliqueID != tt.cliques[i] {
+					t.Errorf("GPU %d CliqueId %q, want %q", i, f.CliqueID, tt.cliques[i])
+				}
+			}
+			if tt.cliques != nil && len(fs) != len(tt.cliques) {
+				t.Errorf("%d GPUs, want %d", len(fs), len(tt.cliques))
+			}
+		})
+	}
+}
+
+func TestClassifyID(t *testing.T) {
+	for in, want := range map[string]IDKind{
+		"":                                     IDAbsent,
+		"   ":                                  IDAbsent,
+		"0":                                    IDZero,
+		"00000000-0000-0000-0000-000000000000": IDZero,
+		"4026":                                 IDSet,
+		"2":                                    IDSet,
+		"9c6f5af3-5b2e-4c1d-a8f7-31e0b6d4c2a9": IDSet,
+		"9C6F5AF3-5B2E-4C1D-A8F7-31E0B6D4C2A9": IDSet,
+		"N/A":                                  IDUnreadable,
+		"Not Supported":                        IDUnreadable,
+		"[Unknown Error]":                      IDUnreadable,
+		"GPU is lost":                          IDUnreadable,
+		"----":                                 IDUnreadable,
+		"0x10":                                 IDUnreadable,
+		"clique-7":                             IDUnreadable,
+	} {
+		if got := ClassifyID(in); got != want {
+			t.Errorf("ClassifyID(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func FuzzClassifyID(f *testing.F) {
+	for _, s := range []string{"0", "4026", "00000000-0000-0000-0000-000000000000", "9c6f5af3-5b2e", "N/A", "", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k := ClassifyID(s)
+		switch k {
+		case IDAbsent:
+			if strings.TrimSpace(s) != "" {
+				t.Fatalf("%q absent", s)
+			}
+		case IDZero:
+			if strings.Trim(strings.TrimSpace(s), "0-") != "" {
+				t.Fatalf("%q zero", s)
+			}
+		case IDSet:
+			if strings.Trim(strings.TrimSpace(s), "0-") == "" {
+				t.Fatalf("%q set but all zeros", s)
+			}
+		case IDUnreadable:
+		default:
+			t.Fatalf("%q: kind %d", s, k)
+		}
+		if k.String() == "" {
+			t.Fatal("no name")
+		}
+	})
 }

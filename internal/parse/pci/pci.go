@@ -37,6 +37,14 @@ func (d Device) IsNVIDIAGPU() bool {
 	return d.Vendor == VendorNVIDIA && (d.BaseSub() == 0x0302 || d.BaseSub() == 0x0300)
 }
 
+// DeviceGB200 is the PCI device id of the GB200's Blackwell GPU (aws-parallelcluster-cookbook
+// libraries/nvidia.rb, GB200_DEVICE_ID = '2941'; shared/docs/grace-blackwell.md 1.1).
+const DeviceGB200 = 0x2941
+
+// IsMultiNodeNVLinkGPU: a GPU whose NVLink domain spans trays (a GB200 of an UltraServer
+// tray, 10de:2941). Its NVLink switches sit in other trays: the PCI bus shows no NVSwitch.
+func (d Device) IsMultiNodeNVLinkGPU() bool { return d.IsNVIDIAGPU() && d.Device == DeviceGB200 }
+
 // IsNVSwitch: an NVIDIA bridge (0x0680), which is how HGX A100/H100/H200 boards expose their
 // NVSwitches (10de:1af1, 10de:22a3; aws-parallelcluster-cookbook nvidia.rb).
 func (d Device) IsNVSwitch() bool { return d.Vendor == VendorNVIDIA && d.BaseSub() == 0x0680 }
@@ -70,6 +78,23 @@ type Inventory struct {
 func (inv Inventory) HasNVLinkFabric() bool {
 	return len(inv.NVSwitches) > 0 || (len(inv.GPUs) > 1 && len(inv.NVLinkManagementBridge) > 1)
 }
+
+// MultiNodeNVLinkGPUs counts the GPUs whose NVLink domain spans trays (GB200).
+func (inv Inventory) MultiNodeNVLinkGPUs() int {
+	n := 0
+	for _, g := range inv.GPUs {
+		if g.IsMultiNodeNVLinkGPU() {
+			n++
+		}
+	}
+	return n
+}
+
+// HasMultiNodeNVLink reports whether the host is a multi-node NVLink tray: more than one GB200
+// GPU (10de:2941), ParallelCluster's rule (`is_gb200_node?`: `lspci -d 10de:2941` counts more
+// than 1; aws-parallelcluster-cookbook libraries/nvidia.rb). Such a host needs no Fabric
+// Manager; its GPUs register with the rack's fabric (nvidia-smi -q's Fabric section).
+func (inv Inventory) HasMultiNodeNVLink() bool { return inv.MultiNodeNVLinkGPUs() > 1 }
 
 var address = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
 

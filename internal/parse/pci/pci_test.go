@@ -15,6 +15,7 @@ func TestParseFixtures(t *testing.T) {
 	}{
 		{"testdata/p5-48xlarge-like.txt", 8, 4, 0, 32, true, 47},
 		{"testdata/p6-b200-like.txt", 8, 0, 2, 8, true, 20},
+		{"testdata/p6e-gb200-like.txt", 4, 0, 0, 4, false, 11},
 	} {
 		b, err := os.ReadFile(c.file)
 		if err != nil {
@@ -115,4 +116,48 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("%d classified devices out of %d", n, len(inv.Devices))
 		}
 	})
+}
+
+// TestMultiNodeNVLink: a GB200 tray (more than one 10de:2941, ParallelCluster's rule) is a
+// multi-node NVLink host without an NVSwitch fabric on its PCI bus; HGX boards are not.
+func TestMultiNodeNVLink(t *testing.T) {
+	for _, c := range []struct {
+		file     string
+		mnnvl    bool
+		gb200    int
+		nvswitch bool
+	}{
+		{"testdata/p6e-gb200-like.txt", true, 4, false},
+		{"testdata/p5-48xlarge-like.txt", false, 0, true},
+		{"testdata/p6-b200-like.txt", false, 0, true},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := Parse(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.HasMultiNodeNVLink() != c.mnnvl || inv.MultiNodeNVLinkGPUs() != c.gb200 || inv.HasNVLinkFabric() != c.nvswitch {
+			t.Errorf("%s: multi-node %v (%d GB200), NVSwitch fabric %v", c.file, inv.HasMultiNodeNVLink(), inv.MultiNodeNVLinkGPUs(), inv.HasNVLinkFabric())
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want bool
+	}{
+		{"0008:01:00.0 0x10de 0x2941 0x030200", false}, // one GB200: not "more than 1"
+		{"0008:01:00.0 0x10de 0x2941 0x030200\n0009:01:00.0 0x10de 0x2941 0x030200", true},
+		{"0008:01:00.0 0x10de 0x2941 0x068000\n0009:01:00.0 0x10de 0x2941 0x068000", false}, // not a GPU class
+		{"0000:51:00.0 0x10de 0x2901 0x030200\n0000:52:00.0 0x10de 0x2901 0x030200", false}, // B200
+	} {
+		inv, err := Parse(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.HasMultiNodeNVLink() != c.want {
+			t.Errorf("%q: %v, want %v", c.in, inv.HasMultiNodeNVLink(), c.want)
+		}
+	}
 }

@@ -50,6 +50,12 @@ knob() { kv "$1" "$2"; printf '%s\n' "$REPLY"; }
 #   L_NVL L_NVL_GBPS L_NVL_FMT    NVLinks per GPU, nvlink -s speed, nvlink -e counter names
 #                                 (legacy: Replay/Recovery/CRC; blackwell: the R575+ set)
 #   L_FABRIC                      1: GPUs register with an NVSwitch fabric (-q Fabric State)
+#   L_MNNVL                       1: the fabric spans trays (an UltraServer tray, GB200): a
+#                                 registered GPU prints a non-zero CliqueId and ClusterUUID and a
+#                                 Health Summary (knobs fabric-clique, fabric-cluster-uuid,
+#                                 fabric-health); 0: CliqueId 0 and a zero ClusterUUID, healthy on
+#                                 an HGX board (shared/docs/grace-blackwell.md 1.4)
+#   L_MACH                        what `uname -m` prints ("": the machine's own); knob machine
 #   L_NETBW                       busbw (GB/s) of a run forced onto the network (EFA/GPU)
 #   L_MNBW                        busbw (GB/s) of a 2-node all-reduce at large sizes with every
 #                                 EFA device attached and GPUDirect RDMA (nccl-facts.sh): p5 480
@@ -72,6 +78,7 @@ layout() {
 	L_FM=active L_NET=libfabric L_NVLS=1 L_P2P=P2P/CUMEM/read L_BUSBW=711 L_TOPO=p6-b200.48xl-topo.xml
 	# NVLink 5: 18 links at 53.125 GB/s (a B300's nvidia-smi nvlink --status, and a B200 test fixture).
 	L_ARCH=Blackwell L_PCIE_GEN=5 L_PCIE_SLOT=16 L_NVL=18 L_NVL_GBPS=53.125 L_NVL_FMT=blackwell L_FABRIC=1 L_NETBW=45 L_MNBW=480
+	L_MNNVL=0 L_MACH=""
 	case $L_TYPE in
 	p6-b200.48xlarge) ;;
 	p6-b300.48xlarge)
@@ -91,6 +98,19 @@ layout() {
 		L_GPU_NAME="NVIDIA H200" L_GPU_DEV=0x2335 L_GPU_MEM=143771 L_CC=9.0
 		L_NVSW=4 L_EFA=16 L_EFA_DEV=0xefa3 L_CX7=0 L_BUSBW=480 L_TOPO=p5en.48xl-topo.xml
 		L_ARCH=Hopper L_NVL_GBPS=26.562 L_NVL_FMT=legacy ;;
+	p6e-gb200.36xlarge)
+		# One Grace-Blackwell tray of an UltraServer (shared/docs/grace-blackwell.md 1.1, 1.3):
+		# arm64 (uname -m aarch64), 4 "NVIDIA GB200" (10de:2941, compute capability 10.0), 18
+		# NVLinks each at 53.125 GB/s; its NVLink switches sit in other trays: no NVSwitch
+		# function, no ConnectX-7 bridge, no Fabric Manager unit; the GPUs register with the
+		# rack's fabric (L_MNNVL). 3 instance-store drives (EKS user guide). 4 EFA: EKS's
+		# example layout (one efa-only per NCI group); the EFA device id is UNSOURCED (0xefa3 as
+		# p6). memory.total 189471 MiB (192 GiB HBM less the reserve), the 1-node busbw and the
+		# multi-node figure are UNSOURCED (no public 1-node GB200 figure: 1.1). NVLS off: NCCL's
+		# intra-tray path is P2P (MNNVL and NVLS across trays are issue 35's later items).
+		L_GPUS=4 L_GPU_NAME="NVIDIA GB200" L_GPU_DEV=0x2941 L_GPU_MEM=189471 L_CC=10.0
+		L_NVSW=0 L_EFA=4 L_EFA_DEV=0xefa3 L_CX7=0 L_NVME=3 L_FM=absent L_NVLS=0 L_BUSBW=680 L_TOPO="" L_MNBW=180
+		L_MNNVL=1 L_MACH=aarch64 ;;
 	p4d.24xlarge | p4de.24xlarge)
 		L_GPU_NAME="NVIDIA A100-SXM4-40GB" L_GPU_DEV=0x20b0 L_GPU_MEM=40960 L_CC=8.0
 		[ "$L_TYPE" = p4de.24xlarge ] && L_GPU_NAME="NVIDIA A100-SXM4-80GB" L_GPU_DEV=0x20b2 L_GPU_MEM=81920
