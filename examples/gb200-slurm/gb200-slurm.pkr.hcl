@@ -167,8 +167,8 @@ build {
     # before any CUDA job; without it a fabric-handle cuMemCreate fails with
     # CUDA_ERROR_NOT_PERMITTED. The nvidia-imex service enabled (its version must be the
     # driver's: check imex judges that on the trays). Not started here: the build instance has
-    # no GPU, and the domain's addresses are a job's, never the image's (image hygiene fails a
-    # baked nodes_config.cfg with real addresses).
+    # no GPU, and the domain's addresses are a job's, never the image's: nodes_config.cfg stays
+    # as the package ships it.
     layer {
       name = "imex"
       inline = [
