@@ -136,9 +136,10 @@ build {
     # the NCCL test are deferred to the post-processor (result = deferred, never pass).
     defer_validation = true
     # The image's own nvidia-imex service owns IMEX, as Slurm runs it: a job's prolog writes
-    # the job's node IPs into /etc/nvidia-imex/nodes_config.cfg and restarts the service. Set
-    # here because the build instance is no GB200 (the default would be "off" on it); the bill
-    # of materials carries it into the verification and every node check.
+    # the job's node IPs into /etc/nvidia-imex/nodes_config.cfg and restarts the service.
+    # Written out rather than left to the default of the type that judges it (host on a tray,
+    # off on the Graviton build instance): the bill of materials carries it into the
+    # verification and every node check.
     imex = "host"
 
     # Slurm from the distribution (Ubuntu 24.04: Slurm 23.11). The munge key and slurm.conf come
@@ -215,8 +216,9 @@ build {
     market_type             = "capacity-block"
     subnet_id               = var.subnet_id
     # Every EFA interface of the type (the default, written out): network card 0 is the ENA
-    # primary, every further card an efa-only interface (16 on p6e-gb200.36xlarge). Between
-    # UltraServers traffic goes over EFA only, and nccl-multinode proves it between the trays.
+    # primary, every further card an efa-only interface, up to the type's MaximumEfaInterfaces
+    # (16 of the 17 cards). Jobs spanning UltraServers talk over EFA alone (no NVLink between
+    # them): nccl-multinode proves the EFA path between the two trays.
     efa = "all"
     # The trays' placement is the UltraServer's: no temporary cluster placement group.
     temporary_placement_group = false
