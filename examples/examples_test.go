@@ -55,6 +55,10 @@ var dummyVars = map[string]map[string]string{
 		"enroot_caps_deb_sha256": strings.Repeat("b", 64),
 		"pyxis_tarball_sha256":   strings.Repeat("c", 64),
 	},
+	"gb200-slurm": {
+		"capacity_block_id": "cr-0123456789abcdef0",
+		"subnet_id":         "subnet-0123456789abcdef0",
+	},
 	"rebake":    {},
 	"two-phase": {},
 }
@@ -283,6 +287,10 @@ var invalidValidations = map[string][]struct {
 	"golden-slurm": {{
 		vars:    map[string]string{"pyxis_tarball_sha256": "sha256:abc"},
 		wantErr: "pyxis_tarball_sha256 must be 64 lower-case hex digits",
+	}},
+	"gb200-slurm": {{
+		vars:    map[string]string{"capacity_block_id": ""},
+		wantErr: "p6e-gb200.36xlarge exists only inside an UltraServer Capacity Block",
 	}},
 }
 

@@ -151,7 +151,8 @@ func TestRunInstancesRefusesWhatEC2Refuses(t *testing.T) {
 			"InvalidParameterValue", "'trunk' is not a valid value for interface type. Enter a valid value and try again."},
 		{"several interfaces on a type without public figures", "t3.micro", withPrimary(iface{0, 1, "interface"}), nil,
 			"InvalidParameterValue", "The fake EC2 cannot judge this network interface layout for t3.micro"},
-		{"EFA where MaximumEfaInterfaces is not found", "p6e-gb200.36xlarge", withPrimary(iface{1, 0, "efa-only"}), nil,
+		// Into a Capacity Block: EC2 launches p6e-gb200 nowhere else (capacityblocks.go).
+		{"EFA where MaximumEfaInterfaces is not found", "p6e-gb200.36xlarge", withPrimary(iface{1, 0, "efa-only"}), intoBlock,
 			"InvalidParameterValue", "EfaInfo.MaximumEfaInterfaces is not in its public figures"},
 		{"an unknown placement group", "p5.48xlarge", p5CurrentLayout(),
 			func(in *ec2.RunInstancesInput) { in.Placement = &ec2types.Placement{GroupName: aws.String("nowhere")} },

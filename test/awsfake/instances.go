@@ -144,6 +144,14 @@ type RunInstancesInput struct {
 	// PlacementGroup is Placement.GroupName; PlacementGroupID Placement.GroupId.
 	PlacementGroup   string
 	PlacementGroupID string
+	// CapacityReservationID and CapacityReservationGroupARN are the reservation the launch
+	// targets (CapacityReservationSpecification.CapacityReservationTarget); CapacityReservation
+	// Preference its preference instead (open, none, capacity-reservations-only).
+	CapacityReservationID         string
+	CapacityReservationGroupARN   string
+	CapacityReservationPreference string
+	// MarketType is InstanceMarketOptions.MarketType (capacity-block, spot; empty: on-demand).
+	MarketType string
 }
 
 // MetadataOptions is RunInstances' MetadataOptions (the instance metadata service, IMDS):
@@ -251,6 +259,9 @@ func ParseRunInstances(form url.Values) (RunInstancesInput, error) {
 	if in.PlacementGroup != "" && in.PlacementGroupID != "" {
 		return in, inputError("InvalidParameterCombination", "Placement.GroupName and Placement.GroupId may not be specified on the same request; name the placement group once")
 	}
+	if err := parseCapacityReservation(form, &in); err != nil {
+		return in, err
+	}
 	for _, id := range in.SecurityGroupIDs {
 		if err := checkID(id, "sg", "InvalidGroupId.Malformed"); err != nil {
 			return in, err
@@ -307,6 +318,9 @@ func (s *Server) runInstances(region string, in RunInstancesInput) response {
 	}
 	groups, errResp, ok := launchGroups(rd, in)
 	if !ok {
+		return errResp
+	}
+	if errResp, ok := s.checkCapacityBlockOnly(in); !ok {
 		return errResp
 	}
 	var figures *InstanceTypeInfo

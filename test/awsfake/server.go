@@ -76,10 +76,12 @@ type Server struct {
 	newTypes map[string]*InstanceTypeInfo
 	// addressListingLag: SetAddressListingLag.
 	addressListingLag int
-	bgCtx             context.Context
-	bgCancel          context.CancelFunc
-	bgWG              sync.WaitGroup
-	closed            bool
+	// capacityBlockOnlyCode and capacityBlockOnlyMessage: SetCapacityBlockOnlyRefusal.
+	capacityBlockOnlyCode, capacityBlockOnlyMessage string
+	bgCtx                                           context.Context
+	bgCancel                                        context.CancelFunc
+	bgWG                                            sync.WaitGroup
+	closed                                          bool
 	// fleet is S3's and Auto Scaling's state (s3.go, autoscaling.go).
 	fleet fleetState
 }
