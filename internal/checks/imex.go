@@ -164,6 +164,11 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 // judgeIMEXOneNode judges the bake's one-node domain: UP with its one node READY (and
 // connected to itself) at the tray's own address, and nodes_config.cfg and the service put back.
 func judgeIMEXOneNode(o facts.IMEXOneNode, v *verdict, actual *[]string) {
+	if o.BakedCount > 0 {
+		*actual = append(*actual, "nodes_config.cfg of real addresses")
+		v.fail("the image's /etc/nvidia-imex/nodes_config.cfg holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog write the nodes' addresses",
+			o.BakedCount, strings.Join(o.BakedAddresses, " "))
+	}
 	if o.RestoreProblem != "" {
 		*actual = append(*actual, "nodes_config.cfg or nvidia-imex not restored")
 		v.fail("the one-node IMEX domain's temporary /etc/nvidia-imex/nodes_config.cfg and the service's state were not put back (%s): the image must not keep a list of addresses, since every node's list must match and a baked one blocks the nodes it does not name", o.RestoreProblem)

@@ -234,6 +234,10 @@ func TestIMEXOneNode(t *testing.T) {
 		{"no answer", func(o *facts.IMEXOneNode) {
 			o.Domain = facts.Unread[imexctl.Domain]("the script was stopped at its bound before reading the domain", "out")
 		}, result.Fail, "did not answer: the script was stopped at its bound"},
+		{"the image's list holds real addresses", func(o *facts.IMEXOneNode) {
+			o.HadConfig, o.BakedCount, o.BakedAddresses = true, 1, []string{"10.9.8.7"}
+		}, result.Fail, "the image's /etc/nvidia-imex/nodes_config.cfg holds 1 real address(es) (10.9.8.7)"},
+		{"the image's list is the placeholder", func(o *facts.IMEXOneNode) { o.HadConfig = true }, result.Pass, ""},
 		{"not brought up", func(o *facts.IMEXOneNode) { o.Problem = "ip is not installed" }, result.Fail, "could not be brought up: ip is not installed"},
 		{"restore failed while up", func(o *facts.IMEXOneNode) {
 			o.RestoreProblem = "/etc/nvidia-imex/nodes_config.cfg could not be put back"

@@ -69,6 +69,10 @@ type IMEXOneNode struct {
 	// existed (it is put back byte for byte, or removed).
 	WasActive string
 	HadConfig bool
+	// BakedCount is how many lines of the image's own nodes_config.cfg are real addresses (an
+	// IPv4 address other than the placeholder 0.0.0.0), BakedAddresses the first few.
+	BakedCount     int
+	BakedAddresses []string
 	// Address is the tray's own private address the file held.
 	Address string
 	// RestartExit is `systemctl restart nvidia-imex`'s status; ActiveAfter the unit's state

@@ -59,6 +59,11 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 			r.WasActive = arg
 		case "CONFIG":
 			r.HadConfig = arg == "present"
+		case "BAKED":
+			if f := strings.Fields(arg); len(f) > 0 {
+				r.BakedCount, _ = strconv.Atoi(f[0])
+				r.BakedAddresses = f[1:]
+			}
 		case "ADDRESS":
 			r.Address = arg
 		case "RESTART":

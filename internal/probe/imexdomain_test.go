@@ -29,6 +29,7 @@ func TestParseIMEXDomainRun(t *testing.T) {
 		timedOut        bool
 		domain, restore string // substrings of the problems ("" none)
 	}{
+		{"baked list", strings.Replace(healthy, m+" CONFIG absent", m+" CONFIG present\n"+m+" BAKED 2 10.9.8.7 10.9.8.6", 1), 0, false, "", ""},
 		{"restore failed", strings.Replace(healthy, m+" RESTORED", m+" RESTORE-FAILED /etc/nvidia-imex/nodes_config.cfg could not be put back", 1), 0, false,
 			"", "/etc/nvidia-imex/nodes_config.cfg could not be put back"},
 		{"stopped at the bound", strings.Join([]string{m + " WAS inactive", m + " CONFIG present", m + " ADDRESS 10.1.42.17", m + " RESTART 0"}, "\n"), 124, true,
@@ -39,6 +40,9 @@ func TestParseIMEXDomainRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ParseIMEXDomainRun(tc.out, tc.code, tc.timedOut)
+			if tc.name == "baked list" && (!r.HadConfig || r.BakedCount != 2 || len(r.BakedAddresses) != 2 || r.BakedAddresses[1] != "10.9.8.6") {
+				t.Errorf("baked list: %+v", r)
+			}
 			if tc.domain == "" && !r.Domain.OK() || tc.domain != "" && (r.Domain.OK() || !strings.Contains(r.Domain.Problem, tc.domain)) {
 				t.Errorf("domain %+v, want problem %q", r.Domain, tc.domain)
 			}
