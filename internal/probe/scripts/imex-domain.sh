@@ -97,6 +97,8 @@ while :; do
 		break
 	fi
 	[ "$(date +%s)" -lt "$end" ] || break
+	# A unit that failed does not come up by waiting.
+	[ "$("$sc" is-active nvidia-imex 2>/dev/null)" != failed ] || break
 	sleep 2
 done
 state=$("$sc" is-active nvidia-imex 2>/dev/null)
