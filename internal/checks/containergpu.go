@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/constraint"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
@@ -15,7 +16,7 @@ import (
 func init() {
 	register(Entry{
 		ID: result.ContainerGPU, Phase: PhaseFunction, Family: "gpu", Order: 490, Judge: judgeContainerGPU,
-		Doc:   "GPU containers work on the image as the layers left it: `nvidia-container-cli info` lists exactly the host's GPU UUIDs; `nvidia-ctk cdi list` names `nvidia.com/gpu=all` and every GPU, a CDI spec is present and `nvidia-cdi-refresh.path` is enabled (toolkit 1.18 and later); each engine present and enabled (Docker, containerd, podman) registers the NVIDIA runtime or CDI (containerd's CRI config: the `nvidia` runtime); and a container started with all GPUs on each engine (`docker run --gpus all`, `ctr run` with `--device nvidia.com/gpu=all` or `--gpus`, `podman run --device nvidia.com/gpu=all`) runs `nvidia-smi -L` and sees exactly the host's GPU UUIDs. It never pulls: the container runs from `container_check.image` (already in each engine's store) or `container_check.rootfs` (`ctr run --rootfs`); without either it warns `not judged: no local image`, never passes. Known failure messages are named with their cause and fix",
+		Doc:   "GPU containers work on the image as the layers left it: `nvidia-container-cli info` lists exactly the host's GPU UUIDs; `nvidia-ctk cdi list` names `nvidia.com/gpu=all` and every GPU, a CDI spec is present and `nvidia-cdi-refresh.path` is enabled (toolkit 1.18 and later); each engine present and enabled (Docker, containerd, podman) registers the NVIDIA runtime or CDI (containerd's CRI config: the `nvidia` runtime); and a container started with all GPUs on each engine (`docker run --gpus all`, `ctr run` with `--device nvidia.com/gpu=all` or `--gpus`, `podman run --device nvidia.com/gpu=all`) runs `nvidia-smi -L` and sees exactly the host's GPU UUIDs. It never pulls: the container runs from `container_check.image` (already in each engine's store) or `container_check.rootfs` (`ctr run --rootfs`); without either it warns `not judged: no local image`, never passes. Where `imex` resolves to `host` (GB200 trays by default), each container also sees IMEX channel 0 (`/dev/nvidia-caps-imex-channels/channel0`). Known failure messages are named with their cause and fix",
 		Reads: "`nvidia-smi -L`, `nvidia-ctk --version`, `nvidia-container-cli info`, `nvidia-ctk cdi list`, `/etc/cdi`, `/var/run/cdi`, `systemctl is-enabled nvidia-cdi-refresh.path`, `docker info`, `ctr version`, `containerd config dump`, `podman version`, a container's `nvidia-smi -L`",
 	})
 }
@@ -31,7 +32,10 @@ func judgeContainerGPU(f facts.Run, t Target) result.Check {
 	id := result.ContainerGPU
 	c := f.Containers
 	o := t.Function.Container
-	const expected = "the toolkit sees every GPU, each enabled engine has the NVIDIA runtime or CDI, and a container with all GPUs sees exactly the host's GPU UUIDs"
+	expected := "the toolkit sees every GPU, each enabled engine has the NVIDIA runtime or CDI, and a container with all GPUs sees exactly the host's GPU UUIDs"
+	if c.IMEX {
+		expected += " and IMEX channel 0 (imex = \"host\")"
+	}
 	if c.NotRun != "" {
 		return check(id, result.Skip, "", "", "", "not run: "+c.NotRun, "")
 	}
@@ -116,6 +120,15 @@ func judgeContainerGPU(f facts.Run, t Target) result.Check {
 		if msg := containerRunProblem(e, o, host, c.HostGPUs.OK()); msg != "" {
 			fail(msg, e.Run.Command+"\n"+e.Run.Output)
 		}
+		if c.IMEX && !e.Run.ImageMissing {
+			if msg := judgeContainerIMEX(e); msg != "" {
+				ev := ""
+				if e.Run.IMEXChannels != nil {
+					ev = e.Run.IMEXCommand + "\n" + e.Run.IMEXChannels.Evidence
+				}
+				fail(msg, ev)
+			}
+		}
 	}
 
 	ev := strings.Join(evs, "\n")
@@ -133,19 +146,37 @@ func judgeContainerGPU(f facts.Run, t Target) result.Check {
 		return check(id, result.Warn, "", expected, "not every engine started a container",
 			fmt.Sprintf("not judged on every engine: %s started a container with all GPUs, %s did not (%s rootfs runs on containerd only: set %s.image for the others)",
 				orNone(ran), strings.Join(notIn(judged, ran), ", "), settings.ContainerCheckSetting, settings.ContainerCheckSetting), "")
-	case c.IMEX:
-		return check(id, result.Warn, "", expected, "IMEX channel not judged", judgeContainerIMEX(c), "")
 	}
-	return check(id, result.Pass, BasisRule, expected,
-		fmt.Sprintf("%d GPUs in a container on %s (toolkit %s)", len(host), strings.Join(ran, ", "), toolkit), "", "")
+
+	actual := fmt.Sprintf("%d GPUs in a container on %s (toolkit %s)", len(host), strings.Join(ran, ", "), toolkit)
+	if c.IMEX {
+		actual += ", IMEX channel 0 in each"
+	}
+	return check(id, result.Pass, BasisRule, expected, actual, "", "")
 }
 
-// judgeContainerIMEX is where a container's IMEX channel 0 (/dev/nvidia-caps-imex-channels/
-// channel0, with imex = "host" on GB200-class types) will be judged. It is not implemented:
-// nothing sets ContainerRun.IMEX yet, and when something does the check warns rather than
-// passes what it did not look at.
-func judgeContainerIMEX(facts.ContainerRun) string {
-	return "not judged: the container's IMEX channel 0 is not checked yet (imex = \"host\"); the GPUs were"
+// judgeContainerIMEX judges, with imex = "host", that a container started as the GPU one was
+// sees IMEX channel 0 (/dev/nvidia-caps-imex-channels/channel0): without it fabric-handle
+// cuMemCreate fails with CUDA_ERROR_NOT_PERMITTED inside the job (NVIDIA's IMEX guide,
+// imexchannels.html). The toolkit's CDI spec lists the host's channels
+// (shared/docs/grace-blackwell.md 1.5), so a spec written before channel 0 existed, or the
+// legacy runtime without NVIDIA_IMEX_CHANNELS, gives a container none. An unread listing
+// fails: it proves nothing.
+func judgeContainerIMEX(e facts.ContainerEngine) string {
+	run := e.Run
+	switch {
+	case run == nil || run.IMEXChannels == nil:
+		return e.Name + ": the IMEX channels were not listed in a container"
+	case !run.IMEXChannels.OK():
+		return fmt.Sprintf("%s: the container's IMEX channels could not be listed (%s): %s", e.Name, run.IMEXCommand, run.IMEXChannels.Problem)
+	case !slices.Contains(run.IMEXChannels.Value, "channel0"):
+		seen := "no " + imexctl.ChannelDir
+		if len(run.IMEXChannels.Value) > 0 {
+			seen = strings.Join(run.IMEXChannels.Value, ", ")
+		}
+		return fmt.Sprintf("%s: the container sees %s, not IMEX channel 0 (imex = \"host\"): multi-node NVLink memory in the job fails with CUDA_ERROR_NOT_PERMITTED; create channel 0 before the CDI spec is generated (nvidia-ctk cdi generate, or nvidia-cdi-refresh after boot), or pass NVIDIA_IMEX_CHANNELS=0 on the legacy runtime", e.Name, seen)
+	}
+	return ""
 }
 
 // usesCDI reports whether engine e resolves GPUs through CDI rather than the NVIDIA runtime.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/pci"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
@@ -181,11 +183,23 @@ func TestJudgeContainerGPU(t *testing.T) {
 			c.Engines[0].Run = nil
 			return c
 		}, Target{Checks: settings.Checks{Function: settings.Function{Container: settings.ContainerCheck{Rootfs: "/opt/rootfs"}}}}, result.Warn, []string{"docker did not"}},
-		{"IMEX expected is not faked", func() facts.ContainerRun {
+		{"IMEX: channel 0 in every container passes", func() facts.ContainerRun {
+			return withChannels(healthy(), facts.Read([]string{"channel0"}, ""))
+		}, containerTarget(img), result.Pass, []string{"IMEX channel 0 in each"}},
+		{"IMEX: no channel directory in the container fails", func() facts.ContainerRun {
+			return withChannels(healthy(), facts.Read([]string(nil), ""))
+		}, containerTarget(img), result.Fail, []string{"sees no /dev/nvidia-caps-imex-channels, not IMEX channel 0", "CUDA_ERROR_NOT_PERMITTED", "NVIDIA_IMEX_CHANNELS=0"}},
+		{"IMEX: another channel only fails", func() facts.ContainerRun {
+			return withChannels(healthy(), facts.Read([]string{"channel1"}, ""))
+		}, containerTarget(img), result.Fail, []string{"sees channel1, not IMEX channel 0"}},
+		{"IMEX: an unread listing fails", func() facts.ContainerRun {
+			return withChannels(healthy(), facts.Unread[[]string]("container.imex.docker: exited 125", ""))
+		}, containerTarget(img), result.Fail, []string{"could not be listed", "exited 125"}},
+		{"IMEX: expected but never listed fails", func() facts.ContainerRun {
 			c := healthy()
 			c.IMEX = true
 			return c
-		}, containerTarget(img), result.Warn, []string{"IMEX channel 0 is not checked yet"}},
+		}, containerTarget(img), result.Fail, []string{"the IMEX channels were not listed"}},
 		{"not run", func() facts.ContainerRun { return facts.ContainerRun{NotRun: "the GPU checks failed"} }, containerTarget(img), result.Skip, []string{"not run: the GPU checks failed"}},
 		{"host GPUs unreadable", func() facts.ContainerRun {
 			c := healthy()
@@ -245,5 +259,42 @@ func TestJudgeContainerGPUKnownMessages(t *testing.T) {
 	got := judgeContainerGPU(facts.Run{Containers: failRun(healthyContainers(), 1, "ctr: something new went wrong")}, containerTarget(img))
 	if got.Status != result.Fail || strings.Contains(got.Message, "cause: ") {
 		t.Errorf("unknown failure: %s %q", got.Status, got.Message)
+	}
+}
+
+// withChannels expects IMEX channel 0 and gives every engine's container the listing ch.
+func withChannels(c facts.ContainerRun, ch facts.Fact[[]string]) facts.ContainerRun {
+	c.IMEX = true
+	for i := range c.Engines {
+		if r := c.Engines[i].Run; r != nil {
+			listed := ch
+			r.IMEXChannels, r.IMEXCommand = &listed, c.Engines[i].Name+" run ... ls -1 /dev/nvidia-caps-imex-channels"
+		}
+	}
+	return c
+}
+
+// Containers must see IMEX channel 0 where imex resolves to "host": by default on a GB200
+// tray (its profile, or its GPUs on the PCI bus), never by default on a B200 board, and
+// wherever the setting says host; never with dra (the DRA driver gives pods their channels).
+func TestExpectsIMEXChannel(t *testing.T) {
+	gb200, _ := profile.Lookup("p6e-gb200.36xlarge")
+	b200, _ := profile.Lookup("p6-b200.48xlarge")
+	trayBus := &facts.PCIInventory{GPUs: []pci.Device{{Vendor: 0x10de, Device: 0x2941, Class: 0x030200}, {Vendor: 0x10de, Device: 0x2941, Class: 0x030200}}}
+	for _, c := range []struct {
+		name string
+		t    Target
+		want bool
+	}{
+		{"GB200 profile", Target{Profile: &gb200}, true},
+		{"GB200s on the bus, no profile", Target{PCI: trayBus}, true},
+		{"B200 profile", Target{Profile: &b200}, false},
+		{"B200 with imex = host", Target{Profile: &b200, Checks: settings.Checks{IMEX: settings.IMEXHost}}, true},
+		{"GB200 with imex = dra", Target{Profile: &gb200, Checks: settings.Checks{IMEX: settings.IMEXDRA}}, false},
+		{"nothing known", Target{}, false},
+	} {
+		if got := c.t.ExpectsIMEXChannel(); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

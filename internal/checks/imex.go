@@ -26,18 +26,27 @@ func init() {
 	})
 }
 
-// imexMode resolves the imex setting for the host's instance type: the setting, else the
-// profile's multi-node NVLink (settings.IMEX.Resolved owns the default). basis names where the
+// imexMode resolves the imex setting for the host: the setting, else settings.IMEX.Resolved
+// (its one owner) over multiNodeNVLink's answer (expect.multi_node_nvlink, the profile, the
+// GB200s on the PCI bus), the same answer nvlink-fabric judges by. basis names where the
 // owner came from.
 func (t Target) imexMode() (settings.IMEX, string) {
 	if t.IMEX != settings.IMEXUnset {
 		return t.IMEX, BasisSetting
 	}
-	mnnvl := t.Profile != nil && t.Profile.MultiNodeNVLink
-	if t.Profile != nil {
-		return t.IMEX.Resolved(mnnvl), t.profileName()
+	mnnvl, basis, known := t.multiNodeNVLink()
+	if !known {
+		basis = BasisRule
 	}
-	return t.IMEX.Resolved(mnnvl), BasisRule
+	return t.IMEX.Resolved(mnnvl), basis
+}
+
+// ExpectsIMEXChannel reports whether the host's containers must see IMEX channel 0: imex
+// resolves to "host" (by default on multi-node NVLink hosts; set on any other), the
+// container-gpu check's IMEX rule. With "dra" the DRA driver gives pods their channels.
+func (t Target) ExpectsIMEXChannel() bool {
+	mode, _ := t.imexMode()
+	return mode == settings.IMEXHost
 }
 
 // OneNodeIMEXDomain reports whether a bake brings up a one-node IMEX domain on this host: the

@@ -39,8 +39,9 @@ func (b *Bake) containerTest(ctx context.Context) error {
 		got.HostGPUs = facts.Unread[[]facts.ListedGPU](err.Error(), "")
 	}
 	got.Image, got.Rootfs = o.Image, o.Rootfs
+	got.IMEX = b.target.ExpectsIMEXChannel()
 	if err == nil && o.Judges() {
-		rerr := probe.ContainerGPURuns(ctx, b.host, &got, probe.ContainerRunOptions{Image: o.Image, Rootfs: o.Rootfs, Namespace: o.Namespace, Timeout: o.Timeout})
+		rerr := probe.ContainerGPURuns(ctx, b.host, &got, probe.ContainerRunOptions{Image: o.Image, Rootfs: o.Rootfs, Namespace: o.Namespace, Timeout: o.Timeout, IMEXChannel: got.IMEX})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

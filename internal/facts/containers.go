@@ -36,8 +36,8 @@ type ContainerRun struct {
 	// both "" when neither is set: the runs are not judged, and the check says which setting
 	// makes it judge.
 	Image, Rootfs string
-	// IMEX is true when the host is expected to give containers IMEX channel 0 (imex =
-	// "host" on GB200-class types). Not judged yet: see the check's IMEX note.
+	// IMEX is true when the host is expected to give containers IMEX channel 0 (imex
+	// resolves to "host"): each run also lists the channels a container sees.
 	IMEX bool
 	// HostGPUs is the host's own `nvidia-smi -L`: the GPUs every container must see.
 	HostGPUs Fact[[]ListedGPU]
@@ -116,4 +116,9 @@ type ContainerGPURun struct {
 	Output string
 	// GPUs is the container's `nvidia-smi -L`, or why it could not be read.
 	GPUs Fact[[]ListedGPU]
+	// IMEXChannels are the IMEX channels a second container started the same way lists in
+	// /dev/nvidia-caps-imex-channels (empty: the directory is not there); nil when not asked
+	// (ContainerRun.IMEX false). IMEXCommand is its command line.
+	IMEXChannels *Fact[[]string]
+	IMEXCommand  string
 }

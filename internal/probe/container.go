@@ -10,6 +10,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/bundle"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvcontainercli"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvctk"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/nvsmi"
@@ -26,6 +27,7 @@ const (
 	sectionCtrCDIRefresh  = "container.cdi_refresh"
 	sectionCtrEngines     = "container.engines"
 	sectionCtrRunPrefix   = "container.run."
+	sectionCtrIMEXPrefix  = "container.imex."
 	containerImageMissing = "dlami-container-check: the image is not in this engine's local store"
 )
 
@@ -179,7 +181,22 @@ type ContainerRunOptions struct {
 	Image, Rootfs, Namespace string
 	// Timeout bounds one container's run.
 	Timeout time.Duration
+	// IMEXChannel also lists, in a second container per engine started the same way,
+	// /dev/nvidia-caps-imex-channels: whether the container sees IMEX channel 0 (imex =
+	// "host").
+	IMEXChannel bool
 }
+
+// containerJob is what a container of the check runs: its section's prefix and the command
+// inside the container (a word list of the plugin's own words, never a setting's).
+type containerJob struct {
+	prefix, words string
+}
+
+var (
+	containerListGPUs     = containerJob{prefix: sectionCtrRunPrefix, words: "nvidia-smi -L"}
+	containerListChannels = containerJob{prefix: sectionCtrIMEXPrefix, words: "ls -1 " + imexctl.ChannelDir}
+)
 
 // ContainerGPURuns starts, on each engine c judges, one container with all GPUs running
 // `nvidia-smi -L`, and records each run in c. It never pulls: an image missing from an
@@ -189,10 +206,16 @@ func ContainerGPURuns(ctx context.Context, r Runner, c *facts.ContainerRun, o Co
 	if c.HostGPUs.OK() {
 		gpus = len(c.HostGPUs.Value)
 	}
+	jobs := []containerJob{containerListGPUs}
+	if o.IMEXChannel {
+		jobs = append(jobs, containerListChannels)
+	}
 	var cmds []bundle.Command
 	for _, e := range c.Engines {
-		if cmd, ok := containerRunCommand(e, gpus, o); ok {
-			cmds = append(cmds, cmd)
+		for _, j := range jobs {
+			if cmd, ok := containerRunCommand(e, gpus, o, j); ok {
+				cmds = append(cmds, cmd)
+			}
 		}
 	}
 	if len(cmds) == 0 {
@@ -204,18 +227,24 @@ func ContainerGPURuns(ctx context.Context, r Runner, c *facts.ContainerRun, o Co
 	}
 	for i := range c.Engines {
 		e := &c.Engines[i]
-		cmd, ok := containerRunCommand(*e, gpus, o)
+		cmd, ok := containerRunCommand(*e, gpus, o, containerListGPUs)
 		if !ok {
 			continue
 		}
-		e.Run = parseContainerRun(sections, cmd.Name, runCommandLine(*e, gpus, o))
+		e.Run = parseContainerRun(sections, cmd.Name, runCommandLine(*e, gpus, o, containerListGPUs))
+		if o.IMEXChannel {
+			ch, _ := containerRunCommand(*e, gpus, o, containerListChannels)
+			got := parseContainerChannels(sections, ch.Name)
+			e.Run.IMEXChannels = &got
+			e.Run.IMEXCommand = runCommandLine(*e, gpus, o, containerListChannels)
+		}
 	}
 	return nil
 }
 
 // containerRunCommand is engine e's container run, or false when e is not judged or has
 // nothing to run from.
-func containerRunCommand(e facts.ContainerEngine, gpus int, o ContainerRunOptions) (bundle.Command, bool) {
+func containerRunCommand(e facts.ContainerEngine, gpus int, o ContainerRunOptions, j containerJob) (bundle.Command, bool) {
 	if !e.Judged() || o.Image == "" && (o.Rootfs == "" || e.Name != facts.EngineContainerd) {
 		return bundle.Command{}, false
 	}
@@ -230,8 +259,9 @@ func containerRunCommand(e facts.ContainerEngine, gpus int, o ContainerRunOption
 	}
 	script := commandShell("container-run.sh", scriptVar{name: "engine", value: e.Name}, scriptVar{name: "image", value: o.Image},
 		scriptVar{name: "rootfs", value: rootfs}, scriptVar{name: "namespace", value: o.Namespace},
-		scriptVar{name: "gpu_flags", value: ctrGPUFlags(e, gpus)}, scriptVar{name: "missing_word", value: containerImageMissing})
-	return bundle.Command{Name: sectionCtrRunPrefix + e.Name, Shell: asRootShell(script, "dlami-container-gpu"), Timeout: o.Timeout}, true
+		scriptVar{name: "gpu_flags", value: ctrGPUFlags(e, gpus)}, scriptVar{name: "in_container", value: j.words},
+		scriptVar{name: "missing_word", value: containerImageMissing})
+	return bundle.Command{Name: j.prefix + e.Name, Shell: asRootShell(script, "dlami-container-gpu"), Timeout: o.Timeout}, true
 }
 
 // ctrGPUFlags gives a ctr container all GPUs: the CDI device nvidia.com/gpu=all where
@@ -249,18 +279,28 @@ func ctrGPUFlags(e facts.ContainerEngine, gpus int) string {
 }
 
 // runCommandLine is the command a run section runs, for the report.
-func runCommandLine(e facts.ContainerEngine, gpus int, o ContainerRunOptions) string {
+func runCommandLine(e facts.ContainerEngine, gpus int, o ContainerRunOptions, j containerJob) string {
 	switch e.Name {
 	case facts.EngineDocker:
-		return "docker run --rm --pull=never --gpus all " + o.Image + " nvidia-smi -L"
+		return "docker run --rm --pull=never --gpus all " + o.Image + " " + j.words
 	case facts.EngineContainerd:
 		if o.Rootfs != "" {
-			return "ctr -n " + o.Namespace + " run --rm --rootfs " + o.Rootfs + " " + ctrGPUFlags(e, gpus) + " ID nvidia-smi -L"
+			return "ctr -n " + o.Namespace + " run --rm --rootfs " + o.Rootfs + " " + ctrGPUFlags(e, gpus) + " ID " + j.words
 		}
-		return "ctr -n " + o.Namespace + " run --rm " + ctrGPUFlags(e, gpus) + " " + o.Image + " ID nvidia-smi -L"
+		return "ctr -n " + o.Namespace + " run --rm " + ctrGPUFlags(e, gpus) + " " + o.Image + " ID " + j.words
 	default:
-		return "podman run --rm --pull=never --device nvidia.com/gpu=all " + o.Image + " nvidia-smi -L"
+		return "podman run --rm --pull=never --device nvidia.com/gpu=all " + o.Image + " " + j.words
 	}
+}
+
+// parseContainerChannels reads a container's listing of the IMEX channels: a directory the
+// container lacks (ls exits 2, "No such file or directory") is an empty list, a finding; any
+// other failure leaves it unread.
+func parseContainerChannels(sections map[string]bundle.Section, name string) facts.Fact[[]string] {
+	if s, ok := sections[name]; ok && !s.TimedOut && s.ExitCode == 2 && strings.Contains(s.Output, "No such file or directory") {
+		return facts.Read([]string(nil), evidence(sections, name))
+	}
+	return parseWith(sections, name, imexctl.ParseChannelList)
 }
 
 // parseContainerRun reads one run's section.

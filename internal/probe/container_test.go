@@ -56,26 +56,26 @@ func TestContainerRunCommands(t *testing.T) {
 	ctr := facts.ContainerEngine{Name: facts.EngineContainerd, Present: true, Enabled: "enabled",
 		Config: facts.Read(facts.EngineConfig{Runtimes: []string{"nvidia"}}, "")}
 	o := ContainerRunOptions{Image: "public.ecr.aws/amazonlinux/amazonlinux:2023-minimal", Namespace: "default"}
-	cmd, ok := containerRunCommand(docker, 8, o)
+	cmd, ok := containerRunCommand(docker, 8, o, containerListGPUs)
 	if !ok || !strings.Contains(cmd.Shell, `engine='\''docker'\''`) || !strings.Contains(cmd.Shell, "--pull=never --gpus all") || strings.Contains(cmd.Shell, " pull ") {
 		t.Errorf("docker: %v %q", ok, cmd.Shell)
 	}
-	cmd, _ = containerRunCommand(ctr, 2, o)
+	cmd, _ = containerRunCommand(ctr, 2, o, containerListGPUs)
 	if !strings.Contains(cmd.Shell, `gpu_flags='\''--gpus 0 --gpus 1'\''`) {
 		t.Errorf("containerd without CDI: %q", cmd.Shell)
 	}
 	ctr.Config.Value.CDI = true
-	if cmd, _ = containerRunCommand(ctr, 2, o); !strings.Contains(cmd.Shell, `gpu_flags='\''--device nvidia.com/gpu=all'\''`) {
+	if cmd, _ = containerRunCommand(ctr, 2, o, containerListGPUs); !strings.Contains(cmd.Shell, `gpu_flags='\''--device nvidia.com/gpu=all'\''`) {
 		t.Errorf("containerd with CDI: %q", cmd.Shell)
 	}
-	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{Rootfs: "/opt/rootfs"}); ok {
+	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{Rootfs: "/opt/rootfs"}, containerListGPUs); ok {
 		t.Error("docker cannot run a rootfs: no command expected")
 	}
-	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{}); ok {
+	if _, ok := containerRunCommand(docker, 8, ContainerRunOptions{}, containerListGPUs); ok {
 		t.Error("no image: no command expected (the check never pulls)")
 	}
 	docker.Enabled = "disabled"
-	if _, ok := containerRunCommand(docker, 8, o); ok {
+	if _, ok := containerRunCommand(docker, 8, o, containerListGPUs); ok {
 		t.Error("a disabled engine is not judged")
 	}
 }
@@ -96,3 +96,35 @@ func TestParseContainerRun(t *testing.T) {
 		t.Errorf("podman %+v", r)
 	}
 }
+
+// A container's IMEX listing: channel 0 read; a directory the container lacks is an empty
+// list (a finding, not unreadable); an engine error or a stray line leaves it unread.
+func TestParseContainerChannels(t *testing.T) {
+	sections := map[string]bundle.Section{
+		"container.imex.docker":     {Output: "channel0\n"},
+		"container.imex.containerd": {Output: "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory\n", ExitCode: 2},
+		"container.imex.podman":     {Output: "Error: crun: executable file not found", ExitCode: 127},
+		"container.imex.other":      {Output: "total 0\n"},
+	}
+	if f := parseContainerChannels(sections, "container.imex.docker"); !f.OK() || len(f.Value) != 1 || f.Value[0] != "channel0" {
+		t.Errorf("docker %+v", f)
+	}
+	if f := parseContainerChannels(sections, "container.imex.containerd"); !f.OK() || len(f.Value) != 0 {
+		t.Errorf("containerd %+v", f)
+	}
+	if f := parseContainerChannels(sections, "container.imex.podman"); f.OK() {
+		t.Errorf("podman read %+v", f)
+	}
+	if f := parseContainerChannels(sections, "container.imex.other"); f.OK() {
+		t.Errorf("a stray line read %+v", f)
+	}
+	if f := parseContainerChannels(sections, "container.imex.absent"); f.OK() {
+		t.Errorf("an absent section read %+v", f)
+	}
+	docker := facts.ContainerEngine{Name: facts.EngineDocker, Present: true, Enabled: "enabled"}
+	cmd, ok := containerRunCommand(docker, 4, ContainerRunOptions{Image: "img"}, containerListChannels)
+	if !ok || cmd.Name != "container.imex.docker" || !strings.Contains(cmd.Shell, "in_container='\\''ls -1 /dev/nvidia-caps-imex-channels'\\''") {
+		t.Errorf("the listing's command %+v", cmd)
+	}
+}
+

@@ -69,3 +69,24 @@ gpu_container() {
 	n=$("$SIM_ROOT/usr/bin/nvidia-smi" -L | wc -l)
 	"$SIM_ROOT/usr/bin/nvidia-smi" -L | head -n $((n - hidden))
 }
+
+# imex_container ENGINE: what a container started as gpu_container's lists of
+# /dev/nvidia-caps-imex-channels. The driver creates channel 0 at load when a modprobe.d file
+# sets NVreg_CreateImexChannel0=1 (NVIDIA's IMEX guide, imexchannels.html), and the toolkit's
+# CDI spec then carries it into containers (grace-blackwell.md 1.5). Knob
+# container-imex-channels: "none" gives the container no channel all the same (a CDI spec
+# written before the channel existed; the legacy runtime without NVIDIA_IMEX_CHANNELS).
+imex_container() {
+	local engine=$1 rc
+	gpu_container "$engine" >/dev/null
+	rc=$?
+	[ "$rc" = 0 ] || return "$rc"
+	if [ "$(knob container-imex-channels "")" != none ] &&
+		grep -qs '^[[:space:]]*options[[:space:]]\{1,\}nvidia[[:space:]].*NVreg_CreateImexChannel0=1' "$SIM_ROOT"/etc/modprobe.d/*.conf; then
+		echo channel0
+		return 0
+	fi
+	echo "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory" >&2
+	return 2
+}
+
