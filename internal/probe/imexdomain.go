@@ -78,7 +78,7 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 			inDoc = true
 		case "END":
 			inDoc, ended = false, true
-		case "RESTORED":
+		case "RESTORED", "UNCHANGED":
 			restoreSeen = true
 		case "RESTORE-FAILED":
 			restoreSeen = true

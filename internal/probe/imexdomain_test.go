@@ -34,7 +34,8 @@ func TestParseIMEXDomainRun(t *testing.T) {
 			"", "/etc/nvidia-imex/nodes_config.cfg could not be put back"},
 		{"stopped at the bound", strings.Join([]string{m + " WAS inactive", m + " CONFIG present", m + " ADDRESS 10.1.42.17", m + " RESTART 0"}, "\n"), 124, true,
 			"stopped at its bound before reading the domain", "stopped at its bound before reporting its restore"},
-		{"tool missing", m + " ERROR ip is not installed\n", 127, false, "ip is not installed", "ended without reporting its restore"},
+		{"tool missing", m + " ERROR ip is not installed\n" + m + " UNCHANGED\n", 127, false, "ip is not installed", ""},
+		{"killed before the restore", m + " WAS inactive\n" + m + " CONFIG absent\n", -1, false, "ended before reading the domain", "ended without reporting its restore"},
 		{"no address, restored", m + " WAS inactive\n" + m + " ERROR no private IPv4 address\n" + m + " RESTORED\n", 1, false, "no private IPv4 address", ""},
 		{"unreachable", strings.Replace(healthy, oneNodeJSON, "Query Status returned error code: 14 - failed to connect", 1), 0, false, "nvidia-imex-ctl -N -j:", ""},
 	} {

@@ -8,33 +8,33 @@
 # `nvidia-imex-ctl -N -j` until the domain is UP or the bound; prints the last answer between
 # "$M BEGIN" and "$M END <status>"; then, whatever happened (a trap on exit), puts the file back
 # byte for byte (or removes it) and the service in its previous state, printing "$M RESTORED"
-# or "$M RESTORE-FAILED <why>": the image must not keep the temporary file. The plugin sets,
+# or "$M RESTORE-FAILED <why>" ("$M UNCHANGED" when it stopped before changing anything): the
+# image must not keep the temporary file. The plugin sets,
 # before this body: M, timeout_s, systemctl_paths, ctl_paths, ip_paths.
 # shellcheck disable=SC2086 # the path lists are words by design (paths without spaces)
 no_login_env
+# early ERROR STATUS: stops before anything was changed.
+early() {
+	echo "$M ERROR $1"
+	echo "$M UNCHANGED"
+	exit "$2"
+}
 sc=$(find_tool systemctl $systemctl_paths)
 ctl=$(find_tool nvidia-imex-ctl $ctl_paths)
 ipt=$(find_tool ip $ip_paths)
 for t in "systemctl:$sc" "nvidia-imex-ctl:$ctl" "ip:$ipt"; do
-	if [ -z "${t#*:}" ]; then
-		echo "$M ERROR ${t%%:*} is not installed"
-		exit 127
-	fi
+	[ -n "${t#*:}" ] || early "${t%%:*} is not installed" 127
 done
 dir=/etc/nvidia-imex
 cfg=$dir/nodes_config.cfg
 was=$("$sc" is-active nvidia-imex 2>/dev/null)
 echo "$M WAS ${was:-unknown}"
-backup=$(mktemp) || {
-	echo "$M ERROR mktemp failed"
-	exit 1
-}
+backup=$(mktemp) || early "mktemp failed" 1
 had=0 madedir=0
 if [ -e "$cfg" ]; then
 	if ! cp -p "$cfg" "$backup"; then
 		rm -f "$backup"
-		echo "$M ERROR could not save $cfg"
-		exit 1
+		early "could not save $cfg" 1
 	fi
 	had=1
 	echo "$M CONFIG present"
