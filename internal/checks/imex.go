@@ -182,29 +182,33 @@ func judgeIMEXOneNode(o facts.IMEXOneNode, v *verdict, actual *[]string) {
 		*actual = append(*actual, "nodes_config.cfg or nvidia-imex not restored")
 		v.fail("the one-node IMEX domain's temporary /etc/nvidia-imex/nodes_config.cfg and the service's state were not put back (%s): the image must not keep a list of addresses, since every node's list must match and a baked one blocks the nodes it does not name", o.RestoreProblem)
 	}
-	cause := func() string {
-		var c []string
-		if o.RestartExit != 0 {
-			c = append(c, fmt.Sprintf("`systemctl restart nvidia-imex` exited %d", o.RestartExit))
-		}
-		if o.ActiveAfter == "failed" {
-			c = append(c, "nvidia-imex failed: see `journalctl -u nvidia-imex` and /var/log/nvidia-imex.log (a package that does not match the driver is the usual cause)")
-		} else if o.ActiveAfter != "" && o.ActiveAfter != "active" {
-			c = append(c, "nvidia-imex is "+o.ActiveAfter)
-		}
-		if len(c) == 0 {
-			return ""
-		}
-		return " (" + strings.Join(c, "; ") + ")"
+	// why the service did not come up, when it said so.
+	var causes []string
+	if o.RestartExit != 0 {
+		causes = append(causes, fmt.Sprintf("`systemctl restart nvidia-imex` exited %d", o.RestartExit))
 	}
+	if o.ActiveAfter == "failed" {
+		causes = append(causes, "nvidia-imex failed: see `journalctl -u nvidia-imex` and /var/log/nvidia-imex.log (a package that does not match the driver is the usual cause)")
+	} else if o.ActiveAfter != "" && o.ActiveAfter != "active" {
+		causes = append(causes, "nvidia-imex is "+o.ActiveAfter)
+	}
+	cause := ""
+	if len(causes) > 0 {
+		cause = " (" + strings.Join(causes, "; ") + ")"
+	}
+	addr := cmp.Or(o.Address, "the tray's address")
 	switch {
 	case o.Problem != "":
 		*actual = append(*actual, "one-node domain not brought up")
 		v.fail("the one-node IMEX domain could not be brought up: %s", o.Problem)
 		return
+	case !o.Domain.OK() && len(causes) > 0:
+		*actual = append(*actual, "one-node domain never up")
+		v.fail("the one-node IMEX domain of %s never came up: %s; %s", addr, strings.Join(causes, "; "), o.Domain.Problem)
+		return
 	case !o.Domain.OK():
 		*actual = append(*actual, "one-node domain unknown")
-		v.fail("the one-node IMEX domain of %s did not answer: %s%s", cmp.Or(o.Address, "the tray's address"), o.Domain.Problem, cause())
+		v.fail("the one-node IMEX domain of %s did not answer: %s", addr, o.Domain.Problem)
 		return
 	}
 	d := o.Domain.Value
@@ -227,7 +231,7 @@ func judgeIMEXOneNode(o facts.IMEXOneNode, v *verdict, actual *[]string) {
 		p = append(p, fmt.Sprintf("the domain lists %d nodes, not the tray alone", len(d.Nodes)))
 	}
 	if len(p) > 0 {
-		v.fail("the one-node IMEX domain of %s did not come up within the bake's wait: %s%s", cmp.Or(o.Address, "the tray's address"), strings.Join(p, "; "), cause())
+		v.fail("the one-node IMEX domain of %s did not come up within the bake's wait: %s%s", addr, strings.Join(p, "; "), cause)
 	}
 }
 

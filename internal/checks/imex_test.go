@@ -238,6 +238,10 @@ func TestIMEXOneNode(t *testing.T) {
 			o.HadConfig, o.BakedCount, o.BakedAddresses = true, 1, []string{"10.9.8.7"}
 		}, result.Fail, "the image's /etc/nvidia-imex/nodes_config.cfg holds 1 real address(es) (10.9.8.7)"},
 		{"the image's list is the placeholder", func(o *facts.IMEXOneNode) { o.HadConfig = true }, result.Pass, ""},
+		{"unit failed, nothing answers", func(o *facts.IMEXOneNode) {
+			o.Domain = facts.Unread[imexctl.Domain]("nvidia-imex-ctl -N -j: not JSON", "Query Status returned error code: 14")
+			o.ActiveAfter, o.RestartExit = "failed", 1
+		}, result.Fail, "the one-node IMEX domain of 10.1.42.17 never came up: `systemctl restart nvidia-imex` exited 1; nvidia-imex failed"},
 		{"not brought up", func(o *facts.IMEXOneNode) { o.Problem = "ip is not installed" }, result.Fail, "could not be brought up: ip is not installed"},
 		{"restore failed while up", func(o *facts.IMEXOneNode) {
 			o.RestoreProblem = "/etc/nvidia-imex/nodes_config.cfg could not be put back"

@@ -106,7 +106,7 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 	default:
 		d, err := imexctl.ParseJSON(doc.String())
 		if err != nil {
-			r.Domain = facts.Unread[imexctl.Domain]("nvidia-imex-ctl -N -j: "+err.Error()+": "+textcut.Head(strings.TrimSpace(doc.String()), 300), ev)
+			r.Domain = facts.Unread[imexctl.Domain](err.Error()+": "+textcut.Head(strings.TrimSpace(doc.String()), 300), ev)
 		} else {
 			r.Domain = facts.Read(d, ev)
 		}
