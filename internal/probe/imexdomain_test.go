@@ -68,3 +68,17 @@ func TestIMEXDomainScript(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the job prints, reading it never panics, and a run that did not report its restore
+// is never taken as restored.
+func FuzzParseIMEXDomainRun(f *testing.F) {
+	m := imexDomainMarker
+	f.Add(m+" WAS active\n"+m+" CONFIG present\n"+m+" BAKED 1 10.0.0.1\n"+m+" BEGIN\n"+oneNodeJSON+"\n"+m+" END 0\n"+m+" RESTORED\n", 0)
+	f.Add(m+" BAKED x\n"+m+" RESTART\n"+m+" END\n", 124)
+	f.Fuzz(func(t *testing.T, out string, code int) {
+		r := ParseIMEXDomainRun(out, code, false)
+		if !strings.Contains(out, m+" RESTORE") && !strings.Contains(out, m+" UNCHANGED") && r.RestoreProblem == "" {
+			t.Errorf("no restore line, yet restored: %+v", r)
+		}
+	})
+}
