@@ -13,12 +13,12 @@ import (
 func init() {
 	register(Entry{
 		ID: result.ImageHygiene, Phase: PhaseImage, Family: "image", Order: 700, Judge: judgeImageHygiene,
-		Doc:   "(with `image_hygiene = true` only; the bake's last entry) after the cleanup, read back as root: no line of the login user's or root's `authorized_keys` holds the key Packer logged in with, no `/etc/ssh/ssh_host_*`, `/etc/machine-id` an empty file, `/var/lib/dbus/machine-id` absent or a link to it, no `/var/lib/cloud/{instances,instance,data,sem}`, no non-empty shell history of root or the login user. An answer that cannot be read (sudo refused, cut short) fails; a build key Packer did not reveal (SSH agent, password) warns",
+		Doc:   "(with `image_hygiene = true` only; the bake's last entry) after the cleanup, read back as root: no line of the login user's or root's `authorized_keys` holds the key Packer logged in with, no `/etc/ssh/ssh_host_*`, `/etc/machine-id` an empty file, `/var/lib/dbus/machine-id` absent or a link to it, no `/var/lib/cloud/{instances,instance,data,sem}`, no non-empty shell history of root or the login user, `/etc/nvidia-imex/nodes_config.cfg` absent or holding only the placeholder 0.0.0.0 (a baked list of real addresses blocks every node it does not name). An answer that cannot be read (sudo refused, cut short) fails; a build key Packer did not reveal (SSH agent, password) warns",
 		Reads: "`sudo -n /bin/sh -c …` probe of those paths",
 	})
 }
 
-const hygieneExpected = "no build key in authorized_keys, no SSH host keys, an empty /etc/machine-id, no cloud-init instance state, no shell history"
+const hygieneExpected = "no build key in authorized_keys, no SSH host keys, an empty /etc/machine-id, no cloud-init instance state, no shell history, no IMEX node list of real addresses"
 
 // judgeImageHygiene judges what image hygiene left, read back as root after the cleanup.
 // Anything that cannot be read, or a cleanup that failed, fails: an image is only clean when
@@ -64,6 +64,10 @@ func judgeImageHygiene(f facts.Run, _ Target) result.Check {
 		if hf.Size != 0 {
 			bad = append(bad, "shell history left: "+hf.Path)
 		}
+	}
+	if c := st.IMEXNodesConfig; c != nil && c.Count > 0 {
+		bad = append(bad, fmt.Sprintf("%s holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name, so a list baked into the image breaks every domain but the build's; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog (or the verification) write the nodes' addresses",
+			c.Path, c.Count, strings.Join(c.Addresses, " ")))
 	}
 	for _, m := range st.Missing {
 		bad = append(bad, "no answer for "+m)

@@ -6,19 +6,23 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 func init() {
 	register(Entry{
-		ID: result.IMEX, Phase: PhaseHost, Family: "gpu", Order: 256, Judge: judgeIMEX,
+		ID: result.IMEX, Phase: PhaseHost, Family: "gpu", Order: 256, Judge: judgeIMEX, Refined: []Phase{PhaseFunction},
 		Doc: "NVIDIA IMEX as its owner (setting `imex`; default `host` on multi-node NVLink types such as p6e-gb200, else not judged) wants it: " +
 			"with `host` the nvidia-imex package matches the loaded driver, the unit is enabled, IMEX channel 0 is created at boot " +
 			"(`options nvidia NVreg_CreateImexChannel0=1`) or exists, and a running service reports a healthy domain (UP, every node READY, every pair CONNECTED); " +
+			"a bake on a multi-node NVLink host brings up a one-node domain (nodes_config.cfg holding only the tray's own private address, the service restarted) that must come UP with the node READY, " +
+			"then puts the file and the service back as they were, and fails when it cannot (the image must not keep the temporary file); a verification and the node check only read; " +
 			"with `dra` (the EKS DRA driver runs its own IMEX) the host unit is neither enabled nor running, and masked",
 		Reads: "`dpkg-query -W 'nvidia-imex*'`, `systemctl is-enabled nvidia-imex`, `systemctl is-active nvidia-imex`, " +
-			"`/etc/modprobe.d/*.conf`, `/dev/nvidia-caps-imex-channels/channel0`, `nvidia-imex-ctl -N -j`, `nvidia-smi` (loaded driver)",
+			"`/etc/modprobe.d/*.conf`, `/dev/nvidia-caps-imex-channels/channel0`, `nvidia-imex-ctl -N -j`, `nvidia-smi` (loaded driver); " +
+			"in a bake: `ip -4 route get 1.1.1.1`, `/etc/nvidia-imex/nodes_config.cfg`, `systemctl restart nvidia-imex`",
 	})
 }
 
@@ -45,6 +49,19 @@ func (t Target) ExpectsIMEXChannel() bool {
 	return mode == settings.IMEXHost
 }
 
+// OneNodeIMEXDomain reports whether a bake brings up a one-node IMEX domain on this host: the
+// resolved imex is "host" and the host's NVLink domain spans trays (a GB200 tray, which forms a
+// one-node domain of its own address; grace-blackwell.md section 1.5). why says why not.
+func (t Target) OneNodeIMEXDomain() (ok bool, why string) {
+	if mode, _ := t.imexMode(); mode != settings.IMEXHost {
+		return false, "imex is not \"host\""
+	}
+	if mnnvl, _, _ := t.multiNodeNVLink(); !mnnvl {
+		return false, "the host has no multi-node NVLink"
+	}
+	return true, ""
+}
+
 // verdict collects the failures and warnings of a check made of several rules.
 type verdict struct{ fails, warns []string }
 
@@ -58,6 +75,9 @@ func judgeIMEX(f facts.Run, t Target) result.Check {
 	x := f.Host.IMEX
 	mode, basis := t.imexMode()
 	ev := evidence(x.Packages.Evidence, x.Enabled.Evidence, x.Active.Evidence, x.Channel.Evidence, x.Domain.Evidence)
+	if x.OneNode != nil && x.OneNode.Ran {
+		ev = evidence(ev, x.OneNode.Domain.Evidence)
+	}
 	switch mode {
 	case settings.IMEXHost:
 		return judgeIMEXHost(f, basis, ev)
@@ -133,8 +153,12 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 		v.fail("IMEX channel 0 is not created: no /etc/modprobe.d/*.conf sets `options nvidia NVreg_CreateImexChannel0=1` and /dev/nvidia-caps-imex-channels/channel0 does not exist, so fabric-handle cuMemCreate fails with CUDA_ERROR_NOT_PERMITTED; add the option (then update-initramfs -u), or create the channel at every boot")
 	}
 
-	// A running service reports a healthy domain.
-	judgeIMEXDomain(x, &v, &actual)
+	// The bake's one-node domain comes up; otherwise a running service reports a healthy domain.
+	if o := x.OneNode; o != nil && o.Ran {
+		judgeIMEXOneNode(*o, &v, &actual)
+	} else {
+		judgeIMEXDomain(x, &v, &actual)
+	}
 
 	actualText := strings.Join(actual, ", ")
 	switch {
@@ -144,6 +168,71 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 		return check(result.IMEX, result.Warn, basis, expected, actualText, strings.Join(v.warns, "; "), ev)
 	}
 	return check(result.IMEX, result.Pass, basis, expected, actualText, "", "")
+}
+
+// judgeIMEXOneNode judges the bake's one-node domain: UP with its one node READY (and
+// connected to itself) at the tray's own address, and nodes_config.cfg and the service put back.
+func judgeIMEXOneNode(o facts.IMEXOneNode, v *verdict, actual *[]string) {
+	if o.BakedCount > 0 {
+		*actual = append(*actual, "nodes_config.cfg of real addresses")
+		v.fail("the image's /etc/nvidia-imex/nodes_config.cfg holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog write the nodes' addresses",
+			o.BakedCount, strings.Join(o.BakedAddresses, " "))
+	}
+	if o.RestoreProblem != "" {
+		*actual = append(*actual, "nodes_config.cfg or nvidia-imex not restored")
+		v.fail("the one-node IMEX domain's temporary /etc/nvidia-imex/nodes_config.cfg and the service's state were not put back (%s): the image must not keep a list of addresses, since every node's list must match and a baked one blocks the nodes it does not name", o.RestoreProblem)
+	}
+	// why the service did not come up, when it said so.
+	var causes []string
+	if o.RestartExit != 0 {
+		causes = append(causes, fmt.Sprintf("`systemctl restart nvidia-imex` exited %d", o.RestartExit))
+	}
+	if o.ActiveAfter == "failed" {
+		causes = append(causes, "nvidia-imex failed: see `journalctl -u nvidia-imex` and /var/log/nvidia-imex.log (a package that does not match the driver is the usual cause)")
+	} else if o.ActiveAfter != "" && o.ActiveAfter != "active" {
+		causes = append(causes, "nvidia-imex is "+o.ActiveAfter)
+	}
+	cause := ""
+	if len(causes) > 0 {
+		cause = " (" + strings.Join(causes, "; ") + ")"
+	}
+	addr := cmp.Or(o.Address, "the tray's address")
+	switch {
+	case o.Problem != "":
+		*actual = append(*actual, "one-node domain not brought up")
+		v.fail("the one-node IMEX domain could not be brought up: %s", o.Problem)
+		return
+	case !o.Domain.OK() && len(causes) > 0:
+		*actual = append(*actual, "one-node domain never up")
+		v.fail("the one-node IMEX domain of %s never came up: %s; %s", addr, strings.Join(causes, "; "), o.Domain.Problem)
+		return
+	case !o.Domain.OK():
+		*actual = append(*actual, "one-node domain unknown")
+		v.fail("the one-node IMEX domain of %s did not answer: %s", addr, o.Domain.Problem)
+		return
+	}
+	d := o.Domain.Value
+	*actual = append(*actual, "one-node domain "+d.Status)
+	p := d.Problems()
+	for _, n := range d.Nodes {
+		if n.Host != o.Address {
+			p = append(p, fmt.Sprintf("node #%d is %s, not the tray's own address %s", n.Index, n.Host, o.Address))
+		}
+		for _, c := range n.Connections {
+			switch c.Status {
+			case imexctl.ConnVersionMismat:
+				p = append(p, "version mismatch (!V!): the IMEX versions of the nodes differ, so they do not communicate")
+			case imexctl.ConnNodeMapMismat:
+				p = append(p, "node map mismatch (!M!): the nodes' nodes_config.cfg lists differ")
+			}
+		}
+	}
+	if len(d.Nodes) > 1 {
+		p = append(p, fmt.Sprintf("the domain lists %d nodes, not the tray alone", len(d.Nodes)))
+	}
+	if len(p) > 0 {
+		v.fail("the one-node IMEX domain of %s did not come up within the bake's wait: %s%s", addr, strings.Join(p, "; "), cause)
+	}
 }
 
 // judgeIMEXDomain judges the domain a running service reports, by ParallelCluster's rule.

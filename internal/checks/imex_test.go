@@ -203,3 +203,91 @@ func TestUpstreamVersion(t *testing.T) {
 		}
 	}
 }
+
+// oneNode is a bake's one-node domain of 10.1.42.17 that came up: UP, READY, connected to
+// itself, everything put back.
+func oneNode() *facts.IMEXOneNode {
+	return &facts.IMEXOneNode{Ran: true, WasActive: "inactive", Address: "10.1.42.17", ActiveAfter: "active",
+		Domain: facts.Read(gbDomain(imexctl.DomainUp, "10.1.42.17"), `{"nodes":{...}}`)}
+}
+
+// The bake's one-node domain: judged instead of the running service's domain (an image ships
+// nvidia-imex stopped or with placeholders), and the file's restore judged too.
+func TestIMEXOneNode(t *testing.T) {
+	const gb = "p6e-gb200.36xlarge"
+	for _, tc := range []struct {
+		name   string
+		tweak  func(*facts.IMEXOneNode)
+		status result.Status
+		msg    string
+	}{
+		{"up and ready", nil, result.Pass, ""},
+		{"domain down, unit failed", func(o *facts.IMEXOneNode) {
+			o.Domain.Value.Status, o.Domain.Value.Nodes[0].Status = imexctl.DomainDown, imexctl.NodeUnavailable
+			o.ActiveAfter, o.RestartExit = "failed", 1
+		}, result.Fail, "the one-node IMEX domain of 10.1.42.17 did not come up within the bake's wait: domain state DOWN, not UP; node #0 (10.1.42.17) UNAVAILABLE, not READY (`systemctl restart nvidia-imex` exited 1; nvidia-imex failed"},
+		{"version mismatch", func(o *facts.IMEXOneNode) {
+			o.Domain.Value.Status = imexctl.DomainDegraded
+			o.Domain.Value.Nodes[0].Connections[0].Status = imexctl.ConnVersionMismat
+		}, result.Fail, "version mismatch (!V!)"},
+		{"another address", func(o *facts.IMEXOneNode) { o.Address = "10.1.42.18" }, result.Fail, "node #0 is 10.1.42.17, not the tray's own address 10.1.42.18"},
+		{"no answer", func(o *facts.IMEXOneNode) {
+			o.Domain = facts.Unread[imexctl.Domain]("the script was stopped at its bound before reading the domain", "out")
+		}, result.Fail, "did not answer: the script was stopped at its bound"},
+		{"the image's list holds real addresses", func(o *facts.IMEXOneNode) {
+			o.HadConfig, o.BakedCount, o.BakedAddresses = true, 1, []string{"10.9.8.7"}
+		}, result.Fail, "the image's /etc/nvidia-imex/nodes_config.cfg holds 1 real address(es) (10.9.8.7)"},
+		{"the image's list is the placeholder", func(o *facts.IMEXOneNode) { o.HadConfig = true }, result.Pass, ""},
+		{"unit failed, nothing answers", func(o *facts.IMEXOneNode) {
+			o.Domain = facts.Unread[imexctl.Domain]("nvidia-imex-ctl -N -j: not JSON", "Query Status returned error code: 14")
+			o.ActiveAfter, o.RestartExit = "failed", 1
+		}, result.Fail, "the one-node IMEX domain of 10.1.42.17 never came up: `systemctl restart nvidia-imex` exited 1; nvidia-imex failed"},
+		{"not brought up", func(o *facts.IMEXOneNode) { o.Problem = "ip is not installed" }, result.Fail, "could not be brought up: ip is not installed"},
+		{"restore failed while up", func(o *facts.IMEXOneNode) {
+			o.RestoreProblem = "/etc/nvidia-imex/nodes_config.cfg could not be put back"
+		}, result.Fail, "the image must not keep a list of addresses"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := gbHost()
+			h.IMEX.Active = facts.Read("inactive", "inactive") // as an image ships it
+			h.IMEX.Domain = facts.Unread[imexctl.Domain]("nvidia-imex-ctl not run: nvidia-imex is not active", "")
+			h.IMEX.OneNode = oneNode()
+			if tc.tweak != nil {
+				tc.tweak(h.IMEX.OneNode)
+			}
+			c := judgeIMEX(facts.Run{Host: h}, gbTarget(settings.IMEXUnset, gb))
+			if c.Status != tc.status || !strings.Contains(c.Message, tc.msg) {
+				t.Fatalf("%s %q, want %s %q (actual %q)", c.Status, c.Message, tc.status, tc.msg, c.Actual)
+			}
+			if c.Status.Failing() && c.Evidence == "" {
+				t.Error("a failure without evidence")
+			}
+		})
+	}
+	// Not run (a verification, a node check): the service's state is judged as before.
+	h := gbHost()
+	h.IMEX.Active.Value = "inactive"
+	if c := judgeIMEX(facts.Run{Host: h}, gbTarget(settings.IMEXUnset, gb)); c.Status != result.Warn {
+		t.Errorf("without a one-node domain: %s %q, want warn", c.Status, c.Message)
+	}
+}
+
+// Only a multi-node NVLink host with imex resolved to host brings up a one-node domain.
+func TestOneNodeIMEXDomain(t *testing.T) {
+	for _, tc := range []struct {
+		typ  string
+		mode settings.IMEX
+		want bool
+	}{
+		{"p6e-gb200.36xlarge", settings.IMEXUnset, true},
+		{"p6e-gb200.36xlarge", settings.IMEXHost, true},
+		{"p6e-gb200.36xlarge", settings.IMEXDRA, false},
+		{"p6e-gb200.36xlarge", settings.IMEXOff, false},
+		{"p6-b200.48xlarge", settings.IMEXHost, false},
+		{"p5.48xlarge", settings.IMEXUnset, false},
+	} {
+		if got, why := gbTarget(tc.mode, tc.typ).OneNodeIMEXDomain(); got != tc.want || !got && why == "" {
+			t.Errorf("%s imex %q: %v (%q), want %v", tc.typ, tc.mode, got, why, tc.want)
+		}
+	}
+}

@@ -158,6 +158,10 @@ type Bake struct {
 	// freshLogin: the SSH session is a fresh login of the image (a first boot), so its own
 	// memlock limit counts (checks.Target.SessionIsLogin).
 	freshLogin bool
+	// imexOneNode: this run is a bake, which may change the host, so it brings up a one-node
+	// IMEX domain where check imex wants one (imexdomain.go); a verification and a node check
+	// judge what the image has and change nothing.
+	imexOneNode bool
 	// base is the guard's baseline, the layers are judged against it.
 	base guard.Snapshot
 	// run is what this run has read of the host so far, phase by phase, and target what it is
@@ -269,6 +273,7 @@ func (b *Bake) bakePlan() plan {
 	if !b.opt.Validate {
 		return p.then(b.installSiteChecks, func(context.Context) error { b.stage("done (validation disabled)"); return nil }, b.imageHygiene)
 	}
+	b.imexOneNode = true
 	return p.then(b.installSiteChecks, b.hostSuite, b.ncclTest, b.functionTests,
 		b.finalGuard("the host suite and the NCCL test"), b.judged("validation"), b.installNodeCheck, b.writeBOM, b.imageHygiene)
 }

@@ -79,11 +79,15 @@ func (b *Bake) runJobOn(ctx context.Context, h host.Host, dir string, s probe.Sc
 	return run, nil
 }
 
-// functionTests is the function phase: DCGM's diagnostics alongside the EFA traffic test (they
+// functionTests is the function phase: in a bake the one-node IMEX domain first (it restarts
+// nvidia-imex, so nothing else runs beside it), DCGM's diagnostics alongside the EFA traffic test (they
 // share no hardware), then the GPUDirect RDMA all-reduce; then the phase's checks are judged.
 func (b *Bake) functionTests(ctx context.Context) error {
 	start := b.now()
-	err := b.containerTest(ctx)
+	err := b.imexDomainTest(ctx)
+	if err == nil {
+		err = b.containerTest(ctx)
+	}
 	if err == nil {
 		err = b.alongside(b.dcgmTest, b.efaTraffic)(ctx)
 	}

@@ -26,6 +26,7 @@ hostkeys 0
 machine-id size=0
 dbus-machine-id absent
 logs nonempty=2
+imex-nodes-config /etc/nvidia-imex/nodes_config.cfg absent
 done`
 
 // hygieneHost is a fake host whose image hygiene job records when it ran and what its script
@@ -123,6 +124,10 @@ func TestImageHygieneJudgesTheReadBack(t *testing.T) {
 		{"machine id missing", fakeSection{out: strings.Replace(cleanProbe, "machine-id size=0", "machine-id absent", 1)}, buildKey, "fail", "/etc/machine-id is missing"},
 		{"cloud-init state", fakeSection{out: strings.Replace(cleanProbe, "logs", "cloud /var/lib/cloud/instances present\nlogs", 1)}, buildKey, "fail", "cloud-init instance state left: /var/lib/cloud/instances"},
 		{"history", fakeSection{out: strings.Replace(cleanProbe, "logs", "history /root/.bash_history size=120\nlogs", 1)}, buildKey, "fail", "shell history left: /root/.bash_history"},
+		{"IMEX placeholder list", fakeSection{out: strings.Replace(cleanProbe, "cfg absent", "cfg present 0", 1)}, buildKey, "pass", ""},
+		{"IMEX list of real addresses", fakeSection{out: strings.Replace(cleanProbe, "cfg absent", "cfg present 2 10.1.42.17 10.1.42.18", 1)}, buildKey, "fail",
+			"/etc/nvidia-imex/nodes_config.cfg holds 2 real address(es) (10.1.42.17 10.1.42.18): IMEX requires every node's list to match"},
+		{"IMEX list line cut", fakeSection{out: strings.Replace(cleanProbe, "cfg absent", "cfg present x", 1)}, buildKey, "fail", "unreadable line"},
 		{"sudo refused", fakeSection{out: "sudo: a password is required", code: 1}, buildKey, "fail", "reading the image's state as root"},
 		{"cut short", fakeSection{out: "keys /root/.ssh/authorized_keys lines=1 build=0\nhostkeys 0"}, buildKey, "fail", "reading the image's state"},
 		{"a line cut short", fakeSection{out: strings.Replace(cleanProbe, "logs", "history /root/.bash_history\nlogs", 1)}, buildKey, "fail", `unreadable line "history /root/.bash_history"`},

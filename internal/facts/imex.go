@@ -23,6 +23,8 @@ type IMEX struct {
 	// Domain is `nvidia-imex-ctl -N -j`'s view of the domain (unread when the tool is missing
 	// or the service does not answer).
 	Domain Fact[imexctl.Domain]
+	// OneNode is the bake's one-node domain (nil: not brought up in this run).
+	OneNode *IMEXOneNode
 }
 
 // IMEXChannel is what creates /dev/nvidia-caps-imex-channels/channel0, which the admin must
@@ -52,3 +54,35 @@ func (x IMEX) PackageVersion() (string, bool) {
 
 // AtBoot reports whether channel 0 is created at every boot.
 func (c IMEXChannel) AtBoot() bool { return len(c.Options) > 0 }
+
+// IMEXOneNode is the bake's one-node IMEX domain (issue 35; grace-blackwell.md section 1.5):
+// nodes_config.cfg holding only the tray's own private address, the service restarted, the
+// domain as `nvidia-imex-ctl -N -j` reported it once UP or at the bound, then the file and the
+// service put back. Only a bake brings one up: a verification or a node check judges what the
+// image has and changes nothing.
+type IMEXOneNode struct {
+	// Ran is true when the script ran; NotRun says why it did not ("" when it ran or does not
+	// apply).
+	Ran    bool
+	NotRun string
+	// WasActive is `systemctl is-active nvidia-imex` before; HadConfig whether nodes_config.cfg
+	// existed (it is put back byte for byte, or removed).
+	WasActive string
+	HadConfig bool
+	// BakedCount is how many lines of the image's own nodes_config.cfg are real addresses (an
+	// IPv4 address other than the placeholder 0.0.0.0), BakedAddresses the first few.
+	BakedCount     int
+	BakedAddresses []string
+	// Address is the tray's own private address the file held.
+	Address string
+	// RestartExit is `systemctl restart nvidia-imex`'s status; ActiveAfter the unit's state
+	// after the wait.
+	RestartExit int
+	ActiveAfter string
+	// Problem says why the domain could not be brought up at all (a tool missing, no address).
+	Problem string
+	// Domain is the last answer of `nvidia-imex-ctl -N -j`.
+	Domain Fact[imexctl.Domain]
+	// RestoreProblem says what could not be put back ("" when everything was).
+	RestoreProblem string
+}

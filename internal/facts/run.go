@@ -174,9 +174,21 @@ type HygieneState struct {
 	History []SizedFile
 	// NonEmptyLogs counts the non-empty *.log files under /var/log.
 	NonEmptyLogs int
+	// IMEXNodesConfig is /etc/nvidia-imex/nodes_config.cfg as the image keeps it.
+	IMEXNodesConfig *IMEXNodesConfig
 	// Unreadable are the read-back's lines that could not be read; Missing the facts it did
 	// not answer.
 	Unreadable, Missing []string
+}
+
+// IMEXNodesConfig is IMEX's node list file: absent, or how many of its lines are real
+// addresses (an IPv4 address other than the placeholder 0.0.0.0; grace-blackwell.md 1.5), the
+// first few of them.
+type IMEXNodesConfig struct {
+	Path      string
+	Present   bool
+	Count     int
+	Addresses []string
 }
 
 // KeyFile is an authorized_keys file: absent, or its line count and how many hold the build

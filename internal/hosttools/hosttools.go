@@ -63,6 +63,9 @@ var (
 	// NvidiaIMEXCtl is the IMEX package's query tool (grace-blackwell.md section 1.5: PCS and
 	// ParallelCluster call /usr/bin/nvidia-imex-ctl).
 	NvidiaIMEXCtl = tool("nvidia-imex-ctl", "/usr/bin/nvidia-imex-ctl")
+	// IP is iproute2's ip (Ubuntu: /usr/sbin/ip, /sbin/ip before the usr merge): the bake's
+	// one-node IMEX domain asks it for the address of the default route's interface.
+	IP = tool("ip", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")
 	// DKMS is optional: a host without it simply has no DKMS modules.
 	DKMS = bundle.Tool{Name: "dkms", Paths: []string{"/usr/sbin/dkms", "/usr/bin/dkms"}, Optional: true}
 )

@@ -60,7 +60,7 @@ func HygieneState(ctx context.Context, r Runner, loginUser, buildKey string) fac
 // most; a line of another kind, or shape, is unreadable.
 var hygieneFields = map[string][2]int{
 	"keys": {3, 4}, "hostkeys": {2, math.MaxInt}, "machine-id": {2, 2}, "dbus-machine-id": {2, 2},
-	"cloud": {3, 3}, "history": {3, 3}, "logs": {2, 2},
+	"cloud": {3, 3}, "history": {3, 3}, "logs": {2, 2}, "imex-nodes-config": {3, 12},
 }
 
 // ParseHygieneState reads hygiene-probe.sh's answer. An answer without its last line ("done"),
@@ -124,9 +124,25 @@ func ParseHygieneState(s bundle.Section) facts.Fact[facts.HygieneState] {
 				continue
 			}
 			st.NonEmptyLogs = n
+		case "imex-nodes-config":
+			c := facts.IMEXNodesConfig{Path: f[1]}
+			switch {
+			case f[2] == "absent" && len(f) == 3:
+			case f[2] == "present" && len(f) >= 4:
+				n, err := strconv.Atoi(f[3])
+				if err != nil || n < len(f[4:]) || n > 0 && len(f) == 4 {
+					st.Unreadable = append(st.Unreadable, l)
+					continue
+				}
+				c.Present, c.Addresses, c.Count = true, f[4:], n
+			default:
+				st.Unreadable = append(st.Unreadable, l)
+				continue
+			}
+			st.IMEXNodesConfig = &c
 		}
 	}
-	for _, k := range []string{"hostkeys", "machine-id", "dbus-machine-id", "logs"} {
+	for _, k := range []string{"hostkeys", "machine-id", "dbus-machine-id", "logs", "imex-nodes-config"} {
 		if !saw[k] {
 			st.Missing = append(st.Missing, k)
 		}

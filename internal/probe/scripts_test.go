@@ -41,6 +41,7 @@ func TestScriptsParse(t *testing.T) {
 		"node-check-enable": NodeCheckEnableScript("dlami-node-check.service", "/usr/local/sbin/dlami-node-check").Text,
 		"hygiene-probe":     render("hygiene-probe.sh", hygieneVars("ubuntu", ""), nil),
 		"container-engines": containerEnginesScript(),
+		"imex-domain":       IMEXDomainScript(0).Text,
 	}
 	dir := t.TempDir()
 	var files, checked []string

@@ -34,6 +34,9 @@ type expectation struct {
 	Result string `json:"result"`
 	// ProcessesAbsent are names no process on the host may have once Packer has exited.
 	ProcessesAbsent []string `json:"processes_absent"`
+	// FilesAtEnd maps a host path to the content it must have once Packer has exited; null:
+	// the host must not have it (run-scenario copies them before teardown).
+	FilesAtEnd map[string]*string `json:"files_at_end"`
 	// Checks maps a check ID to the status it must have ("warn", "pass", ...).
 	Checks map[string]string `json:"checks"`
 }
@@ -226,6 +229,19 @@ func compare(exp expectation, out string) []string {
 			if strings.Contains(string(ps), name) {
 				problems = append(problems, fmt.Sprintf("%s still runs on the host after Packer exited:\n%s", name, ps))
 			}
+		}
+	}
+	for path, want := range exp.FilesAtEnd {
+		got := filepath.Join(out, "simhost", "files-at-end", path)
+		_, absentErr := os.Stat(got + ".absent")
+		b, err := os.ReadFile(got)
+		switch {
+		case want == nil && absentErr != nil:
+			problems = append(problems, fmt.Sprintf("%s is on the host after Packer exited (%q), want none", path, b))
+		case want != nil && err != nil:
+			problems = append(problems, fmt.Sprintf("%s after Packer exited: %v, want %q", path, err, *want))
+		case want != nil && string(b) != *want:
+			problems = append(problems, fmt.Sprintf("%s after Packer exited is %q, want %q", path, b, *want))
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(out, "dlami-report.json"))

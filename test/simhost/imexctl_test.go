@@ -61,3 +61,59 @@ func TestIMEXCtlStandIn(t *testing.T) {
 		t.Errorf("bad knob: exit %d %q", code, errs)
 	}
 }
+
+// The bake's one-node domain on the simulated host: systemctl restarts nvidia-imex (its state
+// kept where is-active and nvidia-imex-ctl read it), and a nodes_config.cfg holding only the
+// host's own address gives a healthy 1-node domain of that address; knobs break it.
+func TestIMEXOneNodeStandIn(t *testing.T) {
+	h := newHost(t, "p6e-gb200.36xlarge", map[string]string{"service-nvidia-imex": "inactive", "private-ip": "10.1.42.17"})
+	const ctl, sc = "pkgs/files/nvidia-imex-ctl", "root/usr/bin/systemctl"
+	cfg := filepath.Join(h.prefix, "etc/nvidia-imex/nodes_config.cfg")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("10.1.42.17\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := h.runErr(nil, ctl, "-N", "-j"); code != 1 {
+		t.Errorf("before the restart: exit %d, want 1 (nothing answers)", code)
+	}
+	h.run(nil, sc, "restart", "nvidia-imex")
+	if st, _, _ := h.runErr(nil, sc, "is-active", "nvidia-imex"); strings.TrimSpace(st) != "active" {
+		t.Errorf("after the restart: %q", st)
+	}
+	d, err := imexctl.ParseJSON(h.run(nil, ctl, "-N", "-j"))
+	if err != nil || !d.Healthy() || len(d.Nodes) != 1 || d.Nodes[0].Host != "10.1.42.17" {
+		t.Errorf("one-node: %v %+v", err, d)
+	}
+	// Another address in the file: not the one-node domain.
+	if err := os.WriteFile(cfg, []byte("10.9.8.7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := imexctl.ParseJSON(h.run(nil, ctl, "-N", "-j")); err != nil || len(d.Nodes) == 1 {
+		t.Errorf("another address: %v %+v", err, d)
+	}
+	h.knob("imex-ctl", "down")
+	if d, err := imexctl.ParseJSON(h.run(nil, ctl, "-N", "-j")); err != nil || d.Status != imexctl.DomainDown || d.Nodes[0].Status != imexctl.NodeUnavailable {
+		t.Errorf("down: %v %+v", err, d)
+	}
+	h.knob("imex-ctl", "version-mismatch")
+	if d, err := imexctl.ParseText(h.run(nil, ctl, "-N")); err != nil || d.Healthy() || d.Nodes[0].Connections[0].Status != imexctl.ConnVersionMismat {
+		t.Errorf("version mismatch (text): %v %+v", err, d)
+	}
+	if d, err := imexctl.ParseJSON(h.run(nil, ctl, "-N", "-j")); err != nil || d.Nodes[0].Connections[0].Status != imexctl.ConnVersionMismat {
+		t.Errorf("version mismatch: %v %+v", err, d)
+	}
+	h.knob("imex-ctl", "")
+	h.run(nil, sc, "stop", "nvidia-imex")
+	if _, _, code := h.runErr(nil, ctl, "-N", "-j"); code != 1 {
+		t.Errorf("stopped: exit %d, want 1", code)
+	}
+	h.knob("imex-start", "failed")
+	if _, errs, code := h.runErr(nil, sc, "restart", "nvidia-imex"); code != 1 || !strings.Contains(errs, "nvidia-imex.service failed") {
+		t.Errorf("failed start: exit %d %q", code, errs)
+	}
+	if st, _, _ := h.runErr(nil, sc, "is-active", "nvidia-imex"); strings.TrimSpace(st) != "failed" {
+		t.Errorf("after a failed start: %q", st)
+	}
+}

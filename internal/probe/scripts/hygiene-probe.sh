@@ -9,6 +9,8 @@
 #   cloud PATH present
 #   history FILE size=N
 #   logs nonempty=N
+#   imex-nodes-config FILE absent | imex-nodes-config FILE present N ADDR... (the lines that are
+#   an IPv4 address other than the placeholder 0.0.0.0, the first 8 listed)
 # The plugin sets, before this body: user (the SSH user Packer logged in as), blob (the base64
 # part of the public key Packer logged in with, or empty), cloud (cloud-init's instance state
 # paths) and hist (the shell history file names).
@@ -41,4 +43,13 @@ done; done
 n=0
 for f in /var/log/*.log /var/log/*/*.log; do [ -s "$f" ] && n=$((n + 1)); done
 echo "logs nonempty=$n"
+# IMEX's node list (grace-blackwell.md section 1.5): every node's list must match, so a list of
+# real addresses baked into the image blocks the nodes it does not name.
+f=/etc/nvidia-imex/nodes_config.cfg
+if [ ! -e "$f" ]; then echo "imex-nodes-config $f absent"
+else
+  awk -v f="$f" '{ sub(/#.*/, ""); gsub(/[[:space:]]/, "") }
+    /^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ && $0 != "0.0.0.0" { n++; if (n <= 8) a = a " " $0 }
+    END { print "imex-nodes-config " f " present " n + 0 a }' "$f" || exit 2
+fi
 echo "done"

@@ -2,8 +2,9 @@
 # CliqueId 4026, one cluster UUID). imex defaults to "host" on this type, so the image must
 # create IMEX channel 0 at boot: a layer adds the driver option, as a platform team's golden
 # image does (NVIDIA's IMEX guide, imexchannels.html; Azure's GB200 image sets the same). The
-# IMEX domain itself is not judged in a one-tray bake (the service is inactive until
-# nodes_config.cfg holds the domain's addresses): imex warns, saying so.
+# bake brings up a one-node IMEX domain (nodes_config.cfg holding only the tray's own address,
+# nvidia-imex restarted; the stand-in reports it UP/READY) and imex passes; the image ships no
+# nodes_config.cfg, and none is left after the bake (files_at_end).
 
 build {
   sources = ["source.null.dlami"]
