@@ -127,4 +127,3 @@ func TestParseContainerChannels(t *testing.T) {
 		t.Errorf("the listing's command %+v", cmd)
 	}
 }
-

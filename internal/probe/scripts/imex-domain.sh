@@ -69,11 +69,13 @@ restore() {
 }
 trap restore EXIT
 trap 'exit 143' TERM INT HUP
-# The tray's own private address: the source address of the default route (EC2's primary ENI).
+# The tray's own private address: the source address of the default route (EC2's primary ENI),
+# else, on a host without a default route, its first global IPv4 address.
 addr=$("$ipt" -4 route get 1.1.1.1 2>&1 | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n 1)
+[ -n "$addr" ] || addr=$("$ipt" -4 -o addr show scope global 2>&1 | sed -n 's/.* inet \([0-9.]*\)\/.*/\1/p' | head -n 1)
 case $addr in
 '' | *[!0-9.]*)
-	echo "$M ERROR no private IPv4 address: \`$ipt -4 route get 1.1.1.1\` names no source address"
+	echo "$M ERROR no private IPv4 address: neither \`$ipt -4 route get 1.1.1.1\` nor \`$ipt -4 -o addr show scope global\` names one"
 	exit 1
 	;;
 esac
