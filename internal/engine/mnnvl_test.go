@@ -88,3 +88,44 @@ func TestMultiNodeMNNVL(t *testing.T) {
 		})
 	}
 }
+
+// The caller tags the AMI verified by its nodes only when both runs passed: a GB200 pair whose
+// second run fell back to EFA is no pass, even where warn_checks makes nccl-mnnvl a warning.
+func TestMultiNodeMNNVLOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		warn       bool
+		want       result.Status
+	}{
+		{"both pass", "via P2P/MNNVL/read", false, result.Pass},
+		{"nccl-mnnvl fails", "[send] via NET/Libfabric/0/GDRDMA", false, result.Fail},
+		{"nccl-mnnvl only warned", "[send] via NET/Libfabric/0/GDRDMA", true, result.Warn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, _ := twoFakeNodes(t, nil)
+			hosts[0].jobs["nccl-multinode.sh"] = func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+				if m := mnnvlValueRE.FindStringSubmatch(string(h.files[j.Script])); m != nil && m[1] == "1" {
+					io.WriteString(w, gb200Log(tc.path))
+				} else {
+					io.WriteString(w, gb200Log("[send] via NET/Libfabric/0/GDRDMA"))
+				}
+				return 0, nil
+			}
+			o := multiNodeOptions(t, hosts, 0)
+			for i := range o.Nodes {
+				o.Nodes[i].InstanceType, o.Nodes[i].EFA = "p6e-gb200.36xlarge", 4
+			}
+			o.Common.Launch.EFA = 4
+			o.Checks.MultiNode.BusBWFloorGBps = 100
+			if tc.warn {
+				o.Checks.Warn, o.Checks.WarnSetting = []string{result.NCCLMNNVL}, "warn_checks"
+			}
+			var outcome result.Status
+			o.Outcome = &outcome
+			_ = MultiNode(context.Background(), &recordingUI{}, o)
+			if outcome != tc.want {
+				t.Errorf("outcome %q, want %q", outcome, tc.want)
+			}
+		})
+	}
+}

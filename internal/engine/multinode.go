@@ -50,8 +50,9 @@ type MultiNodeOptions struct {
 	// Launch is the launch, for the report; its Nodes are filled in here.
 	Launch *report.Launch
 	// Outcome, when set, receives the nccl-multinode check's status once the run ends (""
-	// when it was never judged): a caller says and tags a test across nodes only when it
-	// passed, not when skip_checks or warn_checks made it a skip or a warning.
+	// when it was never judged), or nccl-mnnvl's where that one ran and nccl-multinode
+	// passed: a caller says and tags a test across nodes only when it passed, not when
+	// skip_checks or warn_checks made it a skip or a warning.
 	Outcome *result.Status
 }
 
@@ -88,7 +89,13 @@ func MultiNode(ctx context.Context, ui UI, o MultiNodeOptions) error {
 		return b.plan.run(ctx)
 	})
 	if o.Outcome != nil {
-		*o.Outcome = b.checkOf(result.NCCLMultiNode).Status
+		// Where the second run over multi-node NVLink ran, the test across the nodes passed only
+		// when both did.
+		st := b.checkOf(result.NCCLMultiNode).Status
+		if st == result.Pass && mn.ranMNNVL {
+			st = b.checkOf(result.NCCLMNNVL).Status
+		}
+		*o.Outcome = st
 	}
 	return err
 }
@@ -103,9 +110,9 @@ type multiNode struct {
 	keyed []bool
 	tag   string
 	// started is set when the test was started, stopped once its leftovers were stopped on
-	// every node.
-	started, stopped bool
-	mu               sync.Mutex
+	// every node; ranMNNVL once the second run, over multi-node NVLink, was started.
+	started, stopped, ranMNNVL bool
+	mu                         sync.Mutex
 }
 
 // eachNode runs f for every node at the same time and returns the first error in node order.
@@ -299,7 +306,7 @@ func (m *multiNode) test(ctx context.Context) error {
 func (m *multiNode) testMNNVL(ctx context.Context, script probe.Script, hosts []string, took time.Duration) (time.Duration, error) {
 	b, mn := m.b, &m.b.run.MultiNode
 	b.stage("multi-node test over multi-node NVLink")
-	m.stopped = false
+	m.stopped, m.ranMNNVL = false, true
 	b.ui.Say(fmt.Sprintf("dlami: running the NCCL all-reduce across %d nodes again over multi-node NVLink (%s=1), at most %s", len(hosts), checks.MNNVLEnvKey, script.Timeout))
 	out, err := b.runJobOn(ctx, m.o.Nodes[0].Host, m.dirs[0], script, true)
 	if ctx.Err() != nil {
