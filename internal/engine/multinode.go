@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/profile"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/report"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
 )
 
 // Node is one instance of a verification across nodes: the host to reach it and who it is.
@@ -48,8 +50,9 @@ type MultiNodeOptions struct {
 	// Launch is the launch, for the report; its Nodes are filled in here.
 	Launch *report.Launch
 	// Outcome, when set, receives the nccl-multinode check's status once the run ends (""
-	// when it was never judged): a caller says and tags a test across nodes only when it
-	// passed, not when skip_checks or warn_checks made it a skip or a warning.
+	// when it was never judged), or nccl-mnnvl's where that one ran and nccl-multinode
+	// passed: a caller says and tags a test across nodes only when it passed, not when
+	// skip_checks or warn_checks made it a skip or a warning.
 	Outcome *result.Status
 }
 
@@ -86,7 +89,13 @@ func MultiNode(ctx context.Context, ui UI, o MultiNodeOptions) error {
 		return b.plan.run(ctx)
 	})
 	if o.Outcome != nil {
-		*o.Outcome = b.checkOf(result.NCCLMultiNode).Status
+		// Where the second run over multi-node NVLink ran, the test across the nodes passed only
+		// when both did.
+		st := b.checkOf(result.NCCLMultiNode).Status
+		if st == result.Pass && mn.ranMNNVL {
+			st = b.checkOf(result.NCCLMNNVL).Status
+		}
+		*o.Outcome = st
 	}
 	return err
 }
@@ -101,9 +110,9 @@ type multiNode struct {
 	keyed []bool
 	tag   string
 	// started is set when the test was started, stopped once its leftovers were stopped on
-	// every node.
-	started, stopped bool
-	mu               sync.Mutex
+	// every node; ranMNNVL once the second run, over multi-node NVLink, was started.
+	started, stopped, ranMNNVL bool
+	mu                         sync.Mutex
 }
 
 // eachNode runs f for every node at the same time and returns the first error in node order.
@@ -239,7 +248,22 @@ func (m *multiNode) test(ctx context.Context) error {
 	for _, n := range m.o.Nodes {
 		hosts = append(hosts, n.PrivateIP)
 	}
-	script, err := probe.MultiNodeScript(o, o.RanksPerNode, hosts, m.dirs[0])
+	// On a multi-node NVLink type the all-reduce runs twice: over EFA with MNNVL off (NCCL's
+	// default would take the NVLink domain, and nccl-multinode judges EFA), then with MNNVL
+	// required (nccl-mnnvl).
+	mnnvl, _, known := b.target.MultiNodeNVLink()
+	mnnvl = mnnvl && known
+	efaRun := o
+	if mnnvl {
+		efaRun = withEnv(o, checks.MNNVLEnvKey, "0")
+	} else {
+		mn.MNNVL.NotRun = "the nodes share no NVLink domain across trays"
+	}
+	script, err := probe.MultiNodeScript(efaRun, o.RanksPerNode, hosts, m.dirs[0])
+	var nvlScript probe.Script
+	if err == nil && mnnvl {
+		nvlScript, err = probe.MultiNodeScript(withEnv(o, checks.MNNVLEnvKey, "1"), o.RanksPerNode, hosts, m.dirs[0])
+	}
 	if err != nil {
 		mn.Problem = "bad multi_node settings: " + err.Error()
 		b.judge(checks.PhaseMultiNode, 0)
@@ -263,12 +287,50 @@ func (m *multiNode) test(ctx context.Context) error {
 	fig := ncclFigures(mn.NCCL)
 	b.update(func(r *report.Report) { r.NCCL = &fig })
 	m.stop(ctx)
+	took := out.took
+	if mnnvl {
+		if took, err = m.testMNNVL(ctx, nvlScript, hosts, took); err != nil {
+			return err
+		}
+	}
 	if err := m.readLogs(ctx, false); err != nil {
 		return err
 	}
-	m.launchNodes(out.took)
-	b.judge(checks.PhaseMultiNode, out.took)
+	m.launchNodes(took)
+	b.judge(checks.PhaseMultiNode, took)
 	return nil
+}
+
+// testMNNVL runs the all-reduce a second time with NCCL_MNNVL_ENABLE=1 (nccl-mnnvl) and stops
+// what it left on every node; it returns the time of both runs.
+func (m *multiNode) testMNNVL(ctx context.Context, script probe.Script, hosts []string, took time.Duration) (time.Duration, error) {
+	b, mn := m.b, &m.b.run.MultiNode
+	b.stage("multi-node test over multi-node NVLink")
+	m.stopped, m.ranMNNVL = false, true
+	b.ui.Say(fmt.Sprintf("dlami: running the NCCL all-reduce across %d nodes again over multi-node NVLink (%s=1), at most %s", len(hosts), checks.MNNVLEnvKey, script.Timeout))
+	out, err := b.runJobOn(ctx, m.o.Nodes[0].Host, m.dirs[0], script, true)
+	if ctx.Err() != nil {
+		return took, ctx.Err()
+	}
+	mn.MNNVL = probe.ParseNCCLRun(out.output, out.code, out.timedOut, script.Timeout)
+	mn.MNNVL.Took = out.took
+	if err != nil {
+		mn.MNNVL.Problem = err.Error()
+	}
+	m.stop(ctx)
+	return took + out.took, nil
+}
+
+// withEnv is o with key=value over whatever multi_node.env sets for it (a copy: o's map is
+// left alone).
+func withEnv(o settings.MultiNode, key, value string) settings.MultiNode {
+	env := maps.Clone(o.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[key] = value
+	o.Env = env
+	return o
 }
 
 // readLogs reads every node's kernel log: before the test (the mark) or after it.

@@ -13,6 +13,9 @@ type MultiNodeRun struct {
 	Nodes []MultiNodeNode
 	// NCCL is the run on the first node.
 	NCCL NCCLRun
+	// MNNVL is the second run on a multi-node NVLink type, with NCCL_MNNVL_ENABLE=1 (check
+	// nccl-mnnvl); its NotRun says why it did not run (another type, the first run failed).
+	MNNVL NCCLRun
 }
 
 // MultiNodeNode is one node of a test across nodes.

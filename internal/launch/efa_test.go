@@ -511,3 +511,23 @@ func TestCleanupTriesTheGroupWhenTheInterfaceLookupIsDenied(t *testing.T) {
 	}
 	assertNothingLeft(t, f)
 }
+
+// A type whose interface limits EC2's public answers lack (p6e-gb200.36xlarge: 17 cards, 16
+// EFA, no MaximumNetworkInterfaces; grace-blackwell.md 1.1) still takes an efa-only interface on
+// device 0 of every card but card 0; a second device on a card needs the figure.
+func TestPlanLayoutWithoutInterfaceLimits(t *testing.T) {
+	info := types.InstanceTypeInfo{InstanceType: "p6e-gb200.36xlarge", NetworkInfo: &types.NetworkInfo{
+		EfaSupported: aws.Bool(true), EfaInfo: &types.EfaInfo{MaximumEfaInterfaces: aws.Int32(16)}, MaximumNetworkCards: aws.Int32(17)}}
+	for _, tc := range []struct {
+		want   int
+		layout string
+	}{{EFAAll, "0/0 interface, 1-16/0 efa-only"}, {4, "0/0 interface, 1-4/0 efa-only"}} {
+		l, err := PlanLayout(info, tc.want, "efa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.String(); got != tc.layout {
+			t.Errorf("efa %d: layout %s, want %s", tc.want, got, tc.layout)
+		}
+	}
+}

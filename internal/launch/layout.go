@@ -95,7 +95,10 @@ func efaCards(info types.InstanceTypeInfo) []Interface {
 		if c.index == 0 {
 			device = 1 // device 0 is the primary's
 		}
-		takesEFA := device < c.maxInterfaces
+		// A card EC2 gives no interface limit for still holds its device 0 (a network card is
+		// where an interface attaches; p6e-gb200's per-card and per-type limits are not public,
+		// grace-blackwell.md 1.1): only a second device needs the figure.
+		takesEFA := device < max(c.maxInterfaces, 1)
 		switch {
 		case listed:
 			takesEFA = takesEFA && (slices.Contains(c.types, types.NetworkCardInterfaceTypeEfa) || slices.Contains(c.types, types.NetworkCardInterfaceTypeEfaOnly))

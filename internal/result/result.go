@@ -64,6 +64,9 @@ const (
 	ContainerGPU = "container-gpu"
 	// The NCCL test across a verification's nodes (post-processor, nodes >= 2).
 	NCCLMultiNode = "nccl-multinode"
+	// NCCLMNNVL is the same test over multi-node NVLink (NCCL_MNNVL_ENABLE=1) on UltraServer
+	// trays (GB200).
+	NCCLMNNVL = "nccl-mnnvl"
 	// The first boot of an instance launched from the baked AMI (post-processor).
 	FirstBootKernel   = "first-boot-kernel"
 	FirstBootPackages = "first-boot-packages"

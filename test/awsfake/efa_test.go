@@ -152,8 +152,8 @@ func TestRunInstancesRefusesWhatEC2Refuses(t *testing.T) {
 		{"several interfaces on a type without public figures", "t3.micro", withPrimary(iface{0, 1, "interface"}), nil,
 			"InvalidParameterValue", "The fake EC2 cannot judge this network interface layout for t3.micro"},
 		// Into a Capacity Block: EC2 launches p6e-gb200 nowhere else (capacityblocks.go).
-		{"EFA where MaximumEfaInterfaces is not found", "p6e-gb200.36xlarge", withPrimary(iface{1, 0, "efa-only"}), intoBlock,
-			"InvalidParameterValue", "EfaInfo.MaximumEfaInterfaces is not in its public figures"},
+		{"a second interface on a card whose limit is not found", "p6e-gb200.36xlarge", withPrimary(iface{0, 1, "interface"}), intoBlock,
+			"InvalidParameterValue", "NetworkCards[0].MaximumNetworkInterfaces is not in its public figures"},
 		{"an unknown placement group", "p5.48xlarge", p5CurrentLayout(),
 			func(in *ec2.RunInstancesInput) { in.Placement = &ec2types.Placement{GroupName: aws.String("nowhere")} },
 			"InvalidPlacementGroup.Unknown", "The Placement Group 'nowhere' is unknown."},
@@ -333,7 +333,7 @@ func TestDescribeInstanceTypes(t *testing.T) {
 		t.Errorf("c7i.8xlarge %+v", c7)
 	}
 	gb := by["p6e-gb200.36xlarge"]
-	if gb.VCpuInfo != nil || gb.MemoryInfo != nil || gb.GpuInfo != nil || gb.ProcessorInfo != nil || gb.NetworkInfo.EfaInfo != nil ||
+	if gb.VCpuInfo != nil || gb.MemoryInfo != nil || gb.GpuInfo != nil || gb.ProcessorInfo != nil || gb.NetworkInfo.EfaInfo == nil || aws.ToInt32(gb.NetworkInfo.EfaInfo.MaximumEfaInterfaces) != 16 ||
 		gb.NetworkInfo.MaximumNetworkInterfaces != nil || len(gb.NetworkInfo.NetworkCards) != 0 || aws.ToInt32(gb.NetworkInfo.MaximumNetworkCards) != 17 {
 		t.Errorf("p6e-gb200.36xlarge answers figures the fact sheet does not have: %+v", gb)
 	}

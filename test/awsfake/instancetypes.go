@@ -132,12 +132,14 @@ var instanceTypes = func() map[string]*InstanceTypeInfo {
 			EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(17), MaximumNetworkInterfaces: num(68),
 			DefaultNetworkCardIndex: num(0), Ipv4AddressesPerInterface: num(50), CardInterfaces: cards(17, 4), EFACards: cardRange(1, 16),
 			Source: "K-vpc, K-doc, UG-EFA and aws-parallelcluster#7143 (card 0 ENA-only, EFA on cards 1..16); NetworkPerformance not found"},
-		// p6e-gb200.36xlarge: only UG-EFA's prose ("up to 17 network cards"; EFA-only on the odd
-		// cards 1..15, ENA or EFA on the even cards 2..16, card 0 ENA). MaximumEfaInterfaces,
-		// MaximumNetworkInterfaces, per-card interfaces, GPU, vCPU, memory and architecture: not found.
-		{InstanceType: "p6e-gb200.36xlarge", EfaSupported: flag(true), MaximumNetworkCards: num(17), DefaultNetworkCardIndex: num(0),
+		// p6e-gb200.36xlarge: UG-EFA's prose ("up to 17 network cards"; EFA-only on the odd
+		// cards 1..15, ENA or EFA on the even cards 2..16, card 0 ENA) and MaximumEfaInterfaces 16
+		// as NVIDIA/aicr#1256 quotes `aws ec2 describe-instance-types` (secondary;
+		// grace-blackwell.md 1.1). MaximumNetworkInterfaces, per-card interfaces, GPU, vCPU,
+		// memory and architecture: not found.
+		{InstanceType: "p6e-gb200.36xlarge", EfaSupported: flag(true), MaximumEfaInterfaces: num(16), MaximumNetworkCards: num(17), DefaultNetworkCardIndex: num(0),
 			EFACards: cardRange(1, 16),
-			Source:   "UG-EFA prose only (fact sheet: absent from Karpenter's data); most figures not found"},
+			Source:   "UG-EFA prose, NVIDIA/aicr#1256 (MaximumEfaInterfaces, secondary); absent from Karpenter's data; most figures not found"},
 		// G5 / G6 / G6e and a non-GPU control (fact sheet table "G5 / G6 / G6e and a non-GPU control").
 		{InstanceType: "g5.xlarge", Architecture: "x86_64", CPUManufacturer: "AMD", DefaultVCPUs: num(4), MemoryMiB: num(16384),
 			GPUName: "A10G", GPUManufacturer: "NVIDIA", GPUCount: 1, GPUMemoryMiB: num(22888),

@@ -59,6 +59,12 @@ type mpiRun struct {
 // for a host that is not in nodes.
 func runMPI(t *testing.T, nodes []mpiNode, hostfileAddrs []string, wait time.Duration) mpiRun {
 	t.Helper()
+	return runMPIWith(t, nodes, hostfileAddrs, wait, 8)
+}
+
+// runMPIWith is runMPI with perNode ranks on each node and extra -x NAME=VALUE variables.
+func runMPIWith(t *testing.T, nodes []mpiNode, hostfileAddrs []string, wait time.Duration, perNode int, extraEnv ...string) mpiRun {
+	t.Helper()
 	dir := nodes[0].h.dir
 	tmp := t.TempDir()
 	var agent strings.Builder
@@ -80,12 +86,15 @@ func runMPI(t *testing.T, nodes []mpiNode, hostfileAddrs []string, wait time.Dur
 	}
 	// The plugin's command (issue 26), with this checkout's paths for the stand-ins.
 	prefix := filepath.Join(dir, "root/opt/amazon/openmpi")
-	args := []string{filepath.Join(prefix, "bin/mpirun"), "--prefix", prefix, "-n", "16", "-N", "8", "--hostfile", filepath.Join(tmp, "hostfile"),
+	args := []string{filepath.Join(prefix, "bin/mpirun"), "--prefix", prefix, "-n", strconv.Itoa(perNode * len(hostfileAddrs)), "-N", strconv.Itoa(perNode), "--hostfile", filepath.Join(tmp, "hostfile"),
 		"--bind-to", "none", "--tag-output", "--mca", "plm_rsh_agent", agentPath,
 		"--mca", "plm_rsh_args", "-i " + tmp + "/id_ed25519 -o IdentitiesOnly=yes -o BatchMode=yes -o UserKnownHostsFile=" + tmp + "/known_hosts -o StrictHostKeyChecking=yes -o ConnectTimeout=20",
 		"-x", "LD_LIBRARY_PATH=/usr/local/cuda-13.2/lib:/usr/local/cuda-13.2/lib64:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib",
-		"-x", "NCCL_DEBUG=INFO", "-x", "FI_PROVIDER=efa", "-x", "NCCL_TESTS_SPLIT_MASK=0x0",
-		filepath.Join(dir, "root/usr/lib/dlami-sim/all_reduce_perf"), "-b", "8", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "20"}
+		"-x", "NCCL_DEBUG=INFO", "-x", "FI_PROVIDER=efa", "-x", "NCCL_TESTS_SPLIT_MASK=0x0"}
+	for _, e := range extraEnv {
+		args = append(args, "-x", e)
+	}
+	args = append(args, filepath.Join(dir, "root/usr/lib/dlami-sim/all_reduce_perf"), "-b", "8", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "20")
 	cmd := exec.Command("bash", args...)
 	// Open MPI's documented alternative to --allow-run-as-root, for a root test runner: the
 	// command line stays the plugin's.

@@ -24,8 +24,13 @@
 #            L_MNBW) scaled by the devices attached over the type's count, halved without
 #            GPUDirect RDMA; knob nccl-socket-busbw (default 3) on sockets. The run's bus
 #            bandwidth is the slowest node's.
+#   mnnvl    the NVLink fabric clique all of this node's GPUs registered in, "<ClusterUUID>/<CliqueId>"
+#            (the fields NCCL's ncclMnnvlCheck compares, NVIDIA/nccl src/mnnvl.cc), or 0: not a
+#            multi-node NVLink tray (layout L_MNNVL), or a GPU whose fabric is not Completed with
+#            Status Success (knobs fabric-state, fabric-status), Unhealthy (fabric-health), or
+#            GPUs in different cliques (fabric-clique, fabric-cluster-uuid). See nvidia-smi.
 nccl_node_facts() {
-	local nefa net nics gdr traffic nvls p2p bw gname
+	local nefa net nics gdr traffic nvls p2p bw gname mnnvl
 	layout
 	efa_cards
 	kv rdmap-count "$EFA_N"; nefa=$REPLY
@@ -49,6 +54,26 @@ nccl_node_facts() {
 			if (g != "on") b = b / 2
 			printf "%.1f", b }')
 	fi
-	REPLY="host=${HOSTNAME:-$(hostname)};type=$L_TYPE;gpu=$gname;efa=$nefa;nics=$nics;net=$net;gdr=$gdr;traffic=$traffic;nvls=$nvls;p2p=$p2p;bw=$bw"
+	nccl_node_clique; mnnvl=$REPLY
+	REPLY="host=${HOSTNAME:-$(hostname)};type=$L_TYPE;gpu=$gname;efa=$nefa;nics=$nics;net=$net;gdr=$gdr;traffic=$traffic;nvls=$nvls;p2p=$p2p;bw=$bw;mnnvl=$mnnvl"
 	REPLY=${REPLY//$'\n'/ }
+}
+
+# nccl_node_clique: sets REPLY to this node's mnnvl fact (above), from the knobs nvidia-smi -q
+# prints the Fabric section from (the same defaults).
+nccl_node_clique() {
+	local i n one="" c
+	REPLY=0
+	[ "${L_MNNVL:-0}" = 1 ] && [ "${L_FABRIC:-0}" = 1 ] || return 0
+	kv gpu-count "$L_GPUS"; n=$REPLY
+	for ((i = 0; i < n; i++)); do
+		gk fabric-state "$i" Completed; [ "$REPLY" = Completed ] || { REPLY=0; return 0; }
+		gk fabric-status "$i" Success; [ "$REPLY" = Success ] || { REPLY=0; return 0; }
+		gk fabric-health "$i" Healthy; [ "$REPLY" != Unhealthy ] || { REPLY=0; return 0; }
+		gk fabric-cluster-uuid "$i" 9c6f5af3-5b2e-4c1d-a8f7-31e0b6d4c2a9; c=$REPLY
+		gk fabric-clique "$i" 4026; c+=/$REPLY
+		[ -z "$one" ] || [ "$one" = "$c" ] || { REPLY=0; return 0; }
+		one=$c
+	done
+	REPLY=${one:-0}
 }

@@ -134,7 +134,10 @@ layout() {
 		# The image's packages, module files and holds are the DLAMI's all the same; boot-hook
 		# loads no NVIDIA, gdrdrv or EFA module (they find no device).
 		L_CPU=1 L_GPUS=0 L_NVSW=0 L_EFA=0 L_CX7=0 L_NVME=0 L_FM=absent L_NET=socket L_NVLS=0 L_P2P=SHM/direct/direct L_BUSBW=0 L_TOPO=""
-		L_ARCH="" L_PCIE_GEN=0 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 L_MNBW=0 ;;
+		L_ARCH="" L_PCIE_GEN=0 L_NVL=0 L_NVL_FMT=legacy L_FABRIC=0 L_NETBW=0 L_MNBW=0
+		# Graviton sizes (a "g" after the generation: c8g, m7g, r8g...) are arm64: the build
+		# instance of an arm64 DLAMI's two-phase bake (examples/gb200-slurm).
+		case ${L_TYPE%%.*} in [cmr][5-8]g | [cmr][5-8]g[dn]*) L_MACH=aarch64 ;; esac ;;
 	*) L_KNOWN=0 L_TOPO="" ;;
 	esac
 }
