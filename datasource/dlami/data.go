@@ -419,7 +419,7 @@ func (c *Config) checkInstanceType(ctx context.Context, api instancetype.API, am
 	if err := d.Refuse("instance_type"); err != nil {
 		return "", err
 	}
-	return "", instancetype.JudgeArchitecture(typ, d.Architectures,
+	return "", instancetype.JudgeArchitecture(typ, instancetype.FromEC2(d.Architectures),
 		instancetype.ArchWitness{Arch: amiArch, What: "the DLAMI " + amiID, Setting: "architecture"})
 }
 

@@ -29,12 +29,12 @@ func judgeInstanceType(run facts.Run, t Target) result.Check {
 		basis = cmp.Or(t.profileName(), BasisPCI)
 	}
 	var expectedParts []string
-	var supported []string
+	var supported instancetype.Supported
 	if d != nil {
-		supported = d.Architectures
+		supported = instancetype.FromEC2(d.Architectures)
 		expectedParts = append(expectedParts, describeEC2(*d))
 	} else if t.Profile != nil && t.Profile.Arch != "" {
-		supported = []string{t.Profile.Arch}
+		supported = instancetype.Supported{Arches: []string{t.Profile.Arch}, From: t.profileName()}
 		expectedParts = append(expectedParts, t.Profile.Arch+" ("+t.profileName()+")")
 	}
 	if t.Expect.Architecture != "" {
@@ -52,7 +52,7 @@ func judgeInstanceType(run facts.Run, t Target) result.Check {
 			fails = append(fails, err.Error())
 		}
 	}
-	if len(supported) > 0 || t.Expect.Architecture != "" {
+	if len(supported.Arches) > 0 || t.Expect.Architecture != "" {
 		if !h.Machine.OK() {
 			fails = append(fails, "uname -m unreadable, so the host's architecture cannot be compared with the instance type's: "+h.Machine.Problem)
 		} else if err := instancetype.JudgeArchitecture(cmp.Or(t.InstanceType, "the instance type"), supported,
@@ -86,7 +86,7 @@ func judgeInstanceType(run facts.Run, t Target) result.Check {
 		return check(id, result.Fail, basis, expected, actual, strings.Join(append(fails, warns...), "; "), h.Machine.Evidence)
 	case len(warns) > 0:
 		return check(id, result.Warn, basis, expected, actual, strings.Join(warns, "; "), "")
-	case len(supported) == 0 && t.Expect.Architecture == "":
+	case len(supported.Arches) == 0 && t.Expect.Architecture == "":
 		return check(id, result.Warn, basis, expected, actual, "nothing to compare the host's architecture with: set expect.architecture", "")
 	}
 	return check(id, result.Pass, basis, expected, actual, "", "")

@@ -87,21 +87,21 @@ func (b *Bake) checkPlatform(ctx context.Context) error {
 		typ = strings.TrimSpace(b.opt.InstanceType)
 	}
 	desc, _ := b.describe(ctx, typ)
-	var supported []string
+	var supported instancetype.Supported
 	switch {
 	case desc != nil:
-		supported = desc.Architectures
+		supported = instancetype.FromEC2(desc.Architectures)
 		if err := desc.Refuse("instance_type"); err != nil {
 			return err
 		}
 	default:
 		t := checks.Resolve(b.run.Host, b.opt.Checks, typ)
 		if t.Profile != nil && t.Profile.Arch != "" {
-			supported = []string{t.Profile.Arch}
+			supported = instancetype.Supported{Arches: []string{t.Profile.Arch}, From: "the built-in profile of " + t.Profile.InstanceType}
 		}
 	}
 	if !machine.OK() {
-		if len(supported) > 0 || b.opt.Checks.Expect.Architecture != "" {
+		if len(supported.Arches) > 0 || b.opt.Checks.Expect.Architecture != "" {
 			return fmt.Errorf("uname -m unreadable, so the host's architecture cannot be compared with the instance type's: %s", machine.Problem)
 		}
 		return nil

@@ -177,10 +177,22 @@ type ArchWitness struct {
 	Setting string
 }
 
+// Supported are the architectures an instance type runs (nil = not known) and where that came
+// from, which the error quotes: EC2's description or a built-in profile.
+type Supported struct {
+	Arches []string
+	From   string
+}
+
+// FromEC2 is Supported from DescribeInstanceTypes' SupportedArchitectures.
+func FromEC2(arches []string) Supported {
+	return Supported{Arches: arches, From: "DescribeInstanceTypes: SupportedArchitectures"}
+}
+
 // JudgeArchitecture returns an error when the witnesses disagree with each other or with the
-// architectures EC2 says the type runs (supported; nil = not known). Unknown witnesses are
-// left out; the error names every setting that would fix it.
-func JudgeArchitecture(instanceType string, supported []string, witnesses ...ArchWitness) error {
+// architectures the type runs (supported). Unknown witnesses are left out; the error names
+// every setting that would fix it.
+func JudgeArchitecture(instanceType string, supported Supported, witnesses ...ArchWitness) error {
 	var known []ArchWitness
 	for _, w := range witnesses {
 		if strings.TrimSpace(w.Arch) != "" {
@@ -195,10 +207,10 @@ func JudgeArchitecture(instanceType string, supported []string, witnesses ...Arc
 			settings = append(settings, s)
 		}
 	}
-	if len(supported) > 0 {
+	if len(supported.Arches) > 0 {
 		for _, w := range known {
-			if !slices.Contains(supported, w.Arch) {
-				problems = append(problems, fmt.Sprintf("%s is %s but %s runs only %s (DescribeInstanceTypes: SupportedArchitectures)", w.What, w.Arch, instanceType, strings.Join(supported, ", ")))
+			if !slices.Contains(supported.Arches, w.Arch) {
+				problems = append(problems, fmt.Sprintf("%s is %s but %s runs only %s (%s)", w.What, w.Arch, instanceType, strings.Join(supported.Arches, ", "), supported.From))
 				addSetting(w.Setting)
 				addSetting("instance_type")
 			}

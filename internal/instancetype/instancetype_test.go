@@ -76,16 +76,19 @@ func TestJudgeArchitecture(t *testing.T) {
 	host := func(a string) ArchWitness { return ArchWitness{a, "uname -m", ""} }
 	cases := []struct {
 		name      string
-		supported []string
+		supported Supported
 		w         []ArchWitness
 		want      []string // substrings; nil = agree
 	}{
-		{"all x86_64", []string{"x86_64"}, []ArchWitness{ami("x86_64"), host("x86_64")}, nil},
-		{"aarch64 is arm64", []string{"arm64"}, []ArchWitness{ami("arm64"), host("aarch64")}, nil},
-		{"arm64 AMI on x86_64 type", []string{"x86_64"}, []ArchWitness{ami("arm64"), host("x86_64")},
-			[]string{"the DLAMI is arm64 but p5.48xlarge runs only x86_64", "instance_type", "the data source's architecture", "uname -m is x86_64"}},
-		{"type unknown, witnesses disagree", nil, []ArchWitness{ami("arm64"), host("x86_64")}, []string{"the DLAMI is arm64 but uname -m is x86_64"}},
-		{"unknown witnesses left out", []string{"x86_64"}, []ArchWitness{ami(""), host("x86_64")}, nil},
+		{"all x86_64", FromEC2([]string{"x86_64"}), []ArchWitness{ami("x86_64"), host("x86_64")}, nil},
+		{"aarch64 is arm64", FromEC2([]string{"arm64"}), []ArchWitness{ami("arm64"), host("aarch64")}, nil},
+		{"arm64 AMI on x86_64 type", FromEC2([]string{"x86_64"}), []ArchWitness{ami("arm64"), host("x86_64")},
+			[]string{"the DLAMI is arm64 but p5.48xlarge runs only x86_64 (DescribeInstanceTypes: SupportedArchitectures)", "instance_type", "the data source's architecture", "uname -m is x86_64"}},
+		// A profile's architecture is quoted as the profile's, never as EC2's.
+		{"from a profile", Supported{Arches: []string{"x86_64"}, From: "profile p5.48xlarge"}, []ArchWitness{ami("arm64")},
+			[]string{"runs only x86_64 (profile p5.48xlarge)"}},
+		{"type unknown, witnesses disagree", Supported{}, []ArchWitness{ami("arm64"), host("x86_64")}, []string{"the DLAMI is arm64 but uname -m is x86_64"}},
+		{"unknown witnesses left out", FromEC2([]string{"x86_64"}), []ArchWitness{ami(""), host("x86_64")}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
