@@ -66,8 +66,7 @@ func judgeImageHygiene(f facts.Run, _ Target) result.Check {
 		}
 	}
 	if c := st.IMEXNodesConfig; c != nil && c.Count > 0 {
-		bad = append(bad, fmt.Sprintf("%s holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name, so a list baked into the image breaks every domain but the build's; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog (or the verification) write the nodes' addresses",
-			c.Path, c.Count, strings.Join(c.Addresses, " ")))
+		bad = append(bad, bakedIMEXList(c.Path, c.Count, c.Addresses))
 	}
 	for _, m := range st.Missing {
 		bad = append(bad, "no answer for "+m)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/facts"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/result"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/settings"
@@ -34,7 +35,7 @@ func (t Target) imexMode() (settings.IMEX, string) {
 	if t.IMEX != settings.IMEXUnset {
 		return t.IMEX, BasisSetting
 	}
-	mnnvl, basis, known := t.multiNodeNVLink()
+	mnnvl, basis, known := t.MultiNodeNVLink()
 	if !known {
 		basis = BasisRule
 	}
@@ -56,7 +57,7 @@ func (t Target) OneNodeIMEXDomain() (ok bool, why string) {
 	if mode, _ := t.imexMode(); mode != settings.IMEXHost {
 		return false, "imex is not \"host\""
 	}
-	if mnnvl, _, _ := t.multiNodeNVLink(); !mnnvl {
+	if mnnvl, _, _ := t.MultiNodeNVLink(); !mnnvl {
 		return false, "the host has no multi-node NVLink"
 	}
 	return true, ""
@@ -111,7 +112,7 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 	default:
 		for _, p := range x.Packages.Value {
 			actual = append(actual, p.Name+" "+p.Version)
-			up := upstreamVersion(p.Version)
+			up := dpkg.Upstream(p.Version)
 			switch {
 			case driverProblem != "":
 				v.fail("%s %s cannot be compared with the loaded driver: %s", p.Name, p.Version, driverProblem)
@@ -170,13 +171,19 @@ func judgeIMEXHost(f facts.Run, basis, ev string) result.Check {
 	return check(result.IMEX, result.Pass, basis, expected, actualText, "", "")
 }
 
+// bakedIMEXList is what is wrong with an IMEX node list of count real addresses (the first
+// few in addrs) kept in an image: imex (in the bake) and image-hygiene say it alike.
+func bakedIMEXList(path string, count int, addrs []string) string {
+	return fmt.Sprintf("%s holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name, so a list baked into the image breaks every domain but the build's; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog (or the verification) write the nodes' addresses",
+		path, count, strings.Join(addrs, " "))
+}
+
 // judgeIMEXOneNode judges the bake's one-node domain: UP with its one node READY (and
 // connected to itself) at the tray's own address, and nodes_config.cfg and the service put back.
 func judgeIMEXOneNode(o facts.IMEXOneNode, v *verdict, actual *[]string) {
 	if o.BakedCount > 0 {
 		*actual = append(*actual, "nodes_config.cfg of real addresses")
-		v.fail("the image's /etc/nvidia-imex/nodes_config.cfg holds %d real address(es) (%s): IMEX requires every node's list to match and blocks communication with nodes a list does not name; ship it absent or with the placeholder 0.0.0.0 and let the job's prolog write the nodes' addresses",
-			o.BakedCount, strings.Join(o.BakedAddresses, " "))
+		v.fail("the image's %s", bakedIMEXList("/etc/nvidia-imex/nodes_config.cfg", o.BakedCount, o.BakedAddresses))
 	}
 	if o.RestoreProblem != "" {
 		*actual = append(*actual, "nodes_config.cfg or nvidia-imex not restored")
@@ -319,17 +326,4 @@ func loadedDriver(h facts.Host) (version, problem string) {
 		return "", "the loaded driver version is unknown: nvidia-smi lists no GPU"
 	}
 	return h.GPUs.Value[0].DriverVersion, ""
-}
-
-// upstreamVersion is a Debian version's upstream part: without the epoch ("1:") and the
-// revision (after the last '-'), so "570.172.08-1" and "570.172.08-0ubuntu0.24.04.1" are
-// driver 570.172.08.
-func upstreamVersion(v string) string {
-	if _, after, ok := strings.Cut(v, ":"); ok {
-		v = after
-	}
-	if i := strings.LastIndex(v, "-"); i > 0 {
-		v = v[:i]
-	}
-	return v
 }

@@ -194,16 +194,6 @@ func TestIMEXNotApplicable(t *testing.T) {
 	}
 }
 
-func TestUpstreamVersion(t *testing.T) {
-	for in, want := range map[string]string{
-		"570.172.08-1": "570.172.08", "1:580.65.06-1": "580.65.06", "570.172.08-0ubuntu0.24.04.1": "570.172.08", "570.172.08": "570.172.08",
-	} {
-		if got := upstreamVersion(in); got != want {
-			t.Errorf("upstreamVersion(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // oneNode is a bake's one-node domain of 10.1.42.17 that came up: UP, READY, connected to
 // itself, everything put back.
 func oneNode() *facts.IMEXOneNode {

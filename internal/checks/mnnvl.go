@@ -38,16 +38,12 @@ const mnnvlTransport = "P2P/MNNVL"
 // or its channel), and NCCL before 2.23 (src/init.cc checkMNNVL) whenever MNNVL is unsupported.
 var mnnvlRefusals = []string{"is available but not working on this system", "MNNVL is not supported on this system"}
 
-// MultiNodeNVLink resolves whether the GPUs' NVLink domain spans trays, as nvlink-fabric does:
-// the engine runs nccl-mnnvl's second all-reduce only where want and known are both true.
-func (t Target) MultiNodeNVLink() (want bool, basis string, known bool) { return t.multiNodeNVLink() }
-
 // judgeNCCLMNNVL judges the all-reduce across nodes with NCCL_MNNVL_ENABLE=1.
 func judgeNCCLMNNVL(f facts.Run, t Target) result.Check {
 	mn := f.MultiNode
 	const id = result.NCCLMNNVL
 	const expected = "0 OK, every node connected to the others over P2P/MNNVL (multi-node NVLink), none over the network"
-	want, basis, known := t.multiNodeNVLink()
+	want, basis, known := t.MultiNodeNVLink()
 	run := mn.MNNVL
 	switch {
 	case mn.NotRun != "":

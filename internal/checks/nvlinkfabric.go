@@ -19,11 +19,13 @@ func init() {
 	})
 }
 
-// multiNodeNVLink resolves whether the GPUs' NVLink domain spans trays: the setting, else the
+// MultiNodeNVLink resolves whether the GPUs' NVLink domain spans trays: the setting, else the
 // profile's answer, else (or when the profile says no) whether the PCI bus shows more than
 // one GB200 (ParallelCluster's rule), so a tray is recognized without a profile and a profile
-// that misses one does not hide it. known is false when nothing could say.
-func (t Target) multiNodeNVLink() (want bool, basis string, known bool) {
+// that misses one does not hide it. known is false when nothing could say. nvlink-fabric,
+// imex's default, nccl-mnnvl and the engine's second all-reduce (only where want and known)
+// all follow it.
+func (t Target) MultiNodeNVLink() (want bool, basis string, known bool) {
 	switch {
 	case t.Expect.MultiNodeNVLink != nil:
 		return *t.Expect.MultiNodeNVLink, BasisSetting, true
@@ -84,7 +86,7 @@ func idProblem(field, value string, k facts.FabricIDKind) string {
 func judgeNVLinkFabric(f facts.Run, t Target) result.Check {
 	id := result.NVLinkFabric
 	h := f.Host
-	want, basis, known := t.multiNodeNVLink()
+	want, basis, known := t.MultiNodeNVLink()
 	const expected = "every GPU State Completed, Status Success, CliqueId and ClusterUUID non-zero and the same on all GPUs, Health Summary not Unhealthy"
 	fr := h.Health.Fabric
 	ev := func() string { return evidence(fr.Evidence, h.PCI.Evidence) }

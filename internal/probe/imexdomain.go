@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bufio"
+	"cmp"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +83,7 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 			restoreSeen = true
 		case "RESTORE-FAILED":
 			restoreSeen = true
-			r.RestoreProblem = cmpOr(arg, "the restore failed")
+			r.RestoreProblem = cmp.Or(arg, "the restore failed")
 		}
 	}
 	switch {
@@ -112,11 +113,4 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 		}
 	}
 	return r
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

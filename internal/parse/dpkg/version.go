@@ -18,6 +18,13 @@ func CompareVersions(a, b string) int {
 	return compareFragment(ra, rb)
 }
 
+// Upstream is a Debian version's upstream part, without the epoch ("1:") and the revision
+// (after the last '-'): "570.172.08-0ubuntu0.24.04.1" is upstream 570.172.08.
+func Upstream(v string) string {
+	_, upstream, _ := splitVersion(v)
+	return upstream
+}
+
 func splitVersion(v string) (epoch, upstream, revision string) {
 	v = strings.TrimSpace(v)
 	if i := strings.IndexByte(v, ':'); i >= 0 {

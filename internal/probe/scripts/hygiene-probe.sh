@@ -48,8 +48,7 @@ echo "logs nonempty=$n"
 f=/etc/nvidia-imex/nodes_config.cfg
 if [ ! -e "$f" ]; then echo "imex-nodes-config $f absent"
 else
-  awk -v f="$f" '{ sub(/#.*/, ""); gsub(/[[:space:]]/, "") }
-    /^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ && $0 != "0.0.0.0" { n++; if (n <= 8) a = a " " $0 }
-    END { print "imex-nodes-config " f " present " n + 0 a }' "$f" || exit 2
+  real=$(imex_real_addresses "$f") || exit 2
+  echo "imex-nodes-config $f present $real"
 fi
 echo "done"

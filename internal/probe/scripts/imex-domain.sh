@@ -40,9 +40,7 @@ if [ -e "$cfg" ]; then
 	echo "$M CONFIG present"
 	# The real addresses the image's list holds (an IPv4 address other than the placeholder
 	# 0.0.0.0): a baked list blocks every node it does not name.
-	awk -v m="$M" '{ sub(/#.*/, ""); gsub(/[[:space:]]/, "") }
-		/^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ && $0 != "0.0.0.0" { n++; if (n <= 8) a = a " " $0 }
-		END { print m " BAKED " n + 0 a }' "$backup"
+	echo "$M BAKED $(imex_real_addresses "$backup")"
 else
 	echo "$M CONFIG absent"
 fi

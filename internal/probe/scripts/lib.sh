@@ -60,3 +60,12 @@ no_login_env() {
 	PATH=${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 	export PATH
 }
+# imex_real_addresses FILE: prints how many lines of IMEX's node list FILE are a real address
+# (an IPv4 address other than the placeholder 0.0.0.0, comments and blanks ignored), then the
+# first 8 of them: "N ADDR...". Every node's list must match, so a list of real addresses
+# baked into an image blocks the nodes it does not name (grace-blackwell.md section 1.5).
+imex_real_addresses() {
+	awk '{ sub(/#.*/, ""); gsub(/[[:space:]]/, "") }
+		/^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ && $0 != "0.0.0.0" { n++; if (n <= 8) a = a " " $0 }
+		END { print n + 0 a }' "$1"
+}
