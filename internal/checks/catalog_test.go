@@ -22,7 +22,7 @@ func TestCatalog(t *testing.T) {
 		result.Xid, result.JobMemlock,
 		result.NCCLCorrectness, result.NCCLBusBW, result.NCCLTransport, result.PCIeLink, result.GPUClocks,
 		result.ContainerGPU, result.DCGM, result.EFATraffic, result.GPUDirectRDMA,
-		result.NodeCheck, result.NCCLMultiNode, result.NCCLMNNVL, result.ImageHygiene,
+		result.NodeCheck, result.NCCLMultiNode, result.IMEXDomain, result.NCCLMNNVL, result.ImageHygiene,
 	}
 	var ids []string
 	for _, e := range Catalog() {

@@ -27,11 +27,11 @@ func init() {
 	})
 }
 
-// imexMode resolves the imex setting for the host: the setting, else settings.IMEX.Resolved
+// IMEXMode resolves the imex setting for the host: the setting, else settings.IMEX.Resolved
 // (its one owner) over multiNodeNVLink's answer (expect.multi_node_nvlink, the profile, the
 // GB200s on the PCI bus), the same answer nvlink-fabric judges by. basis names where the
 // owner came from.
-func (t Target) imexMode() (settings.IMEX, string) {
+func (t Target) IMEXMode() (settings.IMEX, string) {
 	if t.IMEX != settings.IMEXUnset {
 		return t.IMEX, BasisSetting
 	}
@@ -46,15 +46,16 @@ func (t Target) imexMode() (settings.IMEX, string) {
 // resolves to "host" (by default on multi-node NVLink hosts; set on any other), the
 // container-gpu check's IMEX rule. With "dra" the DRA driver gives pods their channels.
 func (t Target) ExpectsIMEXChannel() bool {
-	mode, _ := t.imexMode()
+	mode, _ := t.IMEXMode()
 	return mode == settings.IMEXHost
 }
 
-// OneNodeIMEXDomain reports whether a bake brings up a one-node IMEX domain on this host: the
-// resolved imex is "host" and the host's NVLink domain spans trays (a GB200 tray, which forms a
-// one-node domain of its own address; grace-blackwell.md section 1.5). why says why not.
-func (t Target) OneNodeIMEXDomain() (ok bool, why string) {
-	if mode, _ := t.imexMode(); mode != settings.IMEXHost {
+// HostIMEXDomain reports whether the host's nvidia-imex forms this host's IMEX domain: the
+// resolved imex is "host" and the host's NVLink domain spans trays (a GB200 tray). A bake then
+// brings up a one-node domain of the tray's own address, and a verification of 2 or more nodes
+// one across its trays (imex-domain). why says why not.
+func (t Target) HostIMEXDomain() (ok bool, why string) {
+	if mode, _ := t.IMEXMode(); mode != settings.IMEXHost {
 		return false, "imex is not \"host\""
 	}
 	if mnnvl, _, _ := t.MultiNodeNVLink(); !mnnvl {
@@ -74,7 +75,7 @@ func (v *verdict) warn(format string, a ...any) { v.warns = append(v.warns, fmt.
 func judgeIMEX(f facts.Run, t Target) result.Check {
 	id := result.IMEX
 	x := f.Host.IMEX
-	mode, basis := t.imexMode()
+	mode, basis := t.IMEXMode()
 	ev := evidence(x.Packages.Evidence, x.Enabled.Evidence, x.Active.Evidence, x.Channel.Evidence, x.Domain.Evidence)
 	if x.OneNode != nil && x.OneNode.Ran {
 		ev = evidence(ev, x.OneNode.Domain.Evidence)
@@ -255,7 +256,7 @@ func judgeIMEXDomain(x facts.IMEX, v *verdict, actual *[]string) {
 		return
 	case state != "active":
 		*actual = append(*actual, "service "+state)
-		v.warn("the IMEX domain is not judged: nvidia-imex is %s (the domain forms when nodes_config.cfg holds the nodes' addresses and the service starts; start it to have it judged)", state)
+		v.warn("the IMEX domain is not judged: nvidia-imex is %s (the domain forms when nodes_config.cfg holds the nodes' addresses and the service starts; a verification with nodes = 2 or more forms one across its trays and judges it as imex-domain)", state)
 		return
 	}
 	if !x.Domain.OK() {
@@ -266,7 +267,7 @@ func judgeIMEXDomain(x facts.IMEX, v *verdict, actual *[]string) {
 	d := x.Domain.Value
 	*actual = append(*actual, "domain "+d.Status)
 	if d.Unconfigured() {
-		v.warn("the IMEX domain is not judged: nvidia-imex runs with only the placeholder address 0.0.0.0 in nodes_config.cfg (domain %s), as images ship it until a job writes its nodes' addresses", d.Status)
+		v.warn("the IMEX domain is not judged: nvidia-imex runs with only the placeholder address 0.0.0.0 in nodes_config.cfg (domain %s), as images ship it until a job writes its nodes' addresses; a verification with nodes = 2 or more forms one across its trays and judges it as imex-domain", d.Status)
 		return
 	}
 	if p := d.Problems(); len(p) > 0 {

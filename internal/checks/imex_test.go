@@ -263,7 +263,7 @@ func TestIMEXOneNode(t *testing.T) {
 }
 
 // Only a multi-node NVLink host with imex resolved to host brings up a one-node domain.
-func TestOneNodeIMEXDomain(t *testing.T) {
+func TestHostIMEXDomain(t *testing.T) {
 	for _, tc := range []struct {
 		typ  string
 		mode settings.IMEX
@@ -276,7 +276,7 @@ func TestOneNodeIMEXDomain(t *testing.T) {
 		{"p6-b200.48xlarge", settings.IMEXHost, false},
 		{"p5.48xlarge", settings.IMEXUnset, false},
 	} {
-		if got, why := gbTarget(tc.mode, tc.typ).OneNodeIMEXDomain(); got != tc.want || !got && why == "" {
+		if got, why := gbTarget(tc.mode, tc.typ).HostIMEXDomain(); got != tc.want || !got && why == "" {
 			t.Errorf("%s imex %q: %v (%q), want %v", tc.typ, tc.mode, got, why, tc.want)
 		}
 	}

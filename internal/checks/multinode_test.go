@@ -143,7 +143,7 @@ func TestJudgeNCCLMultiNode(t *testing.T) {
 				tg.Profile, tg.InstanceType = nil, "p5en.48xlarge"
 			}
 			cs := JudgePhase(PhaseMultiNode, facts.Run{MultiNode: mn}, tg)
-			if len(cs) != 2 || cs[0].ID != result.NCCLMultiNode || cs[1].ID != result.NCCLMNNVL {
+			if len(cs) != 3 || cs[0].ID != result.NCCLMultiNode || cs[1].ID != result.IMEXDomain || cs[2].ID != result.NCCLMNNVL {
 				t.Fatalf("checks %+v", cs)
 			}
 			c := cs[0]

@@ -50,8 +50,8 @@ type MultiNodeOptions struct {
 	// Launch is the launch, for the report; its Nodes are filled in here.
 	Launch *report.Launch
 	// Outcome, when set, receives the nccl-multinode check's status once the run ends (""
-	// when it was never judged), or nccl-mnnvl's where that one ran and nccl-multinode
-	// passed: a caller says and tags a test across nodes only when it passed, not when
+	// when it was never judged), or imex-domain's and nccl-mnnvl's where those ran and
+	// nccl-multinode passed: a caller says and tags a test across nodes only when it passed, not when
 	// skip_checks or warn_checks made it a skip or a warning.
 	Outcome *result.Status
 }
@@ -89,15 +89,23 @@ func MultiNode(ctx context.Context, ui UI, o MultiNodeOptions) error {
 		return b.plan.run(ctx)
 	})
 	if o.Outcome != nil {
-		// Where the second run over multi-node NVLink ran, the test across the nodes passed only
-		// when both did.
-		st := b.checkOf(result.NCCLMultiNode).Status
-		if st == result.Pass && mn.ranMNNVL {
-			st = b.checkOf(result.NCCLMNNVL).Status
-		}
-		*o.Outcome = st
+		*o.Outcome = mn.outcome()
 	}
 	return err
+}
+
+// outcome is the test's status for the caller: nccl-multinode's, unless it passed and the IMEX
+// domain across the trays was judged, or the second run over multi-node NVLink ran, without
+// passing: then theirs (the test across the nodes passed only when all of them did).
+func (m *multiNode) outcome() result.Status {
+	st := m.b.checkOf(result.NCCLMultiNode).Status
+	if st == result.Pass && m.b.run.MultiNode.IMEXDomain.Ran {
+		st = m.b.checkOf(result.IMEXDomain).Status
+	}
+	if st == result.Pass && m.ranMNNVL {
+		st = m.b.checkOf(result.NCCLMNNVL).Status
+	}
+	return st
 }
 
 // multiNode is one run of the test across nodes.
@@ -289,7 +297,12 @@ func (m *multiNode) test(ctx context.Context) error {
 	m.stop(ctx)
 	took := out.took
 	if mnnvl {
-		if took, err = m.testMNNVL(ctx, nvlScript, hosts, took); err != nil {
+		if err := m.imexDomain(ctx); err != nil {
+			return err
+		}
+		if why := m.imexBlocksMNNVL(); why != "" {
+			mn.MNNVL.NotRun = why
+		} else if took, err = m.testMNNVL(ctx, nvlScript, hosts, took); err != nil {
 			return err
 		}
 	}

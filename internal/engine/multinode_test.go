@@ -80,6 +80,18 @@ func twoFakeNodes(t *testing.T, test func(ctx context.Context, w io.Writer) (int
 				record("test")
 				return test(ctx, w)
 			},
+			// A GB200 pair's IMEX domain (check imex-domain): the node list written, nvidia-imex
+			// restarted and, from then on, a healthy domain of both nodes.
+			"imex-nodes.sh": func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
+				record("imex-nodes")
+				if !j.AsRoot || !strings.Contains(string(h.files[j.Script]), "addresses='10.0.1.5 10.0.1.6'") {
+					t.Errorf("the IMEX node list job: as root %v, without both nodes' addresses", j.AsRoot)
+				}
+				h.hostOut["host.imex_active"] = fakeSection{out: "active"}
+				h.hostOut["host.imex_ctl"] = fakeSection{out: imexPairView("UP", "READY", "CONNECTED")}
+				io.WriteString(w, "@@DLAMI-IMEXNODES RESTART 0\n@@DLAMI-IMEXNODES ACTIVE active\n")
+				return 0, nil
+			},
 		}
 		hosts = append(hosts, h)
 	}

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"strings"
+	"time"
 
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
@@ -85,4 +86,77 @@ type IMEXOneNode struct {
 	Domain Fact[imexctl.Domain]
 	// RestoreProblem says what could not be put back ("" when everything was).
 	RestoreProblem string
+}
+
+// IMEXDomainRun is the IMEX domain across a verification's trays (issue 35; grace-blackwell.md
+// section 1.5), as ParallelCluster's and PCS's job prolog forms it: every node's private
+// address written into every node's nodes_config.cfg, nvidia-imex restarted on every node, then
+// every node's view of the domain read until all are healthy, a node's service has failed (it
+// does not come up by waiting) or the wait's bound.
+type IMEXDomainRun struct {
+	// Ran is true once the nodes were configured; NotRun says why the domain was not brought
+	// up ("" when it ran).
+	Ran    bool
+	NotRun string
+	// Problem says why the domain could not be brought up at all (a node list IMEX cannot
+	// take).
+	Problem string
+	// Addresses are the lines written into every node's nodes_config.cfg, in node order: IMEX
+	// numbers the nodes in this order.
+	Addresses []string
+	// Nodes are each node's part, in node order.
+	Nodes []IMEXDomainNode
+	// Waited is how long the views were read after the restarts; TimedOut is true when the
+	// wait ended at its bound, Bound.
+	Waited, Bound time.Duration
+	TimedOut      bool
+}
+
+// IMEXDomainNode is one node's part of the domain across the trays.
+type IMEXDomainNode struct {
+	// Problem says why the node could not be configured (the job failed, a tool is missing);
+	// RestartExit is `systemctl restart nvidia-imex`'s status and RestartOutput the start of
+	// what it printed when it failed.
+	Problem       string
+	RestartExit   int
+	RestartOutput string
+	// Active is `systemctl is-active nvidia-imex` at the last reading; View the node's last
+	// view of the domain (`nvidia-imex-ctl -N -j`; unread when the service does not run or
+	// does not answer).
+	Active Fact[string]
+	View   Fact[imexctl.Domain]
+}
+
+// Healthy reports whether the domain came up on every node: each node configured, its
+// nvidia-imex active, and its view healthy by ParallelCluster's rule (imexctl.Domain.Problems:
+// UP, every node READY, every pair CONNECTED) over exactly the nodes written.
+func (r IMEXDomainRun) Healthy() bool {
+	if !r.Ran || r.Problem != "" || len(r.Nodes) == 0 {
+		return false
+	}
+	for _, n := range r.Nodes {
+		if n.Problem != "" || !n.Active.OK() || n.Active.Value != "active" || !n.View.OK() ||
+			!n.View.Value.Healthy() || len(n.View.Value.Mismatches(r.Addresses)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Hopeless reports whether waiting longer cannot make the domain healthy: a node could not be
+// configured, or its nvidia-imex is neither running nor starting (a unit that failed does not
+// come up by waiting).
+func (r IMEXDomainRun) Hopeless() bool {
+	if r.Problem != "" {
+		return true
+	}
+	for _, n := range r.Nodes {
+		if n.Problem != "" {
+			return true
+		}
+		if n.Active.OK() && n.Active.Value != "active" && n.Active.Value != "activating" && n.Active.Value != "reloading" {
+			return true
+		}
+	}
+	return false
 }

@@ -16,6 +16,9 @@ type MultiNodeRun struct {
 	// MNNVL is the second run on a multi-node NVLink type, with NCCL_MNNVL_ENABLE=1 (check
 	// nccl-mnnvl); its NotRun says why it did not run (another type, the first run failed).
 	MNNVL NCCLRun
+	// IMEXDomain is the IMEX domain brought up across the nodes before the second run (check
+	// imex-domain); its NotRun says why it was not.
+	IMEXDomain IMEXDomainRun
 }
 
 // MultiNodeNode is one node of a test across nodes.

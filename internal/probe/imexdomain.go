@@ -3,6 +3,9 @@ package probe
 import (
 	"bufio"
 	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -113,4 +116,92 @@ func ParseIMEXDomainRun(output string, code int, timedOut bool) facts.IMEXOneNod
 		}
 	}
 	return r
+}
+
+// imexNodesMarker marks the lines imex-nodes.sh prints about itself.
+const imexNodesMarker = "@@DLAMI-IMEXNODES"
+
+// IMEXNodesTimeout bounds writing a node's list and restarting nvidia-imex: ParallelCluster's
+// prolog gives the stop 15 s and the start 60 s (grace-blackwell.md section 1.5).
+const IMEXNodesTimeout = 90 * time.Second
+
+// IMEXNodesScript writes addresses, in this order, as the node's
+// /etc/nvidia-imex/nodes_config.cfg and restarts nvidia-imex, as root (scripts/imex-nodes.sh):
+// the verification's domain across its trays. Every address must be an IPv4 address (EC2's
+// private addresses; IMEX's list holds addresses, one per line).
+func IMEXNodesScript(addresses []string) (Script, error) {
+	if len(addresses) == 0 {
+		return Script{}, fmt.Errorf("the IMEX domain needs the nodes' addresses, got none")
+	}
+	for _, a := range addresses {
+		if ip, err := netip.ParseAddr(a); err != nil || !ip.Is4() {
+			return Script{}, fmt.Errorf("the IMEX domain's node list: %q is not an IPv4 address", a)
+		}
+	}
+	text := render("imex-nodes.sh", []scriptVar{{name: "M", value: imexNodesMarker}, {name: "addresses", value: strings.Join(addresses, " ")},
+		{name: "systemctl_paths", value: paths(hosttools.Systemctl)}}, nil)
+	return Script{Name: "the IMEX domain's node list", File: "imex-nodes", Text: text, Timeout: IMEXNodesTimeout, AsRoot: true}, nil
+}
+
+// ParseIMEXNodesRun reads imex-nodes.sh's output: code is its exit status, timedOut when its
+// bound stopped it. The node's view of the domain is read afterwards (IMEXView).
+func ParseIMEXNodesRun(output string, code int, timedOut bool) facts.IMEXDomainNode {
+	ev := textcut.Tail(output, evidenceMax)
+	var n facts.IMEXDomainNode
+	restart, active := false, ""
+	var printed []string
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimRight(line, "\r")
+		rest, ok := strings.CutPrefix(line, imexNodesMarker+" ")
+		if !ok {
+			if restart && active == "" && strings.TrimSpace(line) != "" {
+				printed = append(printed, line)
+			}
+			continue
+		}
+		word, arg, _ := strings.Cut(rest, " ")
+		arg = textcut.Head(strings.TrimSpace(arg), 500)
+		switch word {
+		case "ERROR":
+			n.Problem = cmp.Or(n.Problem, arg)
+		case "RESTART":
+			if c, err := strconv.Atoi(arg); err == nil {
+				n.RestartExit, restart = c, true
+			}
+		case "ACTIVE":
+			active = cmp.Or(arg, "unknown")
+		}
+	}
+	n.RestartOutput = textcut.Head(strings.Join(printed, "\n"), 500)
+	switch {
+	case n.Problem != "":
+	case timedOut || bundle.TimedOut(code):
+		n.Problem = "writing nodes_config.cfg and restarting nvidia-imex did not end within its bound"
+	case !restart || active == "":
+		n.Problem = fmt.Sprintf("the job ended (status %d) before reporting the restart of nvidia-imex", code)
+	}
+	if active != "" {
+		n.Active = facts.Read(active, ev)
+	} else {
+		n.Active = facts.Unread[string](cmp.Or(n.Problem, "not reported"), ev)
+	}
+	n.View = facts.Unread[imexctl.Domain]("not read yet", "")
+	return n
+}
+
+// IMEXView reads the node's view of its IMEX domain in one round trip: whether nvidia-imex is
+// active and `nvidia-imex-ctl -N -j` (asked only where the service runs), as the host suite
+// reads them.
+func IMEXView(ctx context.Context, r Runner, o Options) (facts.Fact[string], facts.Fact[imexctl.Domain], error) {
+	var cmds []bundle.Command
+	for _, c := range imexCommands(o) {
+		if c.Name == sectionIMEXActive || c.Name == sectionIMEXCtl {
+			cmds = append(cmds, c)
+		}
+	}
+	sections, err := query(ctx, r, "the IMEX domain", cmds)
+	if err != nil {
+		return facts.Fact[string]{}, facts.Fact[imexctl.Domain]{}, err
+	}
+	return parseUnitState(sections, sectionIMEXActive), parseWith(sections, sectionIMEXCtl, imexctl.ParseJSON), nil
 }

@@ -82,3 +82,67 @@ func FuzzParseIMEXDomainRun(f *testing.F) {
 		}
 	})
 }
+
+func TestIMEXNodesScript(t *testing.T) {
+	s, err := IMEXNodesScript([]string{"10.0.1.5", "10.0.1.6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.AsRoot || !strings.Contains(s.Text, "addresses='10.0.1.5 10.0.1.6'") || s.Timeout != IMEXNodesTimeout {
+		t.Errorf("script: as root %v, bound %s, addresses not set quoted:\n%s", s.AsRoot, s.Timeout, s.Text)
+	}
+	for _, bad := range [][]string{nil, {"10.0.1.5", "10.0.1.6; reboot"}, {"fe80::1"}, {"ip-10-0-1-5"}} {
+		if _, err := IMEXNodesScript(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+func TestParseIMEXNodesRun(t *testing.T) {
+	m := imexNodesMarker
+	for _, tc := range []struct {
+		name, out       string
+		code            int
+		timedOut        bool
+		restart         int
+		active, printed string
+		problem         string // substring ("" none)
+	}{
+		{"restarted", m + " RESTART 0\n" + m + " ACTIVE active\n", 0, false, 0, "active", "", ""},
+		{"failed to start", m + " RESTART 1\nJob for nvidia-imex.service failed because the control process exited with error code.\n" + m + " ACTIVE failed\n", 0, false,
+			1, "failed", "Job for nvidia-imex.service failed", ""},
+		{"no systemctl", m + " ERROR systemctl is not installed\n", 127, false, 0, "", "", "systemctl is not installed"},
+		{"stopped at its bound", m + " RESTART 0\n", 124, true, 0, "", "did not end within its bound", "did not end within its bound"},
+		{"cut short", "", 255, false, 0, "", "", "before reporting the restart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := ParseIMEXNodesRun(tc.out, tc.code, tc.timedOut)
+			if tc.problem == "" && n.Problem != "" || !strings.Contains(n.Problem, tc.problem) {
+				t.Errorf("problem %q, want %q", n.Problem, tc.problem)
+			}
+			if n.RestartExit != tc.restart || tc.active != "" && (!n.Active.OK() || n.Active.Value != tc.active) || tc.active == "" && n.Active.OK() {
+				t.Errorf("restart %d, active %+v; want %d, %q", n.RestartExit, n.Active, tc.restart, tc.active)
+			}
+			if tc.printed != "" && !strings.Contains(n.RestartOutput, tc.printed) && !strings.Contains(n.Problem, tc.printed) {
+				t.Errorf("restart output %q, want %q", n.RestartOutput, tc.printed)
+			}
+			if n.View.OK() {
+				t.Errorf("the view is read apart, yet %+v", n.View)
+			}
+		})
+	}
+}
+
+// Whatever the job prints, reading it never panics, and a node whose restart was never reported
+// always carries a problem.
+func FuzzParseIMEXNodesRun(f *testing.F) {
+	m := imexNodesMarker
+	f.Add(m+" RESTART 0\n"+m+" ACTIVE active\n", 0)
+	f.Add(m+" RESTART x\nout\n"+m+" ERROR\n", 124)
+	f.Fuzz(func(t *testing.T, out string, code int) {
+		n := ParseIMEXNodesRun(out, code, false)
+		if !strings.Contains(out, m+" RESTART ") && n.Problem == "" {
+			t.Errorf("no restart line, yet no problem: %+v", n)
+		}
+	})
+}

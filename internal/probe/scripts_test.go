@@ -35,6 +35,10 @@ func TestScriptsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	imexNodes, err := IMEXNodesScript([]string{"10.0.1.5", "10.0.1.6"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rendered := map[string]string{
 		"nccl": nccl.Text, "nccl-multinode": multi.Text, "multinode-key": addKey.Text, "multinode-stop": MultiNodeStopScript().Text, "dcgm": dcgm.Text, "efa-traffic": efa.Text,
 		"hygiene":           HygieneScript("ubuntu", "ssh-ed25519 AAAAC3Nza k").Text,
@@ -42,6 +46,7 @@ func TestScriptsParse(t *testing.T) {
 		"hygiene-probe":     render("hygiene-probe.sh", hygieneVars("ubuntu", ""), nil),
 		"container-engines": containerEnginesScript(),
 		"imex-domain":       IMEXDomainScript(0).Text,
+		"imex-nodes":        imexNodes.Text,
 	}
 	dir := t.TempDir()
 	var files, checked []string

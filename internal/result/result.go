@@ -67,6 +67,9 @@ const (
 	// NCCLMNNVL is the same test over multi-node NVLink (NCCL_MNNVL_ENABLE=1) on UltraServer
 	// trays (GB200).
 	NCCLMNNVL = "nccl-mnnvl"
+	// IMEXDomain is the IMEX domain brought up across the verification's trays before that
+	// second run.
+	IMEXDomain = "imex-domain"
 	// The first boot of an instance launched from the baked AMI (post-processor).
 	FirstBootKernel   = "first-boot-kernel"
 	FirstBootPackages = "first-boot-packages"

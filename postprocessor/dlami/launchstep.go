@@ -101,7 +101,7 @@ func (p *PostProcessor) verify(ctx context.Context, ui packersdk.Ui, ec2For func
 	if p.across != nil && *p.across != "" {
 		status = "is " + string(*p.across)
 	}
-	say(fmt.Sprintf("%s booted healthy on %d × %s; the NCCL test across them %s (%s, and %s on multi-node NVLink types), so %s is not set", t.ami, n, typ, status, result.NCCLMultiNode, result.NCCLMNNVL, amitags.VerifiedNodes))
+	say(fmt.Sprintf("%s booted healthy on %d × %s; the NCCL test across them %s (%s, and %s and %s on multi-node NVLink types), so %s is not set", t.ami, n, typ, status, result.NCCLMultiNode, result.IMEXDomain, result.NCCLMNNVL, amitags.VerifiedNodes))
 	return typ, 0, nil
 }
 

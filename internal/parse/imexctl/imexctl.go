@@ -269,6 +269,31 @@ func (d Domain) Problems() []string {
 	return out
 }
 
+// Mismatches lists how the domain's nodes differ from hosts, the list every node was given
+// (node #i at hosts[i]): IMEX numbers the nodes in the order of nodes_config.cfg, so a node
+// elsewhere, missing or extra means the node read another list. None means the same list.
+func (d Domain) Mismatches(hosts []string) []string {
+	var out []string
+	seen := make([]bool, len(hosts))
+	for _, n := range d.Nodes {
+		switch {
+		case n.Index >= len(hosts):
+			out = append(out, fmt.Sprintf("node #%d (%s) is not in the list of %d nodes", n.Index, n.Host, len(hosts)))
+		case n.Host != hosts[n.Index]:
+			out = append(out, fmt.Sprintf("node #%d is %s, not %s", n.Index, n.Host, hosts[n.Index]))
+			seen[n.Index] = true
+		default:
+			seen[n.Index] = true
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			out = append(out, fmt.Sprintf("node #%d (%s) is missing", i, hosts[i]))
+		}
+	}
+	return out
+}
+
 // Healthy reports whether Problems finds none.
 func (d Domain) Healthy() bool { return len(d.Problems()) == 0 }
 

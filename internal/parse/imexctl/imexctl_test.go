@@ -183,3 +183,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestMismatches(t *testing.T) {
+	d := Domain{Status: DomainUp, Nodes: []Node{{Index: 0, Host: "10.0.1.5"}, {Index: 1, Host: "10.0.1.6"}}}
+	for _, tc := range []struct {
+		name  string
+		hosts []string
+		want  []string
+	}{
+		{"same list", []string{"10.0.1.5", "10.0.1.6"}, nil},
+		{"another address", []string{"10.0.1.5", "10.0.1.7"}, []string{"node #1 is 10.0.1.6, not 10.0.1.7"}},
+		{"a node missing", []string{"10.0.1.5", "10.0.1.6", "10.0.1.7"}, []string{"node #2 (10.0.1.7) is missing"}},
+		{"a node extra", []string{"10.0.1.5"}, []string{"node #1 (10.0.1.6) is not in the list of 1 nodes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := d.Mismatches(tc.hosts); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -11,6 +11,10 @@
 #   - split: the test puts tray 2's GPUs in another clique once it runs (a tray of another
 #     UltraServer): NCCL goes on over EFA, nccl-mnnvl fails naming tray 2, nccl-multinode
 #     still passes.
+#   - imex: the test makes tray 2's nvidia-imex fail whenever it restarts: the IMEX domain
+#     across the trays never forms, imex-domain fails naming tray 2, the run over MNNVL does
+#     not start, nccl-multinode still passes.
+# Between the two runs the verification forms the IMEX domain across the trays (imex-domain).
 # Differs from a user's template only in the lines marked "fake endpoint".
 
 variable "aws_endpoint" {
@@ -102,6 +106,30 @@ build {
     settle_timeout          = "5m"
     on_failure              = "keep"
     run_tags                = { "dlami:scenario" = "split" }
+    multi_node {
+      timeout          = "2m"
+      busbw_floor_gbps = 100 # no public 2-node GB200 figure (grace-blackwell.md 1.1); the simulated tray's is 180
+    }
+  }
+
+  post-processor "dlami" {
+    region              = var.region
+    custom_endpoint_ec2 = var.aws_endpoint # fake endpoint
+    sts_endpoint        = var.aws_endpoint # fake endpoint
+    bom_file            = "${var.report_dir}/dlami-bom.json"
+    report_dir          = "${var.report_dir}/imex"
+    instance_type       = "p6e-gb200.36xlarge"
+    complete_validation = true
+    # The UltraServer's Capacity Block (the fake takes any well-formed id).
+    capacity_reservation_id = "cr-0123456789abcdef0"
+    market_type             = "capacity-block"
+    nodes                   = 2
+    efa                     = "4" # EKS's example layout (grace-blackwell.md 1.1)
+    nccl                    = false
+    ssh_timeout             = "5m"
+    settle_timeout          = "5m"
+    on_failure              = "keep"
+    run_tags                = { "dlami:scenario" = "imex" }
     multi_node {
       timeout          = "2m"
       busbw_floor_gbps = 100 # no public 2-node GB200 figure (grace-blackwell.md 1.1); the simulated tray's is 180
