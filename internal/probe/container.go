@@ -84,7 +84,7 @@ func ParseContainerToolkit(sections map[string]bundle.Section) facts.ContainerRu
 		CDISpecs: parseWith(sections, sectionCtrCDISpecs, func(out string) ([]string, error) {
 			return strings.Fields(out), nil
 		}),
-		CDIRefresh: parseWith(sections, sectionCtrCDIRefresh, parseUnitWord),
+		CDIRefresh: parseWith(sections, sectionCtrCDIRefresh, parseUnitFileState),
 	}
 	s, problem := get(sections, sectionCtrEngines)
 	if problem != "" {
@@ -320,20 +320,6 @@ func parseContainerRun(sections map[string]bundle.Section, name, cmdline string)
 	}
 	run.GPUs = parseWith(sections, name, nvsmi.ParseL)
 	return run
-}
-
-// parseUnitWord reads `systemctl is-enabled UNIT`: one word ("enabled", "disabled", "static",
-// "masked", ...), or systemd's "Failed to get unit file state ...: No such file or directory"
-// for a unit that is not installed, read as "not-found".
-func parseUnitWord(out string) (string, error) {
-	w := strings.TrimSpace(firstLine(out))
-	switch {
-	case strings.HasPrefix(w, "Failed to get unit file state"), strings.Contains(w, "No such file or directory"):
-		return "not-found", nil
-	case w == "" || strings.ContainsAny(w, " \t"):
-		return "", fmt.Errorf("systemctl is-enabled: unreadable answer %q", textcut.Head(w, 120))
-	}
-	return w, nil
 }
 
 // containerEnginesScript is container-engines.sh, rendered.

@@ -39,16 +39,29 @@ func TestParseEngines(t *testing.T) {
 	}
 }
 
-func TestParseUnitWord(t *testing.T) {
-	for in, want := range map[string]string{"enabled\n": "enabled", "disabled": "disabled",
+func TestParseUnitFileState(t *testing.T) {
+	for in, want := range map[string]string{"enabled\n": "enabled", "disabled": "disabled", "masked-runtime\n": "masked-runtime",
 		"Failed to get unit file state for nvidia-cdi-refresh.path: No such file or directory\n": "not-found"} {
-		if got, err := parseUnitWord(in); err != nil || got != want {
+		if got, err := parseUnitFileState(in); err != nil || got != want {
 			t.Errorf("%q: %q, %v", in, got, err)
 		}
 	}
-	if _, err := parseUnitWord(""); err == nil {
-		t.Error("empty answer read as a state")
+	for _, bad := range []string{"", "enabled-ish", "Failed to connect to bus: No such file or directory", "sudo: a password is required"} {
+		if got, err := parseUnitFileState(bad); err == nil {
+			t.Errorf("%q read as the state %q", bad, got)
+		}
 	}
+}
+
+// Whatever systemctl prints, the state read is one of its unit file states or an error.
+func FuzzParseUnitFileState(f *testing.F) {
+	f.Add("enabled\n")
+	f.Add("Failed to get unit file state for x: No such file or directory")
+	f.Fuzz(func(t *testing.T, out string) {
+		if w, err := parseUnitFileState(out); err == nil && !unitFileStates[w] && w != "not-found" {
+			t.Errorf("%q read as %q", out, w)
+		}
+	})
 }
 
 func TestContainerRunCommands(t *testing.T) {

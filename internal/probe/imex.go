@@ -10,6 +10,7 @@ import (
 	"github.com/dlami-bake/packer-plugin-dlami/internal/hosttools"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/dpkg"
 	"github.com/dlami-bake/packer-plugin-dlami/internal/parse/imexctl"
+	"github.com/dlami-bake/packer-plugin-dlami/internal/textcut"
 )
 
 // Sections of the IMEX facts (grace-blackwell.md section 1.5).
@@ -99,17 +100,14 @@ var unitFileStates = map[string]bool{
 	"generated": true, "transient": true, "bad": true, "not-found": true,
 }
 
-// parseUnitEnabled reads `systemctl is-enabled UNIT`, whatever its exit status (non-zero for
-// every state but enabled, static and the like). Older systemd says a missing unit in words
-// ("Failed to get unit file state for X: No such file or directory"): that is "not-found".
+// parseUnitEnabled reads `systemctl is-enabled UNIT`'s section, whatever its exit status
+// (non-zero for every state but enabled, static and the like); a missing tool or a command
+// stopped at its bound is unread.
 func parseUnitEnabled(sections map[string]bundle.Section, name string) facts.Fact[string] {
 	ev := evidence(sections, name)
 	if s, ok := sections[name]; ok && !s.TimedOut && s.ExitCode != 127 {
-		if w := firstLine(s.Output); unitFileStates[w] {
+		if w, err := parseUnitFileState(s.Output); err == nil {
 			return facts.Read(w, ev)
-		}
-		if strings.Contains(s.Output, "Failed to get unit file state") && strings.Contains(s.Output, "No such file or directory") {
-			return facts.Read("not-found", ev)
 		}
 	}
 	_, problem := get(sections, name)
@@ -117,6 +115,20 @@ func parseUnitEnabled(sections map[string]bundle.Section, name string) facts.Fac
 		problem = "systemctl printed no unit file state"
 	}
 	return facts.Unread[string](problem, ev)
+}
+
+// parseUnitFileState reads what `systemctl is-enabled UNIT` prints: one of systemctl(1)'s unit
+// file states. Older systemd says a missing unit in words ("Failed to get unit file state for
+// X: No such file or directory"): that is "not-found". Anything else is unreadable.
+func parseUnitFileState(out string) (string, error) {
+	w := firstLine(out)
+	switch {
+	case unitFileStates[w]:
+		return w, nil
+	case strings.Contains(out, "Failed to get unit file state") && strings.Contains(out, "No such file or directory"):
+		return "not-found", nil
+	}
+	return "", fmt.Errorf("systemctl is-enabled: not a unit file state: %q", textcut.Head(strings.TrimSpace(out), 120))
 }
 
 // parseIMEXChannel reads imexChannelCommand's lines.
