@@ -301,7 +301,9 @@ func (f *Fleet) boot(ctx context.Context, inst *instance, m awsfake.MachineSpec)
 		"DLAMI_SIM_PORT=" + strconv.Itoa(SSHPort),
 		"DLAMI_SIM_LAYERS=" + strings.Join(m.Layers, ":"),
 		"DLAMI_SIM_HOSTNAME=" + EC2HostName(m.Address),
-		"DLAMI_SIM_KNOBS=" + strings.Join(append([]string{"product-name=" + m.InstanceType, "instance-id=" + m.InstanceID}, networkKnobs(m.Network)...), " "),
+		// private-ip: the instance's private IPv4 address as EC2 gives it (the loopback
+		// address the host listens on), which the IMEX stand-ins bind and name the node by.
+		"DLAMI_SIM_KNOBS=" + strings.Join(append([]string{"product-name=" + m.InstanceType, "instance-id=" + m.InstanceID, "private-ip=" + m.Address}, networkKnobs(m.Network)...), " "),
 	}
 	if m.AuthorizedKey != "" {
 		keys := filepath.Join(inst.dir, "authorized_keys.launch")

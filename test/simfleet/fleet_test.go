@@ -283,6 +283,10 @@ func TestNetworkKnobs(t *testing.T) {
 	if got := read("i-0eeeeeeeeeeeeeee2/knobs"); !strings.HasSuffix(got, " efa-cards=none efa-traffic=allowed") {
 		t.Errorf("DLAMI_SIM_KNOBS of a default launch: %q", got)
 	}
+	// EC2's private IPv4 address of each instance: the address it listens on.
+	if a, b := read("i-0eeeeeeeeeeeeeee1/merged/etc/dlami-sim/private-ip"), read("i-0eeeeeeeeeeeeeee2/merged/etc/dlami-sim/private-ip"); a != "127.0.0.2" || b != "127.0.0.3" {
+		t.Errorf("private-ip knobs of the instances on 127.0.0.2 and 127.0.0.3: %q, %q", a, b)
+	}
 	// Each instance is named after its own private address, as EC2 names it.
 	if a, b := read("i-0eeeeeeeeeeeeeee1/hostname"), read("i-0eeeeeeeeeeeeeee2/hostname"); a != "ip-127-0-0-2" || b != "ip-127-0-0-3" {
 		t.Errorf("DLAMI_SIM_HOSTNAME of the instances on 127.0.0.2 and 127.0.0.3: %q, %q", a, b)

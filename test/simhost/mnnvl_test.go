@@ -3,8 +3,9 @@ package simhost_test
 // The all-reduce across 2 simulated GB200 trays with NCCL_MNNVL_ENABLE (issue 35): the
 // simulated all_reduce_perf connects the trays over P2P/MNNVL when every tray's fabric is
 // healthy and in the same clique, and otherwise goes on over EFA as recent NCCL does
-// (src/mnnvl.cc returns without MNNVL, no error); knob nccl-mnnvl-refused is NCCL's refusal
-// when the fabric handles cannot be shared.
+// (src/mnnvl.cc returns without MNNVL, no error); NCCL refuses (its fabric handle self-test
+// fails) when a tray's IMEX domain is not UP, and knob nccl-mnnvl-refused forces or prevents
+// that refusal.
 
 import (
 	"slices"
@@ -15,9 +16,11 @@ import (
 
 func TestMultiNodeMNNVL(t *testing.T) {
 	const gb200 = "p6e-gb200.36xlarge"
-	healthy := map[string]string{"efa-cards": allCards(4)}
+	// Every tray's IMEX domain UP (the canned healthy domain; TestMultiNodeMNNVLNeedsIMEX runs
+	// the daemons).
+	healthy := map[string]string{"efa-cards": allCards(4), "imex-ctl": "healthy"}
 	with := func(k, v string) map[string]string {
-		m := map[string]string{"efa-cards": allCards(4)}
+		m := map[string]string{"efa-cards": allCards(4), "imex-ctl": "healthy"}
 		m[k] = v
 		return m
 	}
@@ -75,4 +78,57 @@ func TestMultiNodeMNNVL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// NCCL over multi-node NVLink needs every tray's IMEX domain UP: the trays of a fleet run the
+// IMEX daemon's stand-in (their private addresses in each nodes_config.cfg, the unit restarted)
+// and the all-reduce goes over P2P/MNNVL; with a tray's IMEX stopped, or never configured, NCCL
+// refuses (exit 1, the WARN naming nvidia-imex-ctl -N), unless knob nccl-mnnvl-refused=0.
+func TestMultiNodeMNNVLNeedsIMEX(t *testing.T) {
+	const gb200, sc = "p6e-gb200.36xlarge", "root/usr/bin/systemctl"
+	const refusal = "NCCL WARN MNNVL (cliqueSize 8) is available but not working on this system. Check the IMEX configuration (nvidia-imex-ctl -N)."
+	tray := func(addr, ip string) mpiNode {
+		n := newMPINode(t, addr, gb200, map[string]string{"efa-cards": allCards(4), "service-nvidia-imex": "inactive", "private-ip": ip})
+		n.h.stopIMEXAtCleanup()
+		n.h.writeFile("etc/nvidia-imex/config.cfg", "SERVER_PORT=50918\n")
+		n.h.writeFile("etc/nvidia-imex/nodes_config.cfg", "127.0.9.5\n127.0.9.6\n")
+		return n
+	}
+	nodes := []mpiNode{tray("10.1.0.5", "127.0.9.5"), tray("10.1.0.6", "127.0.9.6")}
+	run := func(name string, wantMNNVL bool) {
+		t.Helper()
+		r := runMPIWith(t, nodes, []string{"10.1.0.5", "10.1.0.6"}, 30*time.Second, 4, "NCCL_MNNVL_ENABLE=1")
+		if !wantMNNVL {
+			if r.code != 1 || !strings.Contains(r.out, refusal) {
+				t.Errorf("%s: exit %d, want 1 with %q:\n%s", name, r.code, refusal, r.out)
+			}
+			return
+		}
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d:\n%s", name, r.code, r.out)
+		}
+		res := parseRun(t, r)
+		if !slices.Contains(res.Transport.DataTransports, "P2P/MNNVL") || strings.Contains(r.out, "NCCL WARN") {
+			t.Errorf("%s: transports %q:\n%s", name, res.Transport.DataTransports, r.out)
+		}
+	}
+	// Nothing configured yet: IMEX does not run.
+	run("IMEX not started", false)
+	for _, n := range nodes {
+		n.h.run(nil, sc, "restart", "nvidia-imex")
+	}
+	for _, n := range nodes {
+		if d := n.h.imexView(); !d.Healthy() || len(d.Nodes) != 2 {
+			t.Fatalf("%s's IMEX view: %v", n.name, d.Problems())
+		}
+	}
+	run("both trays' IMEX UP", true)
+	// Tray 2's IMEX stopped: neither domain is UP (tray 1 sees tray 2 UNAVAILABLE).
+	nodes[1].h.run(nil, sc, "stop", "nvidia-imex")
+	run("tray 2's IMEX stopped", false)
+	// The knob overrides the domain: 0 never refuses.
+	for _, n := range nodes {
+		n.h.knob("nccl-mnnvl-refused", "0")
+	}
+	run("knob nccl-mnnvl-refused=0", true)
 }

@@ -55,6 +55,7 @@ func newHost(t *testing.T, product string, knobs map[string]string) *host {
 	links := map[string]string{
 		"usr/lib/dlami-sim":                          "root/usr/lib/dlami-sim",
 		"usr/bin/nv-hostengine":                      "root/usr/bin/nv-hostengine",
+		"usr/bin/nvidia-imex-ctl":                    "pkgs/files/nvidia-imex-ctl",
 		"usr/lib/systemd/system/nvidia-dcgm.service": "root/usr/lib/systemd/system/nvidia-dcgm.service",
 	}
 	for l, target := range links {
