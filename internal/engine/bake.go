@@ -267,8 +267,9 @@ func (b *Bake) bakePlan() plan {
 	// Image hygiene ends every plan: it takes the build's SSH access away.
 	if b.opt.DeferValidation {
 		// The first phase of a two-phase bake, on a build instance without GPUs: everything
-		// the guard judges, nothing that needs the GPU host.
-		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.installSiteChecks, b.deferValidation, b.judged("the first phase"), b.writeBOM, b.imageHygiene)
+		// the guard judges, nothing that needs the GPU host. The node check is installed as
+		// in a one-phase bake: the GPU instances launched from the image run it at boot.
+		return p.then(b.finalGuard("the layers (the last drift check before the bill of materials)"), b.installSiteChecks, b.deferValidation, b.judged("the first phase"), b.installNodeCheck, b.writeBOM, b.imageHygiene)
 	}
 	if !b.opt.Validate {
 		return p.then(b.installSiteChecks, func(context.Context) error { b.stage("done (validation disabled)"); return nil }, b.imageHygiene)

@@ -72,6 +72,46 @@ func TestNodeCheckInstalled(t *testing.T) {
 	}
 }
 
+// TestNodeCheckInstalledInADeferredBake: the first phase of a two-phase bake (defer_validation,
+// on a Graviton build instance for the arm64 DLAMI of a GB200 tray) installs the node check
+// too, the linux/arm64 binary, before the bill of materials: the trays launched from the
+// image run it at every boot.
+func TestNodeCheckInstalledInADeferredBake(t *testing.T) {
+	h, _ := cpuBuildHost(t)
+	h.hostOut["nodecheck.machine"] = fakeSection{out: "aarch64"}
+	opt := options(t)
+	opt.DeferValidation = true
+	opt.NodeCheck = &nodeconf.Config{Action: nodeconf.ActionBlock, BOMPath: opt.ManifestPath, OutDir: nodeconf.DefaultOutDir,
+		Timeout: 300 * time.Second, CheckTimeout: time.Minute, Scontrol: nodeconf.DefaultScontrol, Before: []string{"slurmd.service"}}
+	ui := &recordingUI{}
+	err := Run(context.Background(), h, ui, opt)
+	if nodecheckbin.Available() != nil {
+		if err == nil || !strings.Contains(err.Error(), "make build") {
+			t.Fatalf("without embedded binaries: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("first phase with node_check: %v", err)
+	}
+	arm, _ := nodecheckbin.Binary("arm64")
+	if !bytes.Equal(h.files[nodeconf.BinaryPath], arm) {
+		t.Errorf("an aarch64 build host did not get the linux/arm64 binary (%d bytes)", len(h.files[nodeconf.BinaryPath]))
+	}
+	if u := string(h.files[nodeconf.UnitPath]); !strings.Contains(u, "RequiredBy=slurmd.service") {
+		t.Errorf("unit:\n%s", u)
+	}
+	if !slicesContains(h.layersRun, -1) || !strings.Contains(ui.String(), "dlami: installed /usr/local/sbin/dlami-node-check (linux/arm64") {
+		t.Errorf("the unit was not enabled, or the UI does not say so:\n%s", ui.String())
+	}
+	if len(h.files[opt.ManifestPath]) == 0 {
+		t.Error("no bill of materials")
+	}
+	if r := readReport(t, opt.ReportDir); r.Result != "deferred" {
+		t.Errorf("report %s %v, want deferred", r.Result, r.FailedChecks)
+	}
+}
+
 // TestNodeCheckUnknownArchFails: a host the plugin has no binary for fails the bake, naming it.
 func TestNodeCheckUnknownArchFails(t *testing.T) {
 	h := newFakeHost(t)

@@ -59,7 +59,7 @@ func nodeCheckScenarios(t *testing.T, e ebsEnv, fake *fakeAWS, ebsDir string) {
 		t.Fatalf("the fleet's base rootfs %s: %v", base, err)
 	}
 	boot := func(t *testing.T, name string, knobs string, extra map[string]string) *simNode {
-		return bootNode(t, e, base, img.Layers, name, knobs, extra)
+		return bootNode(t, e, base, img.Layers, name, p6B200Launch, knobs, extra)
 	}
 
 	t.Run("healthy", func(t *testing.T) {
@@ -202,9 +202,15 @@ type simNode struct {
 	env   map[string]string
 }
 
-// bootNode boots a host from layers (plus one layer of extra files) with knobs, and tears it
-// down at the end of the test.
-func bootNode(t *testing.T, e ebsEnv, base string, layers []string, name, knobs string, extra map[string]string) *simNode {
+// p6B200Launch are the knobs of a fleet node's launch on p6-b200.48xlarge: its launch template
+// attaches every EFA interface (cards 0-7) in a group that allows EFA traffic, as a launch
+// writes its network knobs (simfleet): the AMI's layers carry the build instance's, whose
+// amazon-ebs launch attached none.
+const p6B200Launch = "product-name=p6-b200.48xlarge efa-cards=0,1,2,3,4,5,6,7 efa-traffic=allowed"
+
+// bootNode boots a host from layers (plus one layer of extra files) with the launch's knobs
+// (instance type and network) and then knobs, and tears it down at the end of the test.
+func bootNode(t *testing.T, e ebsEnv, base string, layers []string, name, launch, knobs string, extra map[string]string) *simNode {
 	t.Helper()
 	dir := outDir(t, "node-check-"+name)
 	all := append([]string{}, layers...)
@@ -228,10 +234,7 @@ func bootNode(t *testing.T, e ebsEnv, base string, layers []string, name, knobs 
 		all = append(all, l)
 	}
 	n := &simNode{state: filepath.Join(dir, "state")}
-	// A fleet node: its launch template attaches every EFA interface of p6-b200.48xlarge (cards
-	// 0-7) in a group that allows EFA traffic, as a launch writes its network knobs (simfleet):
-	// the AMI's layers carry the build instance's, whose amazon-ebs launch attached none.
-	k := "product-name=p6-b200.48xlarge efa-cards=0,1,2,3,4,5,6,7 efa-traffic=allowed instance-id=i-0nodecheck" + strings.ReplaceAll(name, "-", "")
+	k := launch + " instance-id=i-0nodecheck" + strings.ReplaceAll(name, "-", "")
 	if knobs != "" {
 		k += " " + knobs
 	}

@@ -15,6 +15,10 @@
 #     across the trays never forms, imex-domain fails naming tray 2, the run over MNNVL does
 #     not start, nccl-multinode still passes.
 # Between the two runs the verification forms the IMEX domain across the trays (imex-domain).
+# The bake also installs the node check (node_check, as the example does): the plugin picks
+# linux/arm64 for the aarch64 host, the trays run it at boot (through qemu-aarch64 on this
+# x86_64 machine: test/simhost/install-deps), and the test boots one more tray from the AMI
+# whose fabric degrades (gb200multinode_test.go).
 # Differs from a user's template only in the lines marked "fake endpoint".
 
 variable "aws_endpoint" {
@@ -61,6 +65,11 @@ build {
     layer {
       name   = "imex-channel0"
       inline = ["mkdir -p /etc/modprobe.d", "echo 'options nvidia NVreg_CreateImexChannel0=1' >/etc/modprobe.d/nvidia-imex-channel0.conf"]
+    }
+    node_check {
+      action  = "block"
+      before  = ["slurmd.service"]
+      timeout = "2m"
     }
   }
 
