@@ -32,16 +32,11 @@ func judgeIMEXAcrossTrays(f facts.Run, t Target) result.Check {
 	x := mn.IMEXDomain
 	const id = result.IMEXDomain
 	const expected = "every tray's nvidia-imex active with the list of all the trays; every view UP, every node READY, every pair CONNECTED"
-	want, basis, known := t.MultiNodeNVLink()
+	basis, gate, gated := t.acrossTrays(mn, id, expected, "(the trays share no IMEX domain)")
 	mode, modeBasis := t.IMEXMode()
 	switch {
-	case mn.NotRun != "":
-		return check(id, result.Skip, "", "", "", "not run: "+mn.NotRun, "")
-	case !known:
-		return check(id, result.Warn, "", expected, "not judged",
-			fmt.Sprintf("not judged: no setting and no profile of %s say whether its NVLink spans trays; set expect.multi_node_nvlink", cmp.Or(t.InstanceType, "this instance type")), "")
-	case !want:
-		return check(id, result.Skip, basis, "", "not applicable", "not applicable: "+basis+" says the GPUs' NVLink does not span trays, so the trays share no IMEX domain", "")
+	case gated:
+		return gate
 	case mode == settings.IMEXDRA:
 		return check(id, result.Warn, modeBasis, expected, "not judged",
 			"not judged: imex = \"dra\": the EKS DRA driver's ComputeDomain forms the domain across the trays, which a verification outside Kubernetes does not run; set imex = \"host\" where the host's nvidia-imex owns IMEX (Slurm, ParallelCluster, PCS)", "")

@@ -43,17 +43,11 @@ func judgeNCCLMNNVL(f facts.Run, t Target) result.Check {
 	mn := f.MultiNode
 	const id = result.NCCLMNNVL
 	const expected = "0 OK, every node connected to the others over P2P/MNNVL (multi-node NVLink), none over the network"
-	want, basis, known := t.MultiNodeNVLink()
+	basis, gate, gated := t.acrossTrays(mn, id, expected, "(the nodes meet over EFA only: nccl-multinode judges that)")
 	run := mn.MNNVL
 	switch {
-	case mn.NotRun != "":
-		return check(id, result.Skip, "", "", "", "not run: "+mn.NotRun, "")
-	case !known:
-		return check(id, result.Warn, "", expected, "not judged",
-			fmt.Sprintf("not judged: no setting and no profile of %s say whether its NVLink spans trays; set expect.multi_node_nvlink", cmp.Or(t.InstanceType, "this instance type")), "")
-	case !want:
-		return check(id, result.Skip, basis, "", "not applicable",
-			"not applicable: "+basis+" says the GPUs' NVLink does not span trays (the nodes meet over EFA only: nccl-multinode judges that)", "")
+	case gated:
+		return gate
 	case mn.Problem != "":
 		return check(id, result.Error, basis, expected, "could not run", "the multi-node NCCL test could not run: "+mn.Problem, textcut.Tail(mn.NCCL.Tail, ncclEvidenceMax))
 	case run.NotRun != "":
@@ -137,4 +131,23 @@ func refusalLine(out, s string) string {
 		}
 	}
 	return ""
+}
+
+// acrossTrays is where the checks of a test across trays of one NVLink domain (nccl-mnnvl,
+// imex-domain) stop before judging: the test across the nodes did not run, or no setting or
+// profile says whether the type's NVLink spans trays (a warning naming the setting), or it does
+// not (not applicable: notApplicable says what judges those nodes instead). gated is true with
+// the check to report; basis is where the answer came from.
+func (t Target) acrossTrays(mn facts.MultiNodeRun, id, expected, notApplicable string) (basis string, c result.Check, gated bool) {
+	want, basis, known := t.MultiNodeNVLink()
+	switch {
+	case mn.NotRun != "":
+		return basis, check(id, result.Skip, "", "", "", "not run: "+mn.NotRun, ""), true
+	case !known:
+		return basis, check(id, result.Warn, "", expected, "not judged",
+			fmt.Sprintf("not judged: no setting and no profile of %s say whether its NVLink spans trays; set expect.multi_node_nvlink", cmp.Or(t.InstanceType, "this instance type")), ""), true
+	case !want:
+		return basis, check(id, result.Skip, basis, "", "not applicable", "not applicable: "+basis+" says the GPUs' NVLink does not span trays "+notApplicable, ""), true
+	}
+	return basis, result.Check{}, false
 }

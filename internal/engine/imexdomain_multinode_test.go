@@ -29,8 +29,8 @@ func imexPairView(domain, node2, toNode2 string) string {
 }
 
 // gb200Pair is two fake GB200 trays whose all-reduce runs record NCCL_MNNVL_ENABLE, each run
-// connecting the trays over MNNVL when it is 1.
-func gb200Pair(t *testing.T, runs *[]string) ([]*fakeHost, *[]string, MultiNodeOptions) {
+// connecting the trays over mnnvlPath when it is 1, over EFA otherwise.
+func gb200Pair(t *testing.T, runs *[]string, mnnvlPath string) ([]*fakeHost, *[]string, MultiNodeOptions) {
 	hosts, calls := twoFakeNodes(t, nil)
 	hosts[0].jobs["nccl-multinode.sh"] = func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
 		v := ""
@@ -39,7 +39,7 @@ func gb200Pair(t *testing.T, runs *[]string) ([]*fakeHost, *[]string, MultiNodeO
 		}
 		*runs = append(*runs, v)
 		if v == "1" {
-			io.WriteString(w, gb200Log("via P2P/MNNVL/read"))
+			io.WriteString(w, gb200Log(mnnvlPath))
 		} else {
 			io.WriteString(w, gb200Log("[send] via NET/Libfabric/0/GDRDMA"))
 		}
@@ -111,7 +111,7 @@ func TestMultiNodeIMEXDomain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs []string
-			hosts, calls, o := gb200Pair(t, &runs)
+			hosts, calls, o := gb200Pair(t, &runs, "via P2P/MNNVL/read")
 			if tc.tweak != nil {
 				tc.tweak(hosts)
 			}

@@ -102,21 +102,8 @@ func TestMultiNodeMNNVLOutcome(t *testing.T) {
 		{"nccl-mnnvl only warned", "[send] via NET/Libfabric/0/GDRDMA", true, result.Warn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hosts, _ := twoFakeNodes(t, nil)
-			hosts[0].jobs["nccl-multinode.sh"] = func(_ context.Context, h *fakeHost, j host.Job, w io.Writer) (int, error) {
-				if m := mnnvlValueRE.FindStringSubmatch(string(h.files[j.Script])); m != nil && m[1] == "1" {
-					io.WriteString(w, gb200Log(tc.path))
-				} else {
-					io.WriteString(w, gb200Log("[send] via NET/Libfabric/0/GDRDMA"))
-				}
-				return 0, nil
-			}
-			o := multiNodeOptions(t, hosts, 0)
-			for i := range o.Nodes {
-				o.Nodes[i].InstanceType, o.Nodes[i].EFA = "p6e-gb200.36xlarge", 4
-			}
-			o.Common.Launch.EFA = 4
-			o.Checks.MultiNode.BusBWFloorGBps = 100
+			var runs []string
+			_, _, o := gb200Pair(t, &runs, tc.path)
 			if tc.warn {
 				o.Checks.Warn, o.Checks.WarnSetting = []string{result.NCCLMNNVL}, "warn_checks"
 			}

@@ -85,10 +85,7 @@ if ! printf '%s\n' "$addr" >"$cfg"; then
 	echo "$M ERROR could not write $cfg"
 	exit 1
 fi
-out=$("$sc" restart nvidia-imex 2>&1)
-rc=$?
-echo "$M RESTART $rc"
-[ $rc = 0 ] || printf '%s\n' "$out" | head -n 5
+imex_restart "$sc" || true
 end=$(($(date +%s) + timeout_s))
 while :; do
 	doc=$("$ctl" -N -j 2>&1)

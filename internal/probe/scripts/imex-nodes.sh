@@ -22,8 +22,5 @@ if ! mkdir -p "$dir" || ! printf '%s\n' $addresses >"$dir/nodes_config.cfg"; the
 	echo "$M ERROR could not write $dir/nodes_config.cfg"
 	exit 1
 fi
-out=$("$sc" restart nvidia-imex 2>&1)
-rc=$?
-echo "$M RESTART $rc"
-[ $rc = 0 ] || printf '%s\n' "$out" | head -n 5
+imex_restart "$sc" || true
 echo "$M ACTIVE $("$sc" is-active nvidia-imex 2>/dev/null)"

@@ -69,3 +69,13 @@ imex_real_addresses() {
 		/^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ && $0 != "0.0.0.0" { n++; if (n <= 8) a = a " " $0 }
 		END { print n + 0 a }' "$1"
 }
+
+# imex_restart SYSTEMCTL: restarts nvidia-imex (a node list is read only at start), printing
+# "$M RESTART <status>" and, when it failed, the start of what systemctl said; returns the status.
+imex_restart() {
+	imex_out=$("$1" restart nvidia-imex 2>&1)
+	imex_rc=$?
+	echo "$M RESTART $imex_rc"
+	[ "$imex_rc" = 0 ] || printf '%s\n' "$imex_out" | head -n 5
+	return "$imex_rc"
+}
