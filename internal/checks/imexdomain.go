@@ -164,7 +164,7 @@ func sees(view imexctl.Domain, k, from int) bool {
 func healthyViews(x facts.IMEXDomainRun) int {
 	n := 0
 	for _, node := range x.Nodes {
-		if node.Active.OK() && node.Active.Value == "active" && node.View.OK() && node.View.Value.Healthy() && len(node.View.Value.Mismatches(x.Addresses)) == 0 {
+		if node.Healthy(x.Addresses) {
 			n++
 		}
 	}

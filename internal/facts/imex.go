@@ -135,12 +135,18 @@ func (r IMEXDomainRun) Healthy() bool {
 		return false
 	}
 	for _, n := range r.Nodes {
-		if n.Problem != "" || !n.Active.OK() || n.Active.Value != "active" || !n.View.OK() ||
-			!n.View.Value.Healthy() || len(n.View.Value.Mismatches(r.Addresses)) > 0 {
+		if !n.Healthy(r.Addresses) {
 			return false
 		}
 	}
 	return true
+}
+
+// Healthy reports whether this node joined the domain of addresses: configured, its
+// nvidia-imex active, and its view healthy over exactly those nodes.
+func (n IMEXDomainNode) Healthy(addresses []string) bool {
+	return n.Problem == "" && n.Active.OK() && n.Active.Value == "active" && n.View.OK() &&
+		n.View.Value.Healthy() && len(n.View.Value.Mismatches(addresses)) == 0
 }
 
 // Hopeless reports whether waiting longer cannot make the domain healthy: a node could not be
