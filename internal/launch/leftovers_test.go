@@ -158,8 +158,7 @@ func TestCleanupAtTheProductionRatio(t *testing.T) {
 // setPatience gives the launch and each of its nodes other bounds, as a test sets them
 // between the launch and the cleanup.
 func (in *Instance) setPatience(p Patience) {
-	in.patience = p
-	for _, n := range in.peers {
+	for _, n := range in.Nodes() {
 		n.patience = p
 	}
 }
